@@ -1,0 +1,63 @@
+//! "Did you mean …?" for every place a user names something: fields, jobs,
+//! timezones, subcommand arguments. One implementation so hints read alike.
+
+/// The candidates closest to `input`, best first, at most `max`. Only
+/// plausible ones are returned: a hint that suggests nonsense is worse than none.
+pub fn closest<'a, I>(input: &str, candidates: I, max: usize) -> Vec<String>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let needle = input.to_ascii_lowercase();
+    let mut scored: Vec<(f64, &str)> = candidates
+        .into_iter()
+        .filter_map(|c| {
+            let hay = c.to_ascii_lowercase();
+            let mut score = strsim::jaro_winkler(&needle, &hay);
+            // A candidate that contains the input (or its last path segment, for
+            // timezones such as "Shanghai") is a strong hint even when short.
+            let tail = hay.rsplit('/').next().unwrap_or(&hay);
+            if !needle.is_empty() && (hay.contains(&needle) || tail == needle) {
+                score = score.max(0.9);
+            }
+            (score >= 0.8).then_some((score, c))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(b.1)));
+    scored.into_iter().take(max).map(|(_, c)| c.to_string()).collect()
+}
+
+/// `closest`, phrased as a hint: `did you mean "command"?` or None.
+pub fn did_you_mean<'a, I>(input: &str, candidates: I) -> Option<String>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let found = closest(input, candidates, 3);
+    match found.as_slice() {
+        [] => None,
+        [one] => Some(format!("did you mean {one:?}?")),
+        many => Some(format!(
+            "did you mean one of {}?",
+            many.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_typos_and_nothing_silly() {
+        let fields = ["command", "schedule", "timezone", "timeout"];
+        assert_eq!(did_you_mean("comand", fields).unwrap(), "did you mean \"command\"?");
+        assert_eq!(closest("timezon", fields, 1), vec!["timezone"]);
+        assert!(did_you_mean("zzzzzz", fields).is_none());
+    }
+
+    #[test]
+    fn matches_timezone_tails() {
+        let zones = ["Asia/Shanghai", "Europe/Berlin", "America/New_York"];
+        assert_eq!(closest("Shanghai", zones, 1), vec!["Asia/Shanghai"]);
+        assert_eq!(closest("Europe/Berln", zones, 1), vec!["Europe/Berlin"]);
+    }
+}
