@@ -2,10 +2,18 @@
 //! library holds everything so tests and benchmarks can drive the pure cores.
 
 pub mod backoff;
+pub mod cli;
+pub mod commands;
 pub mod config;
+pub mod daemon;
+pub mod dispatcher;
 pub mod duration;
+pub mod engine;
 pub mod executor;
 pub mod history;
 pub mod schedule;
+pub mod state_dir;
 pub mod suggest;
+pub mod table;
+pub mod timer;
 pub mod zone;

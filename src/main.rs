@@ -1,3 +1,19 @@
+//! The `rea` binary: parse the command line and hand over to one command.
+
+use clap::Parser;
+
+use rea::cli::{Cli, Command};
+use rea::commands;
+
 fn main() {
-    println!("rea");
+    let cli = Cli::parse();
+    let g = &cli.global;
+    let code = match &cli.command {
+        Command::Run(a) => commands::run::run(g, a),
+        Command::Check(a) => commands::check::run(g, a),
+        Command::List(a) => commands::list::run(g, a),
+        Command::Next(a) => commands::next::run(g, a),
+        Command::Status(a) => commands::status::run(g, a),
+    };
+    std::process::exit(code);
 }

@@ -1,0 +1,25 @@
+//! `rea check`: validate the job file.
+
+use crate::cli::{exit, CheckArgs, Global};
+use crate::config;
+
+pub fn run(global: &Global, _args: &CheckArgs) -> i32 {
+    let path = super::job_file(global);
+    match config::load(&path) {
+        Ok(cfg) => {
+            let n = cfg.jobs.len();
+            println!("{}: {n} job{} OK", path.display(), if n == 1 { "" } else { "s" });
+            exit::OK
+        }
+        Err(diags) => {
+            super::print_diagnostics(&diags);
+            eprintln!(
+                "{}: {} error{}",
+                path.display(),
+                diags.len(),
+                if diags.len() == 1 { "" } else { "s" }
+            );
+            exit::INVALID
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! `rea list`: jobs, schedules, next fire times.
+
+use chrono::Utc;
+use serde_json::json;
+
+use crate::cli::{exit, Global, ListArgs};
+use crate::table::Table;
+
+pub fn run(global: &Global, args: &ListArgs) -> i32 {
+    let cfg = match super::load_config(global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let now = Utc::now();
+    if args.json {
+        let jobs: Vec<_> = cfg
+            .jobs
+            .iter()
+            .map(|j| {
+                let next = if j.enabled { j.schedule.next_after(now, j.timezone) } else { None };
+                json!({
+                    "name": j.name,
+                    "schedule": j.schedule.source(),
+                    "timezone": j.timezone_name,
+                    "command": j.command,
+                    "next": next.map(|t| super::rfc3339_in(t, j.timezone)),
+                    "enabled": j.enabled,
+                    "tags": j.tags,
+                    "description": j.description,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(jobs));
+        return exit::OK;
+    }
+    let mut table = Table::new(["NAME", "SCHEDULE", "ZONE", "NEXT", "", "FLAGS"]);
+    for j in &cfg.jobs {
+        let (abs, rel) = if !j.enabled {
+            ("-".to_string(), String::new())
+        } else if j.schedule.is_reboot() {
+            ("at daemon start".to_string(), String::new())
+        } else {
+            match j.schedule.next_after(now, j.timezone) {
+                Some(t) => (
+                    t.with_timezone(&j.timezone).format("%Y-%m-%d %H:%M:%S %Z").to_string(),
+                    super::relative(t, now),
+                ),
+                None => ("never".to_string(), String::new()),
+            }
+        };
+        let mut flags = Vec::new();
+        if !j.enabled {
+            flags.push("disabled".to_string());
+        }
+        flags.extend(j.tags.iter().map(|t| format!("#{t}")));
+        table.row([
+            j.name.clone(),
+            j.schedule.source().to_string(),
+            j.timezone_name.clone(),
+            abs,
+            rel,
+            flags.join(" "),
+        ]);
+    }
+    print!("{}", table.render());
+    exit::OK
+}

@@ -1,0 +1,103 @@
+//! `rea next EXPR|JOB`: the next fire instants, one per line.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::cli::{exit, Global, NextArgs};
+use crate::schedule::Schedule;
+use crate::zone;
+
+/// A job name never contains whitespace and never starts with `@`; an
+/// expression always does one or the other (`@daily`, `0 3 * * *`).
+fn is_expression(target: &str) -> bool {
+    target.trim().starts_with('@') || target.trim().contains(char::is_whitespace)
+}
+
+pub fn run(global: &Global, args: &NextArgs) -> i32 {
+    let after: DateTime<Utc> = match &args.after {
+        None => Utc::now(),
+        Some(text) => match DateTime::parse_from_rfc3339(text.trim()) {
+            Ok(t) => t.with_timezone(&Utc),
+            Err(e) => {
+                return super::fail(
+                    exit::INVALID,
+                    format!("--after {text:?} is not an RFC 3339 instant ({e}); write e.g. 2026-03-08T01:30:00-05:00"),
+                )
+            }
+        },
+    };
+    let (schedule, tz, tz_name, job) = if is_expression(&args.target) {
+        let name = args.tz.clone().unwrap_or_else(|| "UTC".to_string());
+        let tz = match zone::resolve(&name) {
+            Ok(tz) => tz,
+            Err(e) => {
+                let mut msg = e.message.clone();
+                if !e.suggestions.is_empty() {
+                    msg.push_str(&format!(" (did you mean {}?)", e.suggestions.join(", ")));
+                }
+                return super::fail(exit::INVALID, msg);
+            }
+        };
+        match Schedule::parse(&args.target) {
+            Ok(s) => (s, tz, name, None),
+            Err(e) => {
+                let mut msg = format!("invalid expression {:?}: {}", args.target, e.message);
+                if let Some(h) = e.hint {
+                    msg.push_str(&format!("\n  hint: {h}"));
+                }
+                return super::fail(exit::INVALID, msg);
+            }
+        }
+    } else {
+        let cfg = match super::load_config(global) {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
+        let Some(job) = cfg.jobs.iter().find(|j| j.name == args.target) else {
+            let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
+            let hint = crate::suggest::did_you_mean(&args.target, names).map(|h| format!(" ({h})")).unwrap_or_default();
+            return super::fail(
+                exit::NOT_FOUND,
+                format!("no job named {:?} in {}{hint}", args.target, cfg.path.display()),
+            );
+        };
+        if args.tz.is_some() {
+            eprintln!("rea: note: --tz is ignored for a job; it uses its own timezone ({})", job.timezone_name);
+        }
+        (job.schedule.clone(), job.timezone, job.timezone_name.clone(), Some(job.name.clone()))
+    };
+
+    let mut fires = Vec::with_capacity(args.count.min(10_000));
+    let mut cursor = after;
+    while fires.len() < args.count {
+        match schedule.next_after(cursor, tz) {
+            Some(t) => {
+                fires.push(t);
+                cursor = t;
+            }
+            None => break,
+        }
+    }
+    if args.json {
+        let out = json!({
+            "expression": schedule.source(),
+            "job": job,
+            "timezone": tz_name,
+            "after": after.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "fires": fires.iter().map(|t| super::rfc3339_in(*t, tz)).collect::<Vec<_>>(),
+        });
+        println!("{out}");
+        return exit::OK;
+    }
+    for t in &fires {
+        println!("{}", super::rfc3339_in(*t, tz));
+    }
+    if fires.len() < args.count {
+        if schedule.is_reboot() {
+            eprintln!("rea: {:?} fires only when the daemon starts", schedule.source());
+        } else {
+            eprintln!("rea: {:?} never fires again after {}", schedule.source(), super::rfc3339_in(cursor, tz));
+        }
+    }
+    exit::OK
+}

@@ -1,0 +1,202 @@
+//! The heap of due instants: scheduled fires, retries, manual triggers and
+//! one-shots all wait here. Pure: it never reads the clock (time is passed
+//! in) and does no I/O, so it is tested with plain instants.
+//!
+//! Entries are keyed by `(due, seq)`: the sequence number makes ties
+//! deterministic (first inserted, first out) and never collide. Cancelling
+//! removes the payload at once and leaves a stale key in the heap that is
+//! skipped when it reaches the top; the heap is compacted when stale keys
+//! outnumber live ones, so churn (reloads, cancels) cannot grow it without
+//! bound.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use chrono::{DateTime, Utc};
+
+/// Identifies one inserted entry; needed to cancel it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId(u64);
+
+/// A min-heap of payloads by due instant.
+#[derive(Debug)]
+pub struct Dispatcher<T> {
+    heap: BinaryHeap<Reverse<(DateTime<Utc>, u64)>>,
+    live: HashMap<u64, (DateTime<Utc>, T)>,
+    next_seq: u64,
+}
+
+impl<T> Default for Dispatcher<T> {
+    fn default() -> Self {
+        Dispatcher { heap: BinaryHeap::new(), live: HashMap::new(), next_seq: 0 }
+    }
+}
+
+impl<T> Dispatcher<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `payload` due at `due`. O(log n).
+    pub fn insert(&mut self, due: DateTime<Utc>, payload: T) -> EntryId {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse((due, seq)));
+        self.live.insert(seq, (due, payload));
+        EntryId(seq)
+    }
+
+    /// Removes an entry; returns its payload if it was still pending.
+    /// O(1) now, the heap key is dropped lazily.
+    pub fn cancel(&mut self, id: EntryId) -> Option<T> {
+        let removed = self.live.remove(&id.0).map(|(_, p)| p);
+        if removed.is_some() && self.heap.len() > 64 && self.heap.len() > 2 * self.live.len() {
+            self.compact();
+        }
+        removed
+    }
+
+    /// The due instant of a pending entry.
+    pub fn due_of(&self, id: EntryId) -> Option<DateTime<Utc>> {
+        self.live.get(&id.0).map(|(d, _)| *d)
+    }
+
+    /// The payload of a pending entry.
+    pub fn get(&self, id: EntryId) -> Option<&T> {
+        self.live.get(&id.0).map(|(_, p)| p)
+    }
+
+    /// The earliest pending due instant.
+    pub fn next_due(&mut self) -> Option<DateTime<Utc>> {
+        self.drop_stale_top();
+        self.heap.peek().map(|Reverse((due, _))| *due)
+    }
+
+    /// Removes and returns the earliest entry if it is due at or before `now`.
+    pub fn pop_due(&mut self, now: DateTime<Utc>) -> Option<(EntryId, DateTime<Utc>, T)> {
+        self.drop_stale_top();
+        let Reverse((due, seq)) = *self.heap.peek()?;
+        if due > now {
+            return None;
+        }
+        self.heap.pop();
+        let (due, payload) = self.live.remove(&seq)?;
+        Some((EntryId(seq), due, payload))
+    }
+
+    /// Number of pending (not cancelled) entries.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Pending entries in no particular order (status views).
+    pub fn iter(&self) -> impl Iterator<Item = (EntryId, DateTime<Utc>, &T)> {
+        self.live.iter().map(|(seq, (due, p))| (EntryId(*seq), *due, p))
+    }
+
+    fn drop_stale_top(&mut self) {
+        while let Some(Reverse((_, seq))) = self.heap.peek() {
+            if self.live.contains_key(seq) {
+                break;
+            }
+            self.heap.pop();
+        }
+    }
+
+    fn compact(&mut self) {
+        let keys: Vec<_> = self.live.iter().map(|(seq, (due, _))| Reverse((*due, *seq))).collect();
+        self.heap = BinaryHeap::from(keys);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, TimeZone};
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()
+    }
+
+    #[test]
+    fn pops_in_due_order_and_only_when_due() {
+        let mut d = Dispatcher::new();
+        d.insert(t(30), "c");
+        d.insert(t(10), "a");
+        d.insert(t(20), "b");
+        assert_eq!(d.next_due(), Some(t(10)));
+        assert!(d.pop_due(t(9)).is_none());
+        assert_eq!(d.pop_due(t(25)).map(|e| e.2), Some("a"));
+        assert_eq!(d.pop_due(t(25)).map(|e| e.2), Some("b"));
+        assert!(d.pop_due(t(25)).is_none());
+        assert_eq!(d.next_due(), Some(t(30)));
+    }
+
+    #[test]
+    fn ties_keep_insertion_order() {
+        let mut d = Dispatcher::new();
+        for i in 0..100 {
+            d.insert(t(5), i);
+        }
+        let got: Vec<i32> = std::iter::from_fn(|| d.pop_due(t(5)).map(|e| e.2)).collect();
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn cancel_removes_and_is_idempotent() {
+        let mut d = Dispatcher::new();
+        let a = d.insert(t(1), "a");
+        let b = d.insert(t(2), "b");
+        assert_eq!(d.cancel(a), Some("a"));
+        assert_eq!(d.cancel(a), None);
+        assert_eq!(d.next_due(), Some(t(2)));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d.due_of(b), Some(t(2)));
+        assert_eq!(d.pop_due(t(100)).map(|e| e.0), Some(b));
+        assert!(d.is_empty());
+        assert_eq!(d.next_due(), None);
+    }
+
+    #[test]
+    fn hundred_thousand_entries_with_churn() {
+        let mut d = Dispatcher::new();
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut ids = Vec::new();
+        for i in 0..100_000u32 {
+            ids.push((d.insert(t(rng.i64(0..1_000_000)), i), i));
+        }
+        // Cancel every third entry; the heap must compact instead of keeping them.
+        let mut cancelled = std::collections::HashSet::new();
+        for (k, (id, v)) in ids.iter().enumerate() {
+            if k % 3 == 0 {
+                assert_eq!(d.cancel(*id), Some(*v));
+                cancelled.insert(*v);
+            }
+        }
+        assert_eq!(d.len(), 100_000 - cancelled.len());
+        let mut last = t(-1);
+        let mut n = 0;
+        while let Some((_, due, v)) = d.pop_due(t(2_000_000)) {
+            assert!(due >= last, "out of order");
+            assert!(!cancelled.contains(&v), "cancelled entry came out");
+            last = due;
+            n += 1;
+        }
+        assert_eq!(n, 100_000 - cancelled.len());
+        assert!(d.heap.len() <= 1, "stale keys left: {}", d.heap.len());
+    }
+
+    #[test]
+    fn heavy_cancel_churn_keeps_the_heap_small() {
+        let mut d = Dispatcher::new();
+        for i in 0..10_000 {
+            let id = d.insert(t(i) + Duration::milliseconds(1), i);
+            d.cancel(id);
+        }
+        assert!(d.heap.len() <= 130, "heap grew to {}", d.heap.len());
+    }
+}

@@ -1,0 +1,99 @@
+//! The daemon's only alarm clock: a `CLOCK_REALTIME` timerfd armed at an
+//! absolute wall-clock instant with `TFD_TIMER_CANCEL_ON_SET`.
+//!
+//! Why not `tokio::time::sleep`: tokio's timers are monotonic, so a job due
+//! at 03:00 wall time would fire late (or early) after the wall clock is
+//! stepped by NTP, `date -s`, or a resume from suspend. An absolute realtime
+//! timer expires exactly at the wall instant, and the kernel cancels it with
+//! `ECANCELED` whenever the clock is set, which is how a step is noticed
+//! without any polling. With nothing due the timer is disarmed and the
+//! process makes no wakeups at all.
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use chrono::{DateTime, Utc};
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// Why `wait` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The armed instant was reached.
+    Expired,
+    /// The wall clock was set (stepped) or the machine resumed.
+    ClockChanged,
+}
+
+pub struct WallTimer {
+    fd: AsyncFd<OwnedFd>,
+    armed: Option<DateTime<Utc>>,
+}
+
+impl WallTimer {
+    pub fn new() -> io::Result<WallTimer> {
+        let fd = rustix::time::timerfd_create(
+            TimerfdClockId::Realtime,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it until it
+        // is dropped, so the descriptor stays open and never changes.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let mut timer = WallTimer { fd, armed: None };
+        timer.arm(None)?;
+        Ok(timer)
+    }
+
+    /// Arms the timer at `at` (None: far in the future, which still reports
+    /// clock changes).
+    pub fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
+        if self.armed == at && at.is_some() {
+            return Ok(());
+        }
+        // "Disarmed" is a timer 100 years out: it costs no wakeups and keeps
+        // CANCEL_ON_SET reporting clock steps.
+        let when = at.unwrap_or_else(|| Utc::now() + chrono::Duration::days(36_500));
+        let mut secs = when.timestamp();
+        let mut nanos = when.timestamp_subsec_nanos() as i64;
+        if secs <= 0 {
+            secs = 0;
+            nanos = 1;
+        }
+        let spec = Itimerspec {
+            it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: Timespec { tv_sec: secs, tv_nsec: nanos.min(999_999_999) },
+        };
+        rustix::time::timerfd_settime(
+            self.fd.get_ref(),
+            TimerfdTimerFlags::ABSTIME | TimerfdTimerFlags::CANCEL_ON_SET,
+            &spec,
+        )?;
+        self.armed = at;
+        Ok(())
+    }
+
+    /// Waits until the armed instant or a clock change.
+    pub async fn wait(&mut self) -> io::Result<Wake> {
+        loop {
+            let mut guard = self.fd.readable().await?;
+            let mut buf = [0u8; 8];
+            match rustix::io::read(guard.get_inner(), &mut buf) {
+                Ok(_) => {
+                    self.armed = None;
+                    return Ok(Wake::Expired);
+                }
+                Err(rustix::io::Errno::CANCELED) => {
+                    // The timer is disarmed by the cancellation; re-arm so the
+                    // next wait still sees the instant.
+                    let at = self.armed.take();
+                    self.arm(at)?;
+                    return Ok(Wake::ClockChanged);
+                }
+                Err(rustix::io::Errno::AGAIN) => guard.clear_ready(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
