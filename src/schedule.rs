@@ -2,37 +2,215 @@
 //! leading seconds field), macros, `@every <duration>`, evaluated in a job's
 //! timezone with cronie's DST policy. Pure: time is always passed in.
 //!
-//! INTERFACE STUB — the schedule helper replaces the bodies.
+//! The work is split in three so each part can be checked on its own:
+//!
+//! 1. Parsing and validation are done here, field by field, so every error can
+//!    name the field, the allowed range and the exact byte span. The result is
+//!    one bit set per field, with Vixie's rules already applied (`7` is Sunday,
+//!    a day-of-month or day-of-week field that *starts with* `*` makes a day
+//!    match both fields, otherwise either).
+//! 2. `croner` is used only as a calendar matcher on naive wall-clock times. It
+//!    is fed a canonical expression built from the bit sets (explicit lists, so
+//!    its own notion of "`*` means ignore this field" never applies, and a `+`
+//!    on the day-of-week field when Vixie asks for AND).
+//! 3. The mapping of wall-clock matches to UTC instants (gaps and folds) is
+//!    written once, below, in [`Schedule::next_after`]; croner's own DST
+//!    handling is never used.
+//!
+//! What does not live here: jobs, jitter decisions, the clock.
 
-use chrono::{DateTime, Utc};
+use std::fmt;
+use std::ops::Range;
+use std::time::Duration;
+
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds};
+use croner::Cron;
 
-/// A parsed, validated schedule. Equality is by meaning of the source text
-/// (used by reload to tell a changed job from an unchanged one).
-#[derive(Debug, Clone, PartialEq)]
+/// A parsed, validated schedule. Equality is by meaning (two spellings of the
+/// same schedule are equal), used by reload to tell a changed job from an
+/// unchanged one.
+#[derive(Debug, Clone)]
 pub struct Schedule {
     source: String,
+    kind: Kind,
 }
 
-/// Why an expression was refused. `field` is the 0-based index of the field
-/// (in the expression as written) and `span` the byte range inside the
-/// expression, so the config module can point at the exact column.
+#[derive(Debug, Clone)]
+enum Kind {
+    Cron(Box<CronSchedule>),
+    /// `@every`: whole seconds, at least one.
+    Every(u64),
+    Reboot,
+}
+
+#[derive(Debug, Clone)]
+struct CronSchedule {
+    fields: Fields,
+    /// The calendar matcher, built from `fields` (see the module doc).
+    cron: Cron,
+}
+
+/// The meaning of a cron expression: one bit per allowed value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fields {
+    seconds: u64,
+    minutes: u64,
+    hours: u64,
+    /// Bits 1..=31.
+    days: u64,
+    /// Bits 1..=12.
+    months: u64,
+    /// Bits 0..=6, Sunday = 0 (a written `7` is folded into 0).
+    weekdays: u64,
+    /// Vixie: a day must match both day fields when either starts with `*`.
+    days_and: bool,
+    /// cronie: neither the minute nor the hour field starts with `*`.
+    fixed: bool,
+    /// Some day of some month can match at all (`30 2` and `31 4` cannot).
+    satisfiable: bool,
+}
+
+impl PartialEq for Schedule {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.kind, &other.kind) {
+            (Kind::Cron(a), Kind::Cron(b)) => a.fields == b.fields,
+            (Kind::Every(a), Kind::Every(b)) => a == b,
+            (Kind::Reboot, Kind::Reboot) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why an expression was refused. `span` is the byte range inside the
+/// expression of the offending field or token, so the config module can
+/// point at the exact column.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScheduleError {
     pub message: String,
     pub hint: Option<String>,
-    pub span: Option<std::ops::Range<usize>>,
+    pub span: Option<Range<usize>>,
 }
 
-impl std::fmt::Display for ScheduleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+fn error(message: String, hint: Option<String>, span: Range<usize>) -> ScheduleError {
+    ScheduleError {
+        message,
+        hint,
+        span: Some(span),
+    }
+}
+
+const MONTH_NAMES: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+const MACROS: [(&str, &str); 7] = [
+    ("@yearly", "0 0 1 1 *"),
+    ("@annually", "0 0 1 1 *"),
+    ("@monthly", "0 0 1 * *"),
+    ("@weekly", "0 0 * * 0"),
+    ("@daily", "0 0 * * *"),
+    ("@midnight", "0 0 * * *"),
+    ("@hourly", "0 * * * *"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Second,
+    Minute,
+    Hour,
+    DayOfMonth,
+    Month,
+    DayOfWeek,
+}
+
+impl Field {
+    fn label(self) -> &'static str {
+        match self {
+            Field::Second => "second",
+            Field::Minute => "minute",
+            Field::Hour => "hour",
+            Field::DayOfMonth => "day-of-month",
+            Field::Month => "month",
+            Field::DayOfWeek => "day-of-week",
+        }
+    }
+
+    fn bounds(self) -> (u32, u32) {
+        match self {
+            Field::Second | Field::Minute => (0, 59),
+            Field::Hour => (0, 23),
+            Field::DayOfMonth => (1, 31),
+            Field::Month => (1, 12),
+            Field::DayOfWeek => (0, 7),
+        }
+    }
+
+    fn allowed(self) -> String {
+        let (lo, hi) = self.bounds();
+        match self {
+            Field::Month => format!("allowed: {lo}-{hi} or JAN-DEC"),
+            Field::DayOfWeek => format!("allowed: {lo}-{hi} or SUN-SAT; 0 and 7 are Sunday"),
+            _ => format!("allowed: {lo}-{hi}"),
+        }
+    }
+
+    /// Names and the number each stands for.
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            Field::Month => &MONTH_NAMES,
+            Field::DayOfWeek => &DAY_NAMES,
+            _ => &[],
+        }
+    }
+
+    fn name_value(self, index: usize) -> u32 {
+        match self {
+            Field::Month => index as u32 + 1,
+            _ => index as u32,
+        }
     }
 }
 
 impl Schedule {
+    /// Parses a cron expression (5 fields, or 6 with leading seconds), a macro
+    /// (`@daily`, ...), `@every <duration>` or `@reboot`.
     pub fn parse(expr: &str) -> Result<Schedule, ScheduleError> {
-        Ok(Schedule { source: expr.to_string() })
+        let trimmed = expr.trim();
+        let lead = expr.len() - expr.trim_start().len();
+        if trimmed.is_empty() {
+            return Err(ScheduleError {
+                message: "the schedule is empty".to_string(),
+                hint: Some(
+                    "write a cron expression such as \"30 2 * * *\" or a macro such as \"@daily\""
+                        .to_string(),
+                ),
+                span: Some(0..expr.len()),
+            });
+        }
+        let kind = if trimmed.starts_with('@') {
+            parse_macro(trimmed, lead)?
+        } else {
+            Kind::Cron(Box::new(parse_cron(expr)?))
+        };
+        Ok(Schedule {
+            source: expr.to_string(),
+            kind,
+        })
     }
 
     /// The expression as written.
@@ -42,12 +220,560 @@ impl Schedule {
 
     /// `@reboot`: fires once when the daemon starts, never from the clock.
     pub fn is_reboot(&self) -> bool {
-        self.source.trim() == "@reboot"
+        matches!(self.kind, Kind::Reboot)
+    }
+
+    /// cronie's notion of a fixed-time job: neither the minute nor the hour
+    /// field starts with `*` (`@daily`, `@weekly`, ... are fixed; `@hourly`
+    /// and `@every` are not). Fixed-time jobs fire once across DST changes.
+    pub fn is_fixed_time(&self) -> bool {
+        match &self.kind {
+            Kind::Cron(c) => c.fields.fixed,
+            Kind::Every(_) | Kind::Reboot => false,
+        }
+    }
+
+    /// The spacing of an `@every` schedule.
+    pub fn every(&self) -> Option<Duration> {
+        match self.kind {
+            Kind::Every(secs) => Some(Duration::from_secs(secs)),
+            _ => None,
+        }
     }
 
     /// The first fire instant strictly after `after`, in `tz`. None when the
     /// schedule never fires again (or is `@reboot`).
-    pub fn next_after(&self, _after: DateTime<Utc>, _tz: Tz) -> Option<DateTime<Utc>> {
-        unimplemented!("schedule helper")
+    pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        match &self.kind {
+            Kind::Reboot => None,
+            Kind::Every(period) => next_every(*period, after),
+            Kind::Cron(c) => c.next_after(after, tz),
+        }
+    }
+
+    /// The fire instants strictly after `after`, in order.
+    pub fn iter_after(
+        &self,
+        after: DateTime<Utc>,
+        tz: Tz,
+    ) -> impl Iterator<Item = DateTime<Utc>> + '_ {
+        std::iter::successors(self.next_after(after, tz), move |prev| {
+            self.next_after(*prev, tz)
+        })
+    }
+}
+
+fn next_every(period: u64, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    // Multiples of the period since the Unix epoch, so a restart never shifts
+    // the grid. Fire instants are whole seconds: `after`'s fraction is moot.
+    let period = i64::try_from(period).ok()?;
+    let k = after.timestamp().div_euclid(period).checked_add(1)?;
+    DateTime::from_timestamp(k.checked_mul(period)?, 0)
+}
+
+fn parse_macro(trimmed: &str, lead: usize) -> Result<Kind, ScheduleError> {
+    let word_len = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+    let word = &trimmed[..word_len];
+    let rest = trimmed[word_len..].trim();
+    let word_span = lead..lead + word_len;
+    let rest_start = lead + trimmed.len() - trimmed[word_len..].trim_start().len();
+    let rest_span = rest_start..lead + trimmed.len();
+
+    if word.eq_ignore_ascii_case("@every") {
+        if rest.is_empty() {
+            return Err(error(
+                "@every needs a duration".to_string(),
+                Some("write e.g. \"@every 90s\" or \"@every 1h30m\"".to_string()),
+                word_span,
+            ));
+        }
+        let d =
+            crate::duration::parse(rest).map_err(|e| error(e.message, None, rest_span.clone()))?;
+        if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+            return Err(error(
+                format!(
+                    "@every {rest}: the interval must be a whole number of seconds, at least 1s"
+                ),
+                Some("write e.g. \"@every 1s\" or \"@every 90s\"".to_string()),
+                rest_span,
+            ));
+        }
+        return Ok(Kind::Every(d.as_secs()));
+    }
+    let known = MACROS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(word));
+    let is_reboot = word.eq_ignore_ascii_case("@reboot");
+    if known.is_none() && !is_reboot {
+        let mut all: Vec<&str> = MACROS.iter().map(|(n, _)| *n).collect();
+        all.extend(["@reboot", "@every"]);
+        let hint = crate::suggest::did_you_mean(word, all.iter().copied())
+            .or_else(|| Some(format!("known macros: {}", all.join(" "))));
+        return Err(error(format!("unknown macro {word:?}"), hint, word_span));
+    }
+    if !rest.is_empty() {
+        return Err(error(
+            format!("{word} takes no arguments, found {rest:?}"),
+            Some("a macro replaces the whole expression".to_string()),
+            rest_span,
+        ));
+    }
+    match known {
+        Some((_, expansion)) => Ok(Kind::Cron(Box::new(parse_cron(expansion)?))),
+        None => Ok(Kind::Reboot),
+    }
+}
+
+/// Splits on whitespace, keeping each field's byte range in `expr`.
+fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, ch) in expr.char_indices() {
+        match (ch.is_whitespace(), start) {
+            (true, Some(s)) => {
+                out.push((&expr[s..i], s..i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((&expr[s..], s..expr.len()));
+    }
+    out
+}
+
+fn parse_cron(expr: &str) -> Result<CronSchedule, ScheduleError> {
+    let parts = split_fields(expr);
+    let layout: &[Field] = match parts.len() {
+        5 => &[Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek],
+        6 => &[Field::Second, Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek],
+        7 => {
+            return Err(error(
+                "7 fields: Vixie cron has no year field".to_string(),
+                Some("remove the last field; write 5 fields (minute hour day-of-month month day-of-week), or 6 with a leading seconds field".to_string()),
+                parts[6].1.clone(),
+            ))
+        }
+        n => {
+            return Err(error(
+                format!("expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading seconds field, found {n}"),
+                Some("e.g. \"30 2 * * *\" is 02:30 every day".to_string()),
+                0..expr.len(),
+            ))
+        }
+    };
+    let mut bits = [0u64; 6];
+    let offset = 6 - layout.len();
+    if offset == 1 {
+        bits[0] = 1; // second 0
+    }
+    for (i, (field, (text, span))) in layout.iter().zip(&parts).enumerate() {
+        bits[i + offset] = parse_field(text, span.start, *field)?;
+    }
+    // Vixie's bit 7 of the day-of-week set is Sunday, like bit 0.
+    let mut weekdays = bits[5];
+    if weekdays & (1 << 7) != 0 {
+        weekdays = (weekdays & !(1 << 7)) | 1;
+    }
+    let text_of = |f: Field| parts[layout.iter().position(|x| *x == f).unwrap_or(0)].0;
+    let days_and =
+        text_of(Field::DayOfMonth).starts_with('*') || text_of(Field::DayOfWeek).starts_with('*');
+    let fixed = !text_of(Field::Minute).starts_with('*') && !text_of(Field::Hour).starts_with('*');
+    let mut fields = Fields {
+        seconds: bits[0],
+        minutes: bits[1],
+        hours: bits[2],
+        days: bits[3],
+        months: bits[4],
+        weekdays,
+        days_and,
+        fixed,
+        satisfiable: true,
+    };
+    fields.satisfiable = satisfiable(&fields);
+    let cron = to_croner(&fields).map_err(|e| ScheduleError {
+        message: format!("internal error: the calendar matcher refused {expr:?}: {e}"),
+        hint: None,
+        span: None,
+    })?;
+    Ok(CronSchedule { fields, cron })
+}
+
+/// With OR semantics every month has every weekday, so only AND can make a
+/// schedule impossible: then some allowed day must exist in some allowed
+/// month (February has 29 days: leap years exist, and each date falls on
+/// every weekday within 28 years of the Gregorian cycle).
+fn satisfiable(f: &Fields) -> bool {
+    if !f.days_and {
+        return true;
+    }
+    const LENGTHS: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    (1..=12u32).any(|m| {
+        f.months & (1 << m) != 0 && (1..=LENGTHS[m as usize - 1]).any(|d| f.days & (1 << d) != 0)
+    })
+}
+
+fn list(bits: u64, lo: u32, hi: u32) -> String {
+    (lo..=hi)
+        .filter(|v| bits & (1 << v) != 0)
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn to_croner(f: &Fields) -> Result<Cron, croner::errors::CronError> {
+    // Explicit lists everywhere: croner treats a field that is exactly `*` as
+    // "ignore it" for the day rule, which is not Vixie's rule. The `+` forces
+    // AND; without it croner ORs two non-`*` day fields, as Vixie does.
+    let pattern = format!(
+        "{} {} {} {} {} {}{}",
+        list(f.seconds, 0, 59),
+        list(f.minutes, 0, 59),
+        list(f.hours, 0, 23),
+        list(f.days, 1, 31),
+        list(f.months, 1, 12),
+        if f.days_and { "+" } else { "" },
+        list(f.weekdays, 0, 6),
+    );
+    CronParser::builder()
+        .seconds(Seconds::Required)
+        .build()
+        .parse(&pattern)
+}
+
+fn parse_field(text: &str, base: usize, field: Field) -> Result<u64, ScheduleError> {
+    let mut bits = 0u64;
+    let mut pos = 0;
+    for item in text.split(',') {
+        let start = base + pos;
+        pos += item.len() + 1;
+        if item.is_empty() {
+            return Err(error(
+                format!("empty list item in the {} field {text:?}", field.label()),
+                Some("remove the extra comma".to_string()),
+                base..base + text.len(),
+            ));
+        }
+        bits |= parse_item(item, start, field)?;
+    }
+    Ok(bits)
+}
+
+fn parse_item(item: &str, start: usize, field: Field) -> Result<u64, ScheduleError> {
+    let span = start..start + item.len();
+    let (lo, hi) = field.bounds();
+    let (range_text, step_text) = match item.split_once('/') {
+        Some((r, s)) => (r, Some(s)),
+        None => (item, None),
+    };
+    let (first, last, is_range) = if range_text == "*" {
+        (lo, hi, true)
+    } else if let Some((a, b)) = range_text.split_once('-') {
+        let first = value(a, start, field)?;
+        let last = value(b, start + a.len() + 1, field)?;
+        if first > last {
+            let hint = if field == Field::DayOfWeek && last == 0 {
+                format!("Sunday is also 7: write {a}-7")
+            } else {
+                format!("write {first}-{hi},{lo}-{last}")
+            };
+            return Err(error(
+                format!("backwards range {range_text:?} in the {} field: cron ranges do not wrap around", field.label()),
+                Some(hint),
+                start..start + range_text.len(),
+            ));
+        }
+        (first, last, true)
+    } else {
+        let v = value(range_text, start, field)?;
+        (v, v, false)
+    };
+    let step = match step_text {
+        None => 1,
+        Some(s) => {
+            let step_start = start + range_text.len() + 1;
+            let step_span = step_start..step_start + s.len();
+            if !is_range {
+                return Err(error(
+                    format!("step without a range: {item:?} in the {} field", field.label()),
+                    Some(format!("Vixie cron needs a range before a step: write {first}-{hi}/{s} (every {s} from {first}) or */{s}")),
+                    span,
+                ));
+            }
+            let span_len = hi - lo + 1;
+            let step = if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                None
+            } else {
+                s.parse::<u32>().ok()
+            };
+            match step {
+                Some(n) if (1..=span_len).contains(&n) => n,
+                _ => {
+                    return Err(error(
+                        format!("invalid step {s:?} in the {} field: a step is a number from 1 to {span_len}", field.label()),
+                        None,
+                        step_span,
+                    ))
+                }
+            }
+        }
+    };
+    let mut bits = 0u64;
+    let mut v = first;
+    while v <= last {
+        bits |= 1 << v;
+        v += step;
+    }
+    Ok(bits)
+}
+
+/// One number or name inside an item; `start` is its byte offset.
+fn value(token: &str, start: usize, field: Field) -> Result<u32, ScheduleError> {
+    let span = start..start + token.len();
+    let label = field.label();
+    let (lo, hi) = field.bounds();
+    if token.is_empty() {
+        return Err(error(
+            format!("missing a number in the {label} field"),
+            Some(field.allowed()),
+            span,
+        ));
+    }
+    if token.bytes().all(|b| b.is_ascii_digit()) {
+        return match token.parse::<u32>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+            _ => Err(error(
+                format!(
+                    "{label} value {token} is out of range ({})",
+                    field.allowed()
+                ),
+                None,
+                span,
+            )),
+        };
+    }
+    if token.bytes().all(|b| b.is_ascii_alphabetic()) {
+        let upper = token.to_ascii_uppercase();
+        let names = field.names();
+        if let Some(i) = names.iter().position(|n| *n == upper) {
+            return Ok(field.name_value(i));
+        }
+        if let Some(e) = extension(token, label, span.clone()) {
+            return Err(e);
+        }
+        if names.is_empty() {
+            return Err(error(
+                format!("the {label} field takes numbers, not names like {token:?}"),
+                Some(field.allowed()),
+                span,
+            ));
+        }
+        let hint = match names
+            .iter()
+            .find(|n| upper.len() > 3 && upper.starts_with(*n))
+        {
+            Some(n) => format!("names are three letters: write {n}"),
+            None => match crate::suggest::closest(&upper, names.iter().copied(), 1).first() {
+                Some(n) => format!("did you mean {n}? names are {}", names.join(" ")),
+                None => format!("names are {}", names.join(" ")),
+            },
+        };
+        return Err(error(
+            format!("unknown {label} name {token:?}"),
+            Some(hint),
+            span,
+        ));
+    }
+    if let Some(e) = extension(token, label, span.clone()) {
+        return Err(e);
+    }
+    Err(error(
+        format!("unexpected {token:?} in the {label} field"),
+        Some(format!(
+            "{}; use numbers, ranges a-b, lists a,b and steps */n or a-b/n",
+            field.allowed()
+        )),
+        span,
+    ))
+}
+
+/// Quartz / croner extensions that Vixie cron refuses, named so the user
+/// knows why a common-looking expression fails.
+fn extension(token: &str, label: &str, span: Range<usize>) -> Option<ScheduleError> {
+    let upper = token.to_ascii_uppercase();
+    let (what, hint) = if upper.contains('#') {
+        (
+            "\"#\" (nth weekday of the month)",
+            "run on days 1-7 (or 8-14, ...) and test the weekday in the command",
+        )
+    } else if upper.contains('?') {
+        ("\"?\" (no specific value)", "write * instead")
+    } else if upper.ends_with('W') && upper.len() > 1 {
+        (
+            "\"W\" (nearest weekday)",
+            "list the days explicitly, e.g. 1-5",
+        )
+    } else if upper == "L"
+        || upper == "LW"
+        || (upper.ends_with('L') && upper[..upper.len() - 1].bytes().all(|b| b.is_ascii_digit()))
+    {
+        (
+            "\"L\" (last day)",
+            "run on days 28-31 and test for the last day in the command",
+        )
+    } else {
+        return None;
+    };
+    Some(error(
+        format!(
+            "{what} in the {label} field is a Quartz extension that Vixie cron does not support"
+        ),
+        Some(hint.to_string()),
+        span,
+    ))
+}
+
+/// How a wall-clock time exists in a zone.
+enum Local {
+    Single(DateTime<Utc>),
+    /// A fold: the time happens twice, earlier instant first.
+    Twice(DateTime<Utc>, DateTime<Utc>),
+    /// A gap: the time never happens.
+    Never,
+}
+
+fn resolve(tz: Tz, local: &NaiveDateTime) -> Local {
+    match tz.from_local_datetime(local) {
+        LocalResult::Single(t) => Local::Single(t.with_timezone(&Utc)),
+        LocalResult::Ambiguous(a, b) => {
+            let (a, b) = (a.with_timezone(&Utc), b.with_timezone(&Utc));
+            Local::Twice(a.min(b), a.max(b))
+        }
+        LocalResult::None => Local::Never,
+    }
+}
+
+fn offset_secs(tz: Tz, t: DateTime<Utc>) -> i64 {
+    i64::from(
+        tz.offset_from_utc_datetime(&t.naive_utc())
+            .fix()
+            .local_minus_utc(),
+    )
+}
+
+fn wall(tz: Tz, t: DateTime<Utc>) -> NaiveDateTime {
+    t.naive_utc() + chrono::TimeDelta::seconds(offset_secs(tz, t))
+}
+
+/// The smallest whole-second instant in `(lo, hi]` for which `pred` holds,
+/// given that it holds at `hi`, fails at `lo` and flips once in between.
+fn first_where(mut lo: i64, mut hi: i64, pred: impl Fn(i64) -> bool) -> i64 {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+fn at(ts: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(ts, 0).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// The first instant after the gap that swallows the wall-clock time `local`:
+/// the transition itself. UTC offsets stay within ±16 h and no zone has two
+/// transitions within a day of each other, so wall time grows monotonically
+/// over the searched window.
+fn end_of_gap(tz: Tz, local: &NaiveDateTime) -> DateTime<Utc> {
+    let guess = local.and_utc().timestamp();
+    let window = 16 * 3600;
+    at(first_where(guess - window, guess + window, |ts| {
+        wall(tz, at(ts)) >= *local
+    }))
+}
+
+impl CronSchedule {
+    /// The next wall-clock time matching the expression, after `from` (or at
+    /// it when `inclusive`). None past croner's search horizon (year 5000).
+    fn next_local(&self, from: &NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
+        self.cron.find_next_occurrence(from, inclusive).ok()
+    }
+
+    /// Walks matching wall-clock times from `from` and returns the first fire
+    /// strictly after `after`, applying the DST policy to each:
+    /// - a time that happens once fires then;
+    /// - a time that happens twice fires on the first pass; a non-fixed job
+    ///   also fires on the second pass;
+    /// - a time that never happens fires, for a fixed-time job only, at the
+    ///   end of the gap.
+    ///
+    /// The first fire found is the earliest when the walk starts outside a
+    /// fold or on its first pass (see `next_after` for the one other case).
+    fn walk(
+        &self,
+        from: NaiveDateTime,
+        inclusive: bool,
+        after: DateTime<Utc>,
+        tz: Tz,
+    ) -> Option<DateTime<Utc>> {
+        let mut m = self.next_local(&from, inclusive)?;
+        loop {
+            let fire = match resolve(tz, &m) {
+                Local::Single(t) => Some(t),
+                Local::Twice(first, _) if first > after => Some(first),
+                Local::Twice(_, second) if !self.fields.fixed => Some(second),
+                Local::Twice(..) => None,
+                Local::Never if self.fields.fixed => Some(end_of_gap(tz, &m)),
+                Local::Never => None,
+            };
+            match fire {
+                Some(t) if t > after => return Some(t),
+                _ => m = self.next_local(&m, false)?,
+            }
+        }
+    }
+
+    fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+        if !self.fields.satisfiable {
+            return None;
+        }
+        // Fires are whole seconds: strictly after `after` is strictly after
+        // its whole second.
+        let after = after.with_nanosecond(0)?;
+        let here = wall(tz, after);
+        let found = self.walk(here, false, after, tz);
+        // Only one case has a fire that the forward walk from `here` cannot
+        // see first: `after` on the first pass of a fold, where a non-fixed
+        // job's second pass over the earlier part of the fold (wall times
+        // before `here`) comes after the rest of the first pass but before
+        // anything past the fold.
+        if self.fields.fixed {
+            return found;
+        }
+        let Local::Twice(first, second) = resolve(tz, &here) else {
+            return found;
+        };
+        if first != after {
+            return found;
+        }
+        let before = offset_secs(tz, first);
+        let ts = first_where(first.timestamp(), second.timestamp(), |ts| {
+            offset_secs(tz, at(ts)) != before
+        });
+        let transition = at(ts);
+        if found.is_some_and(|t| t < transition) {
+            return found;
+        }
+        let fold_start = wall(tz, transition);
+        let replay = self.walk(fold_start, true, after, tz);
+        match (found, replay) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
