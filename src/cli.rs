@@ -42,11 +42,22 @@ pub struct Cli {
 #[derive(Debug, Args, Clone)]
 pub struct Global {
     /// The job file [default: ./jobs.toml]
-    #[arg(short = 'f', long = "file", env = "REA_FILE", global = true, value_name = "FILE")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        env = "REA_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
     pub file: Option<PathBuf>,
     /// Where the history log, control socket and lock live
     /// [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]
-    #[arg(long = "state-dir", env = "REA_STATE_DIR", global = true, value_name = "DIR")]
+    #[arg(
+        long = "state-dir",
+        env = "REA_STATE_DIR",
+        global = true,
+        value_name = "DIR"
+    )]
     pub state_dir: Option<PathBuf>,
 }
 

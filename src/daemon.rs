@@ -16,7 +16,9 @@ use tracing::{error, info, warn};
 use crate::config::{self, Config};
 use crate::engine::{Action, Engine, Recovered, StartRun};
 use crate::executor::{self, Outcome, Program, RunHandle, RunSpec};
-use crate::history::{self, Event, HistoryStore, JsonlHistory, Record, RunStatus};
+use crate::history::{
+    self, Event, HistoryReader, HistoryStore, JsonlHistory, JsonlReader, Record, RunStatus,
+};
 use crate::state_dir;
 use crate::timer::{Wake, WallTimer};
 
@@ -74,7 +76,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         config.daemon.history_max_bytes,
         config.daemon.history_files,
     )
-    .map_err(|e| StartError::Other(format!("cannot open the history log in {}: {e}", opts.state_dir.display())))?;
+    .map_err(|e| {
+        StartError::Other(format!(
+            "cannot open the history log in {}: {e}",
+            opts.state_dir.display()
+        ))
+    })?;
 
     let recovered = recover(&opts, &config);
     let started_at = Utc::now();
@@ -89,7 +96,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut engine = Engine::new(&config, fastrand::u64(..));
     let mut actions: VecDeque<Action> = engine.start(started_at, recovered).into();
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let mut loop_state = Loop { engine, history, handles: HashMap::new(), tx };
+    let mut loop_state = Loop {
+        engine,
+        history,
+        handles: HashMap::new(),
+        tx,
+    };
     info!(
         jobs = config.jobs.len(),
         file = %opts.file.display(),
@@ -97,9 +109,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         "rea daemon started"
     );
 
-    let mut timer = WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
-    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| StartError::Other(e.to_string()))?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| StartError::Other(e.to_string()))?;
+    let mut timer =
+        WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
+    let mut sigterm =
+        signal(SignalKind::terminate()).map_err(|e| StartError::Other(e.to_string()))?;
+    let mut sigint =
+        signal(SignalKind::interrupt()).map_err(|e| StartError::Other(e.to_string()))?;
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     let grace = config.daemon.shutdown_grace;
 
@@ -153,10 +168,23 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
 /// What the previous daemon left in the history log.
 fn recover(opts: &Options, config: &Config) -> Recovered {
     let dir = &opts.state_dir;
-    let names: std::collections::HashSet<String> = config.jobs.iter().map(|j| j.name.clone()).collect();
-    let (last_occurrences, previous_start) = history::last_occurrences(dir, &names);
-    let unfinished = history::unfinished_runs(dir);
-    Recovered { last_occurrences, previous_start, unfinished, paused: Default::default() }
+    let names: std::collections::HashSet<String> =
+        config.jobs.iter().map(|j| j.name.clone()).collect();
+    let reader = JsonlReader::new(dir);
+    let (last_occurrences, previous_start) = reader.last_occurrences(&names).unwrap_or_else(|e| {
+        warn!("cannot read the history log for catch-up ({e}); missed occurrences will not be caught up");
+        Default::default()
+    });
+    let unfinished = reader.unfinished_runs().unwrap_or_else(|e| {
+        warn!("cannot read the history log for interrupted runs: {e}");
+        Vec::new()
+    });
+    Recovered {
+        last_occurrences,
+        previous_start,
+        unfinished,
+        paused: Default::default(),
+    }
 }
 
 struct Loop {
@@ -214,14 +242,24 @@ impl Loop {
 
     fn spawn(&mut self, start: StartRun) -> Result<executor::Started, String> {
         let job = &start.job;
-        let mut env: Vec<(String, String)> = job.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut env: Vec<(String, String)> = job
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         env.push(("REA_JOB".into(), job.name.clone()));
         env.push(("REA_RUN_ID".into(), start.run.clone()));
-        env.push(("REA_SCHEDULED_AT".into(), start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true)));
+        env.push((
+            "REA_SCHEDULED_AT".into(),
+            start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
+        ));
         env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
         env.push(("REA_TRIGGER".into(), trigger_name(start.trigger)));
         let spec = RunSpec {
-            program: Program::Shell { shell: job.shell.clone(), script: job.command.clone() },
+            program: Program::Shell {
+                shell: job.shell.clone(),
+                script: job.command.clone(),
+            },
             env,
             dir: job.dir.clone(),
             timeout: job.timeout,
@@ -235,7 +273,10 @@ impl Loop {
         let run = start.run;
         tokio::spawn(async move {
             let outcome = fut.await;
-            let _ = tx.send(Msg::Finished { run, outcome: Box::new(outcome) });
+            let _ = tx.send(Msg::Finished {
+                run,
+                outcome: Box::new(outcome),
+            });
         });
         Ok(started)
     }
@@ -250,11 +291,15 @@ fn append(history: &mut JsonlHistory, rec: &Record) {
 }
 
 pub fn trigger_name(t: history::Trigger) -> String {
-    serde_json::to_value(t).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    serde_json::to_value(t)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn fmt_time(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)).unwrap_or_default()
+    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_default()
 }
 
 /// One log line per history record about a run, naming job, run and attempt.
@@ -268,10 +313,22 @@ fn log_record(rec: &Record) {
             info!(job, run, attempt, trigger = %trigger, pid = rec.pid.unwrap_or(0), scheduled = %fmt_time(rec.scheduled), "run started")
         }
         (Event::Run, Some(RunStatus::Succeeded)) => {
-            info!(job, run, attempt, duration_ms = rec.duration_ms.unwrap_or(0), "run succeeded")
+            info!(
+                job,
+                run,
+                attempt,
+                duration_ms = rec.duration_ms.unwrap_or(0),
+                "run succeeded"
+            )
         }
         (Event::Run, Some(RunStatus::Skipped)) => {
-            info!(job, run, attempt, reason = rec.reason.as_deref().unwrap_or(""), "run skipped")
+            info!(
+                job,
+                run,
+                attempt,
+                reason = rec.reason.as_deref().unwrap_or(""),
+                "run skipped"
+            )
         }
         (Event::Run, Some(status)) => warn!(
             job,
@@ -285,7 +342,12 @@ fn log_record(rec: &Record) {
             status.as_str().replace('_', " ")
         ),
         (Event::Missed, _) => {
-            warn!(job, count = rec.count.unwrap_or(0), reason = rec.reason.as_deref().unwrap_or(""), "occurrences missed")
+            warn!(
+                job,
+                count = rec.count.unwrap_or(0),
+                reason = rec.reason.as_deref().unwrap_or(""),
+                "occurrences missed"
+            )
         }
         _ => {}
     }

@@ -28,7 +28,11 @@ pub struct Dispatcher<T> {
 
 impl<T> Default for Dispatcher<T> {
     fn default() -> Self {
-        Dispatcher { heap: BinaryHeap::new(), live: HashMap::new(), next_seq: 0 }
+        Dispatcher {
+            heap: BinaryHeap::new(),
+            live: HashMap::new(),
+            next_seq: 0,
+        }
     }
 }
 
@@ -95,7 +99,9 @@ impl<T> Dispatcher<T> {
 
     /// Pending entries in no particular order (status views).
     pub fn iter(&self) -> impl Iterator<Item = (EntryId, DateTime<Utc>, &T)> {
-        self.live.iter().map(|(seq, (due, p))| (EntryId(*seq), *due, p))
+        self.live
+            .iter()
+            .map(|(seq, (due, p))| (EntryId(*seq), *due, p))
     }
 
     fn drop_stale_top(&mut self) {
@@ -108,7 +114,11 @@ impl<T> Dispatcher<T> {
     }
 
     fn compact(&mut self) {
-        let keys: Vec<_> = self.live.iter().map(|(seq, (due, _))| Reverse((*due, *seq))).collect();
+        let keys: Vec<_> = self
+            .live
+            .iter()
+            .map(|(seq, (due, _))| Reverse((*due, *seq)))
+            .collect();
         self.heap = BinaryHeap::from(keys);
     }
 }

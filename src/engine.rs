@@ -76,8 +76,16 @@ impl StopReason {
 enum Due {
     /// A schedule occurrence; `at` is the occurrence, the entry is due at
     /// `at + jitter`.
-    Occurrence { job: String, at: DateTime<Utc>, jitter: Duration },
-    Retry { job: String, scheduled: DateTime<Utc>, attempt: u32 },
+    Occurrence {
+        job: String,
+        at: DateTime<Utc>,
+        jitter: Duration,
+    },
+    Retry {
+        job: String,
+        scheduled: DateTime<Utc>,
+        attempt: u32,
+    },
 }
 
 /// A run that is decided but not yet spawned (waiting for its job's previous
@@ -210,7 +218,9 @@ impl Engine {
         };
         for job in &config.jobs {
             engine.order.push(job.name.clone());
-            engine.jobs.insert(job.name.clone(), JobState::new(Arc::new(job.clone())));
+            engine
+                .jobs
+                .insert(job.name.clone(), JobState::new(Arc::new(job.clone())));
         }
         engine
     }
@@ -222,28 +232,51 @@ impl Engine {
         let mut out = Vec::new();
         let mut rec = Record::new(Event::ConfigLoaded, now);
         rec.count = Some(self.order.len() as u64);
-        rec.detail = Some(json!({ "file": self.file, "added": self.order.len(), "changed": 0, "removed": 0, "unchanged": 0 }));
+        rec.detail = Some(
+            json!({ "file": self.file, "added": self.order.len(), "changed": 0, "removed": 0, "unchanged": 0 }),
+        );
         out.push(Action::Record(Box::new(rec)));
-        self.paused = recovered.paused.into_iter().filter(|n| self.jobs.contains_key(n)).collect();
+        self.paused = recovered
+            .paused
+            .into_iter()
+            .filter(|n| self.jobs.contains_key(n))
+            .collect();
         for started in recovered.unfinished {
             let mut rec = started.clone();
             rec.ts = now;
             rec.status = Some(RunStatus::Interrupted);
             rec.ended = None;
-            rec.reason = Some("the daemon stopped while this run was in progress (crash, kill -9 or power loss)".into());
+            rec.reason = Some(
+                "the daemon stopped while this run was in progress (crash, kill -9 or power loss)"
+                    .into(),
+            );
             out.push(Action::Record(Box::new(rec)));
         }
         let names = self.order.clone();
         for name in names {
-            let Some(state) = self.jobs.get(&name) else { continue };
+            let Some(state) = self.jobs.get(&name) else {
+                continue;
+            };
             if !state.def.enabled {
                 continue;
             }
             if state.def.schedule.is_reboot() {
-                self.dispatch(&name, Trigger::Reboot, 1, now, Duration::ZERO, now, &mut out);
+                self.dispatch(
+                    &name,
+                    Trigger::Reboot,
+                    1,
+                    now,
+                    Duration::ZERO,
+                    now,
+                    &mut out,
+                );
                 continue;
             }
-            let horizon = recovered.last_occurrences.get(&name).copied().or(recovered.previous_start);
+            let horizon = recovered
+                .last_occurrences
+                .get(&name)
+                .copied()
+                .or(recovered.previous_start);
             if let Some(since) = horizon {
                 self.set_last_occurrence(&name, since);
                 self.catch_up(&name, since, now, &mut out);
@@ -272,7 +305,12 @@ impl Engine {
     }
 
     /// The daemon spawned (or failed to spawn) a run from `Action::Start`.
-    pub fn spawned(&mut self, run: &str, result: Result<Started, String>, now: DateTime<Utc>) -> Vec<Action> {
+    pub fn spawned(
+        &mut self,
+        run: &str,
+        result: Result<Started, String>,
+        now: DateTime<Utc>,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
         match result {
@@ -302,7 +340,9 @@ impl Engine {
     pub fn finished(&mut self, run: &str, outcome: &Outcome, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
-        let Some(active) = self.runs.remove(run) else { return out };
+        let Some(active) = self.runs.remove(run) else {
+            return out;
+        };
         let status = if outcome.terminated {
             RunStatus::Killed
         } else if outcome.timed_out {
@@ -345,8 +385,12 @@ impl Engine {
         self.advance(now, &mut out);
         let (mut added, mut changed, mut unchanged) = (0u64, 0u64, 0u64);
         let new_names: BTreeSet<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
-        let removed: Vec<String> =
-            self.jobs.keys().filter(|n| !new_names.contains(n.as_str())).cloned().collect();
+        let removed: Vec<String> = self
+            .jobs
+            .keys()
+            .filter(|n| !new_names.contains(n.as_str()))
+            .cloned()
+            .collect();
         for name in &removed {
             self.retire(name);
         }
@@ -377,7 +421,8 @@ impl Engine {
                 }
                 None => {
                     added += 1;
-                    self.jobs.insert(name.clone(), JobState::new(Arc::new(job.clone())));
+                    self.jobs
+                        .insert(name.clone(), JobState::new(Arc::new(job.clone())));
                     self.schedule_next(&name, now);
                 }
             }
@@ -402,7 +447,12 @@ impl Engine {
     /// Runs a job now (trigger `manual`), subject to its overlap policy
     /// unless `force`. Paused and disabled jobs can still be triggered: a
     /// trigger is an explicit human decision, pause only stops the schedule.
-    pub fn trigger(&mut self, name: &str, force: bool, now: DateTime<Utc>) -> (TriggerResult, Vec<Action>) {
+    pub fn trigger(
+        &mut self,
+        name: &str,
+        force: bool,
+        now: DateTime<Utc>,
+    ) -> (TriggerResult, Vec<Action>) {
         let mut out = Vec::new();
         self.advance(now, &mut out);
         let known = self.jobs.get(name).is_some_and(|s| !s.removed);
@@ -412,7 +462,12 @@ impl Engine {
             return (TriggerResult::UnknownJob { suggestions }, out);
         }
         if self.stopping {
-            return (TriggerResult::Skipped { reason: "the daemon is shutting down".into() }, out);
+            return (
+                TriggerResult::Skipped {
+                    reason: "the daemon is shutting down".into(),
+                },
+                out,
+            );
         }
         let run = if force {
             let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
@@ -436,12 +491,20 @@ impl Engine {
 
     /// Pauses the schedule of the named jobs. Returns the names that changed.
     pub fn pause(&mut self, names: &[String]) -> Vec<String> {
-        names.iter().filter(|n| self.jobs.contains_key(*n) && self.paused.insert((*n).clone())).cloned().collect()
+        names
+            .iter()
+            .filter(|n| self.jobs.contains_key(*n) && self.paused.insert((*n).clone()))
+            .cloned()
+            .collect()
     }
 
     /// Resumes the named jobs. Returns the names that changed.
     pub fn resume(&mut self, names: &[String]) -> Vec<String> {
-        names.iter().filter(|n| self.paused.remove(*n)).cloned().collect()
+        names
+            .iter()
+            .filter(|n| self.paused.remove(*n))
+            .cloned()
+            .collect()
     }
 
     pub fn paused(&self) -> &BTreeSet<String> {
@@ -453,7 +516,9 @@ impl Engine {
         match self.runs.get_mut(run) {
             Some(active) if active.stop.is_none() => {
                 active.stop = Some(StopReason::Operator);
-                vec![Action::Terminate { run: run.to_string() }]
+                vec![Action::Terminate {
+                    run: run.to_string(),
+                }]
             }
             _ => Vec::new(),
         }
@@ -501,7 +566,10 @@ impl Engine {
 
     /// Live status of every job in file order.
     pub fn status(&self) -> Vec<JobStatus> {
-        self.order.iter().filter_map(|name| self.job_status(name)).collect()
+        self.order
+            .iter()
+            .filter_map(|name| self.job_status(name))
+            .collect()
     }
 
     /// Live status of one job.
@@ -511,7 +579,13 @@ impl Engine {
             .runs
             .iter()
             .filter(|(_, a)| a.pending.job == name)
-            .map(|(id, a)| (id.clone(), a.started.map(|s| s.pid), a.started.map(|s| s.at)))
+            .map(|(id, a)| {
+                (
+                    id.clone(),
+                    a.started.map(|s| s.pid),
+                    a.started.map(|s| s.at),
+                )
+            })
             .collect();
         running.sort_by(|a, b| a.2.cmp(&b.2));
         let in_ready = self.ready.iter().filter(|p| p.job == name).count();
@@ -545,16 +619,32 @@ impl Engine {
     fn advance(&mut self, now: DateTime<Utc>, out: &mut Vec<Action>) {
         while let Some((id, _due, entry)) = self.heap.pop_due(now) {
             match entry {
-                Due::Occurrence { job, at, jitter } => self.on_occurrence(&job, id, at, jitter, now, out),
-                Due::Retry { job, scheduled, attempt } => {
-                    let Some(state) = self.jobs.get_mut(&job) else { continue };
+                Due::Occurrence { job, at, jitter } => {
+                    self.on_occurrence(&job, id, at, jitter, now, out)
+                }
+                Due::Retry {
+                    job,
+                    scheduled,
+                    attempt,
+                } => {
+                    let Some(state) = self.jobs.get_mut(&job) else {
+                        continue;
+                    };
                     if state.retry == Some(id) {
                         state.retry = None;
                     }
                     if state.removed || self.stopping {
                         continue;
                     }
-                    self.dispatch(&job, Trigger::Retry, attempt, scheduled, Duration::ZERO, now, out);
+                    self.dispatch(
+                        &job,
+                        Trigger::Retry,
+                        attempt,
+                        scheduled,
+                        Duration::ZERO,
+                        now,
+                        out,
+                    );
                 }
             }
         }
@@ -570,7 +660,9 @@ impl Engine {
         now: DateTime<Utc>,
         out: &mut Vec<Action>,
     ) {
-        let Some(state) = self.jobs.get_mut(name) else { return };
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
         if state.next == Some(id) {
             state.next = None;
         }
@@ -584,7 +676,11 @@ impl Engine {
         self.schedule_next(name, now);
         if self.paused.contains(name) {
             let pending = self.new_pending(name, Trigger::Schedule, 1, at, jitter, now);
-            out.push(skip_record(&pending, "the job is paused (rea resume to resume)", now));
+            out.push(skip_record(
+                &pending,
+                "the job is paused (rea resume to resume)",
+                now,
+            ));
             return;
         }
         // A fresh occurrence supersedes a retry still waiting from the previous
@@ -600,8 +696,16 @@ impl Engine {
 
     /// Occurrences strictly after `after` up to `now`, oldest first, at most
     /// `keep` of the newest kept, plus the total count.
-    fn passed(&self, name: &str, after: DateTime<Utc>, now: DateTime<Utc>, keep: usize) -> (Vec<DateTime<Utc>>, u64) {
-        let Some(state) = self.jobs.get(name) else { return (Vec::new(), 0) };
+    fn passed(
+        &self,
+        name: &str,
+        after: DateTime<Utc>,
+        now: DateTime<Utc>,
+        keep: usize,
+    ) -> (Vec<DateTime<Utc>>, u64) {
+        let Some(state) = self.jobs.get(name) else {
+            return (Vec::new(), 0);
+        };
         let def = &state.def;
         let mut kept = VecDeque::new();
         let mut count = 0u64;
@@ -621,8 +725,16 @@ impl Engine {
     }
 
     /// Stall case: `at` fires now; later passed occurrences are missed.
-    fn catch_up_passed(&mut self, name: &str, at: DateTime<Utc>, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else { return };
+    fn catch_up_passed(
+        &mut self,
+        name: &str,
+        at: DateTime<Utc>,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else {
+            return;
+        };
         let (kept, count) = self.passed(name, at, now, def.catch_up_limit as usize);
         if count == 0 {
             return;
@@ -638,8 +750,16 @@ impl Engine {
 
     /// Downtime or clock-step case: every occurrence in (since, now] was
     /// missed; apply the job's policy.
-    fn catch_up(&mut self, name: &str, since: DateTime<Utc>, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else { return };
+    fn catch_up(
+        &mut self,
+        name: &str,
+        since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else {
+            return;
+        };
         let (kept, count) = self.passed(name, since, now, def.catch_up_limit as usize);
         if count == 0 {
             return;
@@ -665,7 +785,14 @@ impl Engine {
 
     /// `catch_up = "all"`: the newest `catch_up_limit` missed occurrences
     /// run one after another; older ones are recorded as missed.
-    fn run_missed(&mut self, name: &str, kept: &[DateTime<Utc>], count: u64, now: DateTime<Utc>, out: &mut Vec<Action>) {
+    fn run_missed(
+        &mut self,
+        name: &str,
+        kept: &[DateTime<Utc>],
+        count: u64,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
         let dropped = count.saturating_sub(kept.len() as u64);
         if dropped > 0 {
             out.push(missed_record(name, &[], dropped, now));
@@ -711,15 +838,30 @@ impl Engine {
     /// Puts the job's next occurrence strictly after both `now` and its last
     /// dealt-with occurrence into the heap.
     fn schedule_next(&mut self, name: &str, now: DateTime<Utc>) {
-        let Some(state) = self.jobs.get_mut(name) else { return };
-        if state.removed || !state.def.enabled || state.def.schedule.is_reboot() || state.next.is_some() {
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
+        if state.removed
+            || !state.def.enabled
+            || state.def.schedule.is_reboot()
+            || state.next.is_some()
+        {
             return;
         }
         let after = state.last_occurrence.map_or(now, |l| l.max(now));
-        let Some(at) = state.def.schedule.next_after(after, state.def.timezone) else { return };
+        let Some(at) = state.def.schedule.next_after(after, state.def.timezone) else {
+            return;
+        };
         let jitter = sample_jitter(&mut self.rng, state.def.jitter);
         let due = at + chrono::Duration::from_std(jitter).unwrap_or_default();
-        let id = self.heap.insert(due, Due::Occurrence { job: name.to_string(), at, jitter });
+        let id = self.heap.insert(
+            due,
+            Due::Occurrence {
+                job: name.to_string(),
+                at,
+                jitter,
+            },
+        );
         state.next = Some(id);
     }
 
@@ -766,7 +908,11 @@ impl Engine {
         }
         match state.def.overlap {
             Overlap::Skip => {
-                out.push(skip_record(&pending, "the previous run is still running (overlap = \"skip\")", now));
+                out.push(skip_record(
+                    &pending,
+                    "the previous run is still running (overlap = \"skip\")",
+                    now,
+                ));
                 None
             }
             Overlap::Allow => {
@@ -790,7 +936,11 @@ impl Engine {
             }
             Overlap::Replace => {
                 for old in std::mem::take(&mut state.waiting) {
-                    out.push(skip_record(&old, "replaced by a newer run (overlap = \"replace\")", now));
+                    out.push(skip_record(
+                        &old,
+                        "replaced by a newer run (overlap = \"replace\")",
+                        now,
+                    ));
                 }
                 state.waiting.push_back(pending.clone());
                 // Not yet spawned: drop it from the global queue.
@@ -798,7 +948,11 @@ impl Engine {
                 while i < self.ready.len() {
                     if self.ready[i].job == name {
                         if let Some(old) = self.ready.remove(i) {
-                            out.push(skip_record(&old, "replaced by a newer run (overlap = \"replace\")", now));
+                            out.push(skip_record(
+                                &old,
+                                "replaced by a newer run (overlap = \"replace\")",
+                                now,
+                            ));
                             state.active = state.active.saturating_sub(1);
                         }
                     } else {
@@ -823,14 +977,18 @@ impl Engine {
 
     /// Waits behind the job's active run (or starts if there is none).
     fn push_waiting(&mut self, name: &str, p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let Some(state) = self.jobs.get_mut(name) else { return };
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
         state.waiting.push_back(p);
         self.kick(name, now, out);
     }
 
     /// Starts the job's next waiting run if it has no active one.
     fn kick(&mut self, name: &str, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let Some(state) = self.jobs.get_mut(name) else { return };
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
         if state.active > 0 || self.stopping {
             return;
         }
@@ -852,8 +1010,12 @@ impl Engine {
 
     fn fill_slots(&mut self, _now: DateTime<Utc>, out: &mut Vec<Action>) {
         while !self.stopping && self.runs.len() < self.max_concurrent {
-            let Some(p) = self.ready.pop_front() else { break };
-            let Some(state) = self.jobs.get(&p.job) else { continue };
+            let Some(p) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(state) = self.jobs.get(&p.job) else {
+                continue;
+            };
             let def = state.def.clone();
             out.push(Action::Start(StartRun {
                 run: p.run.clone(),
@@ -862,12 +1024,27 @@ impl Engine {
                 trigger: p.trigger,
                 scheduled: p.scheduled,
             }));
-            self.runs.insert(p.run.clone(), Active { pending: p, def, started: None, stop: None });
+            self.runs.insert(
+                p.run.clone(),
+                Active {
+                    pending: p,
+                    def,
+                    started: None,
+                    stop: None,
+                },
+            );
         }
     }
 
     /// Bookkeeping common to every end of a run.
-    fn finish(&mut self, active: Active, mut rec: Record, status: RunStatus, now: DateTime<Utc>, out: &mut Vec<Action>) {
+    fn finish(
+        &mut self,
+        active: Active,
+        mut rec: Record,
+        status: RunStatus,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
         let name = active.pending.job.clone();
         let Some(state) = self.jobs.get_mut(&name) else {
             out.push(Action::Record(Box::new(rec)));
@@ -889,7 +1066,11 @@ impl Engine {
             });
         }
         let retryable = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
-        if retryable && !state.removed && !self.stopping && active.pending.trigger != Trigger::Oneshot {
+        if retryable
+            && !state.removed
+            && !self.stopping
+            && active.pending.trigger != Trigger::Oneshot
+        {
             let attempt = active.pending.attempt;
             let unit = self.rng.f64();
             if let Some(delay) = state.def.retry.delay_for(attempt, unit) {
@@ -899,10 +1080,16 @@ impl Engine {
                 }
                 let id = self.heap.insert(
                     at,
-                    Due::Retry { job: name.clone(), scheduled: active.pending.scheduled, attempt: attempt + 1 },
+                    Due::Retry {
+                        job: name.clone(),
+                        scheduled: active.pending.scheduled,
+                        attempt: attempt + 1,
+                    },
                 );
                 state.retry = Some(id);
-                rec.detail = Some(json!({ "retry_at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) }));
+                rec.detail = Some(
+                    json!({ "retry_at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) }),
+                );
             } else if state.def.retry.attempts > 0 {
                 rec.detail = Some(json!({ "retries_exhausted": true }));
             }
@@ -918,9 +1105,14 @@ impl Engine {
 
     /// The job left the file: cancel what is pending, let runs finish.
     fn retire(&mut self, name: &str) {
-        let Some(state) = self.jobs.get_mut(name) else { return };
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
         state.removed = true;
-        for id in [state.next.take(), state.retry.take()].into_iter().flatten() {
+        for id in [state.next.take(), state.retry.take()]
+            .into_iter()
+            .flatten()
+        {
             self.heap.cancel(id);
         }
         state.waiting.clear();
@@ -989,10 +1181,13 @@ fn missed_record(name: &str, kept: &[DateTime<Utc>], count: u64, now: DateTime<U
     rec.reason = Some(if count >= MISSED_COUNT_CAP {
         format!("at least {count} occurrences passed while the daemon was not running them (catch_up policy)")
     } else {
-        format!("{count} occurrence(s) passed while the daemon was not running them (catch_up policy)")
+        format!(
+            "{count} occurrence(s) passed while the daemon was not running them (catch_up policy)"
+        )
     });
     if let Some(first) = kept.first() {
-        rec.detail = Some(json!({ "first": first.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) }));
+        rec.detail =
+            Some(json!({ "first": first.to_rfc3339_opts(chrono::SecondsFormat::Secs, true) }));
     }
     Action::Record(Box::new(rec))
 }

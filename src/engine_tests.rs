@@ -36,13 +36,18 @@ fn job(name: &str, expr: &str) -> Job {
 fn config(jobs: Vec<Job>, max_concurrent: usize) -> Config {
     Config {
         path: PathBuf::from("jobs.toml"),
-        daemon: DaemonConfig { max_concurrent, ..DaemonConfig::default() },
+        daemon: DaemonConfig {
+            max_concurrent,
+            ..DaemonConfig::default()
+        },
         jobs,
     }
 }
 
 fn at(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("test instant").with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(s)
+        .expect("test instant")
+        .with_timezone(&Utc)
 }
 
 fn starts(actions: &[Action]) -> Vec<StartRun> {
@@ -92,7 +97,14 @@ impl Sim {
     fn new(cfg: &Config, now: DateTime<Utc>) -> Sim {
         let mut engine = Engine::new(cfg, 42);
         let actions = engine.start(now, Recovered::default());
-        let mut sim = Sim { engine, now, started: vec![], running: vec![], records: vec![], max_seen_running: 0 };
+        let mut sim = Sim {
+            engine,
+            now,
+            started: vec![],
+            running: vec![],
+            records: vec![],
+            max_seen_running: 0,
+        };
         sim.apply(actions);
         sim
     }
@@ -102,10 +114,23 @@ impl Sim {
         while let Some(a) = queue.pop_front() {
             match a {
                 Action::Start(s) => {
-                    self.started.push((s.run.clone(), s.job.name.clone(), s.scheduled, self.now, s.trigger));
+                    self.started.push((
+                        s.run.clone(),
+                        s.job.name.clone(),
+                        s.scheduled,
+                        self.now,
+                        s.trigger,
+                    ));
                     self.running.push((s.run.clone(), self.now));
                     self.max_seen_running = self.max_seen_running.max(self.running.len());
-                    let more = self.engine.spawned(&s.run, Ok(Started { pid: 100, at: self.now }), self.now);
+                    let more = self.engine.spawned(
+                        &s.run,
+                        Ok(Started {
+                            pid: 100,
+                            at: self.now,
+                        }),
+                        self.now,
+                    );
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
@@ -121,12 +146,20 @@ impl Sim {
             let next_finish = self.running.iter().map(|(_, s)| *s + run_for).min();
             let next_wake = self.engine.next_wake();
             let next = [next_finish, next_wake].into_iter().flatten().min();
-            let Some(next) = next.filter(|n| *n <= until) else { break };
+            let Some(next) = next.filter(|n| *n <= until) else {
+                break;
+            };
             self.now = next.max(self.now);
             if next_finish == Some(next) {
-                let idx = self.running.iter().position(|(_, s)| *s + run_for == next).expect("finishing run");
+                let idx = self
+                    .running
+                    .iter()
+                    .position(|(_, s)| *s + run_for == next)
+                    .expect("finishing run");
                 let (run, started) = self.running.remove(idx);
-                let actions = self.engine.finished(&run, &outcome(100, started, self.now, code), self.now);
+                let actions =
+                    self.engine
+                        .finished(&run, &outcome(100, started, self.now, code), self.now);
                 self.apply(actions);
             } else {
                 let actions = self.engine.wake(self.now, false);
@@ -137,7 +170,11 @@ impl Sim {
     }
 
     fn starts_of(&self, name: &str) -> Vec<DateTime<Utc>> {
-        self.started.iter().filter(|s| s.1 == name).map(|s| s.3).collect()
+        self.started
+            .iter()
+            .filter(|s| s.1 == name)
+            .map(|s| s.3)
+            .collect()
     }
 }
 
@@ -147,10 +184,18 @@ fn fires_at_each_instant_over_a_day() {
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
     sim.run_until(at("2026-11-30T00:00:00Z"), chrono::Duration::seconds(1), 0);
     let s = sim.starts_of("q");
-    assert_eq!(s.len(), 96, "every 15 minutes for a day, the first at 00:15");
+    assert_eq!(
+        s.len(),
+        96,
+        "every 15 minutes for a day, the first at 00:15"
+    );
     assert_eq!(s[0], at("2026-11-29T00:15:00Z"));
     assert_eq!(*s.last().unwrap(), at("2026-11-30T00:00:00Z"));
-    let finals = sim.records.iter().filter(|r| r.status == Some(RunStatus::Succeeded)).count();
+    let finals = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Succeeded))
+        .count();
     assert_eq!(finals, 95, "the midnight run is still running at the end");
 }
 
@@ -163,7 +208,11 @@ fn dst_spring_forward_fixed_job_runs_once_after_the_gap() {
     sim.run_until(at("2026-03-10T00:00:00Z"), chrono::Duration::seconds(1), 0);
     assert_eq!(
         sim.starts_of("ny"),
-        vec![at("2026-03-07T07:30:00Z"), at("2026-03-08T07:00:00Z"), at("2026-03-09T06:30:00Z")]
+        vec![
+            at("2026-03-07T07:30:00Z"),
+            at("2026-03-08T07:00:00Z"),
+            at("2026-03-09T06:30:00Z")
+        ]
     );
 }
 
@@ -171,12 +220,27 @@ fn dst_spring_forward_fixed_job_runs_once_after_the_gap() {
 fn overlap_skip_records_a_skipped_run() {
     let cfg = config(vec![job("slow", "* * * * *")], 8);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
-    sim.run_until(at("2026-11-29T00:05:00Z"), chrono::Duration::seconds(150), 0);
+    sim.run_until(
+        at("2026-11-29T00:05:00Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
     // Starts at :01, :04 (the :02 and :03 occurrences fall inside the first run).
-    assert_eq!(sim.starts_of("slow"), vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:04:00Z")]);
-    let skipped: Vec<_> = sim.records.iter().filter(|r| r.status == Some(RunStatus::Skipped)).collect();
+    assert_eq!(
+        sim.starts_of("slow"),
+        vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:04:00Z")]
+    );
+    let skipped: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Skipped))
+        .collect();
     assert_eq!(skipped.len(), 2);
-    assert!(skipped[0].reason.as_deref().unwrap().contains("overlap = \"skip\""));
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("overlap = \"skip\""));
     assert_eq!(skipped[0].scheduled, Some(at("2026-11-29T00:02:00Z")));
 }
 
@@ -186,14 +250,29 @@ fn overlap_queue_keeps_at_most_one_waiting() {
     j.overlap = Overlap::Queue;
     let cfg = config(vec![j], 8);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
-    sim.run_until(at("2026-11-29T00:04:30Z"), chrono::Duration::seconds(150), 0);
+    sim.run_until(
+        at("2026-11-29T00:04:30Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
     // :01 runs to 03:30; :02 queued, :03 skipped (queue full); :02's run starts at 03:30.
-    assert_eq!(sim.starts_of("q"), vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:03:30Z")]);
-    let skipped: Vec<_> = sim.records.iter().filter(|r| r.status == Some(RunStatus::Skipped)).collect();
+    assert_eq!(
+        sim.starts_of("q"),
+        vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:03:30Z")]
+    );
+    let skipped: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Skipped))
+        .collect();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
     assert_eq!(skipped[0].scheduled, Some(at("2026-11-29T00:03:00Z")));
     let second = &sim.started[1];
-    assert_eq!(second.2, at("2026-11-29T00:02:00Z"), "the queued run serves the :02 occurrence");
+    assert_eq!(
+        second.2,
+        at("2026-11-29T00:02:00Z"),
+        "the queued run serves the :02 occurrence"
+    );
 }
 
 #[test]
@@ -202,7 +281,11 @@ fn overlap_allow_runs_side_by_side() {
     j.overlap = Overlap::Allow;
     let cfg = config(vec![j], 8);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
-    sim.run_until(at("2026-11-29T00:03:00Z"), chrono::Duration::seconds(150), 0);
+    sim.run_until(
+        at("2026-11-29T00:03:00Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
     assert_eq!(sim.starts_of("a").len(), 3);
     assert_eq!(sim.max_seen_running, 2);
 }
@@ -221,8 +304,13 @@ fn overlap_replace_terminates_then_starts() {
     engine.spawned(&first.run, Ok(Started { pid: 10, at: t1 }), t1);
     let t2 = at("2026-11-29T00:02:00Z");
     let a = engine.wake(t2, false);
-    assert!(starts(&a).is_empty(), "must not overlap while the old run dies");
-    assert!(a.iter().any(|x| matches!(x, Action::Terminate { run } if *run == first.run)));
+    assert!(
+        starts(&a).is_empty(),
+        "must not overlap while the old run dies"
+    );
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Terminate { run } if *run == first.run)));
     let mut o = outcome(10, t1, t2, -1);
     o.terminated = true;
     o.termination = Termination::Signaled(15);
@@ -237,7 +325,9 @@ fn overlap_replace_terminates_then_starts() {
 
 #[test]
 fn the_global_limit_is_never_exceeded_and_queues_in_due_order() {
-    let jobs: Vec<Job> = (0..10).map(|i| job(&format!("j{i}"), "0 * * * *")).collect();
+    let jobs: Vec<Job> = (0..10)
+        .map(|i| job(&format!("j{i}"), "0 * * * *"))
+        .collect();
     let cfg = config(jobs, 3);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
     sim.run_until(at("2026-11-29T01:10:00Z"), chrono::Duration::seconds(60), 0);
@@ -281,14 +371,34 @@ fn failures_retry_with_backoff_until_exhausted() {
         ]
     );
     let triggers: Vec<_> = sim.started.iter().map(|s| s.4).collect();
-    assert_eq!(triggers, vec![Trigger::Schedule, Trigger::Retry, Trigger::Retry, Trigger::Retry]);
-    let attempts: Vec<_> =
-        sim.records.iter().filter(|r| r.status == Some(RunStatus::Failed)).map(|r| r.attempt.unwrap()).collect();
+    assert_eq!(
+        triggers,
+        vec![
+            Trigger::Schedule,
+            Trigger::Retry,
+            Trigger::Retry,
+            Trigger::Retry
+        ]
+    );
+    let attempts: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Failed))
+        .map(|r| r.attempt.unwrap())
+        .collect();
     assert_eq!(attempts, vec![1, 2, 3, 4]);
-    let last = sim.records.iter().rev().find(|r| r.status == Some(RunStatus::Failed)).unwrap();
+    let last = sim
+        .records
+        .iter()
+        .rev()
+        .find(|r| r.status == Some(RunStatus::Failed))
+        .unwrap();
     assert_eq!(last.detail.as_ref().unwrap()["retries_exhausted"], true);
     // Every retry serves the original occurrence.
-    assert!(sim.started.iter().all(|s| s.2 == at("2026-11-29T01:00:00Z")));
+    assert!(sim
+        .started
+        .iter()
+        .all(|s| s.2 == at("2026-11-29T01:00:00Z")));
 }
 
 #[test]
@@ -296,31 +406,56 @@ fn fifty_jobs_failing_together_do_not_retry_in_lockstep() {
     let jobs: Vec<Job> = (0..50)
         .map(|i| {
             let mut j = job(&format!("j{i}"), "0 * * * *");
-            j.retry = RetryPolicy { attempts: 1, delay: Duration::from_secs(60), jitter: 0.5, ..RetryPolicy::default() };
+            j.retry = RetryPolicy {
+                attempts: 1,
+                delay: Duration::from_secs(60),
+                jitter: 0.5,
+                ..RetryPolicy::default()
+            };
             j
         })
         .collect();
     let cfg = config(jobs, 64);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:59:00Z"));
     sim.run_until(at("2026-11-29T01:05:00Z"), chrono::Duration::seconds(1), 1);
-    let retries: Vec<_> = sim.started.iter().filter(|s| s.4 == Trigger::Retry).map(|s| s.3).collect();
+    let retries: Vec<_> = sim
+        .started
+        .iter()
+        .filter(|s| s.4 == Trigger::Retry)
+        .map(|s| s.3)
+        .collect();
     assert_eq!(retries.len(), 50);
     let distinct: std::collections::BTreeSet<_> = retries.iter().map(|t| t.timestamp()).collect();
-    assert!(distinct.len() >= 25, "retries must spread, got {} distinct seconds", distinct.len());
+    assert!(
+        distinct.len() >= 25,
+        "retries must spread, got {} distinct seconds",
+        distinct.len()
+    );
     let lo = at("2026-11-29T01:00:31Z");
     let hi = at("2026-11-29T01:01:31Z");
-    assert!(retries.iter().all(|t| *t >= lo && *t <= hi), "all within delay ± 50%");
+    assert!(
+        retries.iter().all(|t| *t >= lo && *t <= hi),
+        "all within delay ± 50%"
+    );
 }
 
 #[test]
 fn a_fresh_occurrence_supersedes_a_pending_retry() {
     let mut j = job("sync", "*/5 * * * *");
-    j.retry = RetryPolicy { attempts: 5, delay: Duration::from_secs(600), jitter: 0.0, ..RetryPolicy::default() };
+    j.retry = RetryPolicy {
+        attempts: 5,
+        delay: Duration::from_secs(600),
+        jitter: 0.0,
+        ..RetryPolicy::default()
+    };
     let cfg = config(vec![j], 8);
     let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:30Z"));
     sim.run_until(at("2026-11-29T00:20:30Z"), chrono::Duration::seconds(1), 1);
     let triggers: Vec<_> = sim.started.iter().map(|s| s.4).collect();
-    assert!(triggers.iter().all(|t| *t == Trigger::Schedule), "retries 10 minutes out never beat the next 5-minute run");
+    assert!(
+        triggers.iter().all(|t| *t == Trigger::Schedule),
+        "retries 10 minutes out never beat the next 5-minute run"
+    );
     assert_eq!(sim.started.len(), 4);
 }
 
@@ -329,7 +464,8 @@ fn catch_up_policies_after_downtime() {
     let now = at("2026-11-29T10:00:30Z");
     let mut rec = Recovered::default();
     for name in ["none", "once", "all"] {
-        rec.last_occurrences.insert(name.to_string(), at("2026-11-29T06:00:00Z"));
+        rec.last_occurrences
+            .insert(name.to_string(), at("2026-11-29T06:00:00Z"));
     }
     let mut none = job("none", "0 * * * *");
     none.catch_up = CatchUp::None;
@@ -344,7 +480,10 @@ fn catch_up_policies_after_downtime() {
     let recs = records(&actions);
     let s = starts(&actions);
     // none: 07,08,09,10 missed; nothing runs.
-    let missed_none = recs.iter().find(|r| r.event == Event::Missed && r.job.as_deref() == Some("none")).unwrap();
+    let missed_none = recs
+        .iter()
+        .find(|r| r.event == Event::Missed && r.job.as_deref() == Some("none"))
+        .unwrap();
     assert_eq!(missed_none.count, Some(4));
     assert!(s.iter().all(|x| x.job.name != "none"));
     // once: one catch-up run for the latest missed occurrence.
@@ -354,9 +493,16 @@ fn catch_up_policies_after_downtime() {
     assert_eq!(once_runs[0].scheduled, at("2026-11-29T10:00:00Z"));
     // all: limit 3 → 08, 09, 10 run one after another; 07 recorded missed.
     let all_runs: Vec<_> = s.iter().filter(|x| x.job.name == "all").collect();
-    assert_eq!(all_runs.len(), 1, "catch-up runs of one job go one at a time");
+    assert_eq!(
+        all_runs.len(),
+        1,
+        "catch-up runs of one job go one at a time"
+    );
     assert_eq!(all_runs[0].scheduled, at("2026-11-29T08:00:00Z"));
-    let missed_all = recs.iter().find(|r| r.event == Event::Missed && r.job.as_deref() == Some("all")).unwrap();
+    let missed_all = recs
+        .iter()
+        .find(|r| r.event == Event::Missed && r.job.as_deref() == Some("all"))
+        .unwrap();
     assert_eq!(missed_all.count, Some(1));
     let run = all_runs[0].run.clone();
     engine.spawned(&run, Ok(Started { pid: 1, at: now }), now);
@@ -365,7 +511,10 @@ fn catch_up_policies_after_downtime() {
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].scheduled, at("2026-11-29T09:00:00Z"));
     // Nothing is missed twice: the next regular fire is 11:00.
-    assert_eq!(engine.job_status("none").unwrap().next_fire, Some(at("2026-11-29T11:00:00Z")));
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T11:00:00Z"))
+    );
 }
 
 #[test]
@@ -382,36 +531,88 @@ fn forward_clock_step_applies_catch_up_and_backward_never_repeats() {
     let a = engine.wake(t1, true);
     let s = starts(&a);
     assert_eq!(s.len(), 1);
-    assert_eq!((s[0].job.name.as_str(), s[0].trigger), ("once", Trigger::CatchUp));
-    let missed = records(&a).into_iter().filter(|r| r.event == Event::Missed).collect::<Vec<_>>();
+    assert_eq!(
+        (s[0].job.name.as_str(), s[0].trigger),
+        ("once", Trigger::CatchUp)
+    );
+    let missed = records(&a)
+        .into_iter()
+        .filter(|r| r.event == Event::Missed)
+        .collect::<Vec<_>>();
     assert_eq!(missed.iter().map(|r| r.count.unwrap()).sum::<u64>(), 6 + 5);
-    assert_eq!(engine.job_status("none").unwrap().next_fire, Some(at("2026-11-29T01:10:00Z")));
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T01:10:00Z"))
+    );
     // Fire 01:10, then the clock steps back to 00:30: 01:10 must not run again.
     let t2 = at("2026-11-29T01:10:00Z");
     let a = engine.wake(t2, false);
-    assert_eq!(starts(&a).len(), 1, "only `none` is idle (the catch-up run of `once` is still running)");
+    assert_eq!(
+        starts(&a).len(),
+        1,
+        "only `none` is idle (the catch-up run of `once` is still running)"
+    );
     let back = at("2026-11-29T00:30:00Z");
     let a = engine.wake(back, true);
     assert!(starts(&a).is_empty());
-    assert_eq!(engine.job_status("none").unwrap().next_fire, Some(at("2026-11-29T01:20:00Z")));
-    assert!(engine.wake(at("2026-11-29T01:10:00Z"), false).iter().all(|a| !matches!(a, Action::Start(_))));
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T01:20:00Z"))
+    );
+    assert!(engine
+        .wake(at("2026-11-29T01:10:00Z"), false)
+        .iter()
+        .all(|a| !matches!(a, Action::Start(_))));
 }
 
 #[test]
 fn reload_keeps_unchanged_reschedules_changed_and_cancels_removed() {
-    let cfg = config(vec![job("keep", "0 * * * *"), job("change", "0 * * * *"), job("drop", "0 * * * *")], 8);
+    let cfg = config(
+        vec![
+            job("keep", "0 * * * *"),
+            job("change", "0 * * * *"),
+            job("drop", "0 * * * *"),
+        ],
+        8,
+    );
     let now = at("2026-11-29T00:10:00Z");
     let mut engine = Engine::new(&cfg, 5);
     engine.start(now, Recovered::default());
-    let new = config(vec![job("keep", "0 * * * *"), job("change", "30 * * * *"), job("add", "*/5 * * * *")], 8);
+    let new = config(
+        vec![
+            job("keep", "0 * * * *"),
+            job("change", "30 * * * *"),
+            job("add", "*/5 * * * *"),
+        ],
+        8,
+    );
     let a = engine.reload(&new, now);
-    let rec = records(&a).into_iter().find(|r| r.event == Event::ConfigLoaded).unwrap();
+    let rec = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::ConfigLoaded)
+        .unwrap();
     let d = rec.detail.unwrap();
-    assert_eq!((d["added"].as_u64(), d["changed"].as_u64(), d["removed"].as_u64(), d["unchanged"].as_u64()),
-        (Some(1), Some(1), Some(1), Some(1)));
-    assert_eq!(engine.job_status("keep").unwrap().next_fire, Some(at("2026-11-29T01:00:00Z")));
-    assert_eq!(engine.job_status("change").unwrap().next_fire, Some(at("2026-11-29T00:30:00Z")));
-    assert_eq!(engine.job_status("add").unwrap().next_fire, Some(at("2026-11-29T00:15:00Z")));
+    assert_eq!(
+        (
+            d["added"].as_u64(),
+            d["changed"].as_u64(),
+            d["removed"].as_u64(),
+            d["unchanged"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1), Some(1))
+    );
+    assert_eq!(
+        engine.job_status("keep").unwrap().next_fire,
+        Some(at("2026-11-29T01:00:00Z"))
+    );
+    assert_eq!(
+        engine.job_status("change").unwrap().next_fire,
+        Some(at("2026-11-29T00:30:00Z"))
+    );
+    assert_eq!(
+        engine.job_status("add").unwrap().next_fire,
+        Some(at("2026-11-29T00:15:00Z"))
+    );
     assert!(engine.job_status("drop").is_none());
     let names: Vec<_> = engine.status().into_iter().map(|s| s.name).collect();
     assert_eq!(names, vec!["keep", "change", "add"]);
@@ -428,9 +629,18 @@ fn a_job_due_in_the_same_instant_as_a_reload_runs_exactly_once() {
     let a = engine.reload(&config(vec![changed], 8), due);
     let s = starts(&a);
     assert_eq!(s.len(), 1, "fired by the reload's own advance");
-    assert_eq!(s[0].job.command, "true", "a run already due belongs to the old definition");
-    assert!(starts(&engine.wake(due, false)).is_empty(), "and never twice");
-    assert_eq!(engine.job_status("x").unwrap().next_fire, Some(at("2026-11-29T02:00:00Z")));
+    assert_eq!(
+        s[0].job.command, "true",
+        "a run already due belongs to the old definition"
+    );
+    assert!(
+        starts(&engine.wake(due, false)).is_empty(),
+        "and never twice"
+    );
+    assert_eq!(
+        engine.job_status("x").unwrap().next_fire,
+        Some(at("2026-11-29T02:00:00Z"))
+    );
 }
 
 #[test]
@@ -438,7 +648,10 @@ fn paused_jobs_are_skipped_by_the_schedule_but_can_be_triggered() {
     let cfg = config(vec![job("p", "* * * * *")], 8);
     let mut engine = Engine::new(&cfg, 5);
     engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
-    assert_eq!(engine.pause(&["p".into(), "nope".into()]), vec!["p".to_string()]);
+    assert_eq!(
+        engine.pause(&["p".into(), "nope".into()]),
+        vec!["p".to_string()]
+    );
     let a = engine.wake(at("2026-11-29T00:01:00Z"), false);
     assert!(starts(&a).is_empty());
     assert!(records(&a)[0].reason.as_deref().unwrap().contains("paused"));
@@ -446,11 +659,22 @@ fn paused_jobs_are_skipped_by_the_schedule_but_can_be_triggered() {
     assert!(matches!(r, TriggerResult::Started { .. }));
     assert_eq!(starts(&a)[0].trigger, Trigger::Manual);
     let (r, _) = engine.trigger("q", false, at("2026-11-29T00:01:10Z"));
-    assert_eq!(r, TriggerResult::UnknownJob { suggestions: vec![] });
+    assert_eq!(
+        r,
+        TriggerResult::UnknownJob {
+            suggestions: vec![]
+        }
+    );
     let (r, _) = engine.trigger("p", false, at("2026-11-29T00:01:11Z"));
-    assert!(matches!(r, TriggerResult::Skipped { .. }), "overlap skip applies to triggers");
+    assert!(
+        matches!(r, TriggerResult::Skipped { .. }),
+        "overlap skip applies to triggers"
+    );
     let (r, _) = engine.trigger("p", true, at("2026-11-29T00:01:12Z"));
-    assert!(matches!(r, TriggerResult::Started { .. }), "--force bypasses overlap");
+    assert!(
+        matches!(r, TriggerResult::Started { .. }),
+        "--force bypasses overlap"
+    );
     assert_eq!(engine.resume(&["p".into()]), vec!["p".to_string()]);
 }
 
@@ -472,10 +696,16 @@ fn unfinished_runs_become_interrupted_at_start() {
     started.job = Some("x".into());
     started.run = Some("r1".into());
     started.status = Some(RunStatus::Started);
-    let rec = Recovered { unfinished: vec![started], ..Recovered::default() };
+    let rec = Recovered {
+        unfinished: vec![started],
+        ..Recovered::default()
+    };
     let mut engine = Engine::new(&cfg, 5);
     let a = engine.start(at("2026-11-29T00:10:00Z"), rec);
-    let r = records(&a).into_iter().find(|r| r.status == Some(RunStatus::Interrupted)).unwrap();
+    let r = records(&a)
+        .into_iter()
+        .find(|r| r.status == Some(RunStatus::Interrupted))
+        .unwrap();
     assert_eq!(r.run.as_deref(), Some("r1"));
 }
 
@@ -512,11 +742,19 @@ fn jitter_delays_within_its_bound_and_is_recorded() {
     assert_eq!(s.len(), 10);
     for (_, _, scheduled, started, _) in &s {
         let d = *started - *scheduled;
-        assert!(d >= chrono::Duration::zero() && d <= chrono::Duration::seconds(30), "{d}");
+        assert!(
+            d >= chrono::Duration::zero() && d <= chrono::Duration::seconds(30),
+            "{d}"
+        );
     }
-    let delays: std::collections::BTreeSet<_> = s.iter().map(|x| (x.3 - x.2).num_milliseconds()).collect();
+    let delays: std::collections::BTreeSet<_> =
+        s.iter().map(|x| (x.3 - x.2).num_milliseconds()).collect();
     assert!(delays.len() > 5, "jitter varies");
-    let rec = sim.records.iter().find(|r| r.status == Some(RunStatus::Started)).unwrap();
+    let rec = sim
+        .records
+        .iter()
+        .find(|r| r.status == Some(RunStatus::Started))
+        .unwrap();
     assert!(rec.jitter_ms.is_some());
 }
 
@@ -529,9 +767,15 @@ fn a_stalled_daemon_fires_the_first_due_and_counts_the_rest_missed() {
     let s = starts(&a);
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].scheduled, at("2026-11-29T00:01:00Z"));
-    let m = records(&a).into_iter().find(|r| r.event == Event::Missed).unwrap();
+    let m = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::Missed)
+        .unwrap();
     assert_eq!(m.count, Some(9));
-    assert_eq!(engine.job_status("m").unwrap().next_fire, Some(at("2026-11-29T00:11:00Z")));
+    assert_eq!(
+        engine.job_status("m").unwrap().next_fire,
+        Some(at("2026-11-29T00:11:00Z"))
+    );
 }
 
 #[test]
@@ -540,5 +784,8 @@ fn run_ids_are_unique_and_sort_by_time() {
     let b = run_id(at("2026-11-29T00:00:00.001Z"), 0);
     assert_eq!(a.len(), 14);
     assert!(a < b);
-    assert_ne!(run_id(at("2026-11-29T00:00:00Z"), 1), run_id(at("2026-11-29T00:00:00Z"), 2));
+    assert_ne!(
+        run_id(at("2026-11-29T00:00:00Z"), 1),
+        run_id(at("2026-11-29T00:00:00Z"), 2)
+    );
 }

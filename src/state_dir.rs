@@ -37,9 +37,13 @@ pub fn ensure(dir: &Path) -> Result<(), String> {
             .create(dir)
             .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
     }
-    let meta = fs::metadata(dir).map_err(|e| format!("cannot use the state directory {}: {e}", dir.display()))?;
+    let meta = fs::metadata(dir)
+        .map_err(|e| format!("cannot use the state directory {}: {e}", dir.display()))?;
     if !meta.is_dir() {
-        return Err(format!("the state directory {} is not a directory", dir.display()));
+        return Err(format!(
+            "the state directory {} is not a directory",
+            dir.display()
+        ));
     }
     if meta.permissions().mode() & 0o002 != 0 {
         return Err(format!(
@@ -62,7 +66,10 @@ pub struct Lock {
 #[derive(Debug)]
 pub enum LockError {
     /// Another daemon holds it; its pid if it wrote one.
-    Held { pid: Option<u32>, path: PathBuf },
+    Held {
+        pid: Option<u32>,
+        path: PathBuf,
+    },
     Io(String),
 }
 
@@ -82,14 +89,22 @@ pub fn lock(dir: &Path) -> Result<Lock, LockError> {
     if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         let mut text = String::new();
         let _ = file.read_to_string(&mut text);
-        return Err(LockError::Held { pid: text.trim().parse().ok(), path });
+        return Err(LockError::Held {
+            pid: text.trim().parse().ok(),
+            path,
+        });
     }
     let pid = std::process::id();
     let written = file
         .set_len(0)
         .and_then(|_| file.seek(SeekFrom::Start(0)))
         .and_then(|_| writeln!(file, "{pid}"));
-    written.map_err(|e| LockError::Io(format!("cannot write the lock file {}: {e}", path.display())))?;
+    written.map_err(|e| {
+        LockError::Io(format!(
+            "cannot write the lock file {}: {e}",
+            path.display()
+        ))
+    })?;
     Ok(Lock { _file: file, path })
 }
 

@@ -14,7 +14,9 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Table { rows: vec![header.into_iter().map(Into::into).collect()] }
+        Table {
+            rows: vec![header.into_iter().map(Into::into).collect()],
+        }
     }
 
     pub fn row<I, S>(&mut self, cells: I)
@@ -70,7 +72,10 @@ mod tests {
         let mut t = Table::new(["NAME", "NEXT"]);
         t.row(["a", "soon"]);
         t.row(["longer-name", ""]);
-        assert_eq!(t.render(), "NAME         NEXT\na            soon\nlonger-name\n");
+        assert_eq!(
+            t.render(),
+            "NAME         NEXT\na            soon\nlonger-name\n"
+        );
         assert_eq!(t.len(), 2);
     }
 }

@@ -62,8 +62,14 @@ impl WallTimer {
             nanos = 1;
         }
         let spec = Itimerspec {
-            it_interval: Timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: Timespec { tv_sec: secs, tv_nsec: nanos.min(999_999_999) },
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: Timespec {
+                tv_sec: secs,
+                tv_nsec: nanos.min(999_999_999),
+            },
         };
         rustix::time::timerfd_settime(
             self.fd.get_ref(),

@@ -8,7 +8,11 @@ pub fn run(global: &Global, _args: &CheckArgs) -> i32 {
     match config::load(&path) {
         Ok(cfg) => {
             let n = cfg.jobs.len();
-            println!("{}: {n} job{} OK", path.display(), if n == 1 { "" } else { "s" });
+            println!(
+                "{}: {n} job{} OK",
+                path.display(),
+                if n == 1 { "" } else { "s" }
+            );
             exit::OK
         }
         Err(diags) => {

@@ -17,7 +17,11 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
             .jobs
             .iter()
             .map(|j| {
-                let next = if j.enabled { j.schedule.next_after(now, j.timezone) } else { None };
+                let next = if j.enabled {
+                    j.schedule.next_after(now, j.timezone)
+                } else {
+                    None
+                };
                 json!({
                     "name": j.name,
                     "schedule": j.schedule.source(),
@@ -42,7 +46,9 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
         } else {
             match j.schedule.next_after(now, j.timezone) {
                 Some(t) => (
-                    t.with_timezone(&j.timezone).format("%Y-%m-%d %H:%M:%S %Z").to_string(),
+                    t.with_timezone(&j.timezone)
+                        .format("%Y-%m-%d %H:%M:%S %Z")
+                        .to_string(),
                     super::relative(t, now),
                 ),
                 None => ("never".to_string(), String::new()),

@@ -16,7 +16,10 @@ use crate::config::{self, Config};
 
 /// The job file: `--file`, `$REA_FILE` (both via clap), else `./jobs.toml`.
 pub fn job_file(global: &Global) -> PathBuf {
-    global.file.clone().unwrap_or_else(|| PathBuf::from("jobs.toml"))
+    global
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("jobs.toml"))
 }
 
 /// Loads the job file or prints every diagnostic; Err carries the exit code.
@@ -36,7 +39,8 @@ pub fn print_diagnostics(diags: &[config::Diagnostic]) {
 
 /// `2026-03-08T03:00:00-04:00`: RFC 3339, seconds, the zone's offset.
 pub fn rfc3339_in(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false)
+    t.with_timezone(&tz)
+        .to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
 /// `in 3h12m` / `2m ago` / `now`.

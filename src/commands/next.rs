@@ -55,16 +55,30 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
         };
         let Some(job) = cfg.jobs.iter().find(|j| j.name == args.target) else {
             let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
-            let hint = crate::suggest::did_you_mean(&args.target, names).map(|h| format!(" ({h})")).unwrap_or_default();
+            let hint = crate::suggest::did_you_mean(&args.target, names)
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
             return super::fail(
                 exit::NOT_FOUND,
-                format!("no job named {:?} in {}{hint}", args.target, cfg.path.display()),
+                format!(
+                    "no job named {:?} in {}{hint}",
+                    args.target,
+                    cfg.path.display()
+                ),
             );
         };
         if args.tz.is_some() {
-            eprintln!("rea: note: --tz is ignored for a job; it uses its own timezone ({})", job.timezone_name);
+            eprintln!(
+                "rea: note: --tz is ignored for a job; it uses its own timezone ({})",
+                job.timezone_name
+            );
         }
-        (job.schedule.clone(), job.timezone, job.timezone_name.clone(), Some(job.name.clone()))
+        (
+            job.schedule.clone(),
+            job.timezone,
+            job.timezone_name.clone(),
+            Some(job.name.clone()),
+        )
     };
 
     let mut fires = Vec::with_capacity(args.count.min(10_000));
@@ -94,9 +108,16 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
     }
     if fires.len() < args.count {
         if schedule.is_reboot() {
-            eprintln!("rea: {:?} fires only when the daemon starts", schedule.source());
+            eprintln!(
+                "rea: {:?} fires only when the daemon starts",
+                schedule.source()
+            );
         } else {
-            eprintln!("rea: {:?} never fires again after {}", schedule.source(), super::rfc3339_in(cursor, tz));
+            eprintln!(
+                "rea: {:?} never fires again after {}",
+                schedule.source(),
+                super::rfc3339_in(cursor, tz)
+            );
         }
     }
     exit::OK

@@ -10,12 +10,18 @@ pub fn run(global: &Global, args: &RunArgs) -> i32 {
         Ok(d) => d,
         Err(e) => return super::fail(exit::INVALID, e),
     };
-    let opts = Options { file: super::job_file(global), state_dir };
+    let opts = Options {
+        file: super::job_file(global),
+        state_dir,
+    };
     match daemon::run(opts) {
         Ok(()) => exit::OK,
         Err(StartError::Config(diags)) => {
             super::print_diagnostics(&diags);
-            eprintln!("rea: not starting: the job file has {} error(s)", diags.len());
+            eprintln!(
+                "rea: not starting: the job file has {} error(s)",
+                diags.len()
+            );
             exit::INVALID
         }
         Err(StartError::Locked(m)) => super::fail(exit::LOCKED, m),
@@ -28,8 +34,12 @@ pub fn run(global: &Global, args: &RunArgs) -> i32 {
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let ansi = std::env::var_os("NO_COLOR").is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let ansi = std::env::var_os("NO_COLOR").is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
     let _ = match format {
         LogFormat::Human => builder.with_ansi(ansi).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
