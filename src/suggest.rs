@@ -16,7 +16,7 @@ where
             // A candidate that contains the input (or its last path segment, for
             // timezones such as "Shanghai") is a strong hint even when short.
             let tail = hay.rsplit('/').next().unwrap_or(&hay);
-            if !needle.is_empty() && (hay.contains(&needle) || tail == needle) {
+            if needle.chars().count() >= 3 && (hay.contains(&needle) || tail == needle) {
                 score = score.max(0.9);
             }
             (score >= 0.8).then_some((score, c))
