@@ -125,11 +125,7 @@ pub struct Diagnostic {
 
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.col, self.message
-        )?;
+        write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)?;
         if let Some(h) = &self.hint {
             write!(f, "\n  hint: {h}")?;
         }
@@ -141,13 +137,7 @@ impl std::fmt::Display for Diagnostic {
 pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
     let display = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| {
-        vec![Diagnostic {
-            file: display.clone(),
-            line: 1,
-            col: 1,
-            message: format!("cannot read the job file: {e}"),
-            hint: None,
-        }]
+        vec![Diagnostic { file: display.clone(), line: 1, col: 1, message: format!("cannot read the job file: {e}"), hint: None }]
     })?;
     parse(&bytes, path)
 }

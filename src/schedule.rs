@@ -32,9 +32,7 @@ impl std::fmt::Display for ScheduleError {
 
 impl Schedule {
     pub fn parse(expr: &str) -> Result<Schedule, ScheduleError> {
-        Ok(Schedule {
-            source: expr.to_string(),
-        })
+        Ok(Schedule { source: expr.to_string() })
     }
 
     /// The expression as written.

@@ -14,8 +14,5 @@ pub struct ZoneError {
 
 /// Resolves an IANA name (case-insensitive), `UTC`, or `local`.
 pub fn resolve(name: &str) -> Result<Tz, ZoneError> {
-    name.parse::<Tz>().map_err(|_| ZoneError {
-        message: format!("unknown timezone {name:?}"),
-        suggestions: vec![],
-    })
+    name.parse::<Tz>().map_err(|_| ZoneError { message: format!("unknown timezone {name:?}"), suggestions: vec![] })
 }
