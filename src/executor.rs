@@ -98,13 +98,6 @@ impl RunHandle {
 #[allow(clippy::type_complexity)]
 pub fn spawn(
     _spec: RunSpec,
-) -> Result<
-    (
-        Started,
-        RunHandle,
-        std::pin::Pin<Box<dyn Future<Output = Outcome> + Send>>,
-    ),
-    String,
-> {
+) -> Result<(Started, RunHandle, std::pin::Pin<Box<dyn Future<Output = Outcome> + Send>>), String> {
     Err("executor stub".to_string())
 }

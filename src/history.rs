@@ -739,7 +739,9 @@ pub trait HistoryReader {
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>>;
 
     /// Lines the last call skipped because they did not parse (a torn last
-    /// line after kill -9, garbage). Backends that cannot have any say 0.
+    /// line after kill -9, garbage). Lines a query's cheap pre-filter ruled
+    /// out are never parsed, so they are not counted. Backends that cannot
+    /// have malformed lines say 0.
     fn malformed(&self) -> u64 {
         0
     }
