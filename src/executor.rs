@@ -44,7 +44,6 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -54,7 +53,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use tokio::io::unix::AsyncFd;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -240,7 +239,7 @@ pub fn spawn(
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin)
             .stdout(Stdio::from(out_write))
-            .stderr(Stdio::from(OwnedFd::from(out_write_2)))
+            .stderr(Stdio::from(out_write_2))
             .process_group(0);
         if let Some(dir) = &spec.dir {
             command.current_dir(dir);
@@ -535,7 +534,9 @@ impl Group {
 async fn leader_exit(pid: Pid) -> Option<Termination> {
     if let Some(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
         .ok()
-        .and_then(|fd| AsyncFd::with_interest(fd, tokio::io::Interest::READABLE).ok())
+        // SAFETY: the AsyncFd owns the OwnedFd, which stays open until the
+        // AsyncFd (and with it the registration) is dropped.
+        .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok())
     {
         loop {
             match peek_exit(pid, WaitIdOptions::NOHANG) {
@@ -659,7 +660,7 @@ async fn group_has_members(leader: Pid) -> Option<bool> {
 
 fn scan_group(leader: Pid) -> Option<bool> {
     let pgid = leader.as_raw_nonzero().get();
-    for entry in std::fs::read_dir("/proc").ok().flatten().flatten() {
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
             .file_name()
             .to_str()
@@ -832,4 +833,423 @@ fn utf8_complete_prefix(bytes: &[u8]) -> usize {
         return if width > back { at } else { bytes.len() };
     }
     bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> RunSpec {
+        RunSpec {
+            program: Program::Shell {
+                shell: "/bin/sh".to_string(),
+                script: script.to_string(),
+            },
+            env: Vec::new(),
+            dir: None,
+            // A safety net so a broken test fails instead of hanging.
+            timeout: Some(Duration::from_secs(20)),
+            kill_grace: Duration::from_millis(200),
+            output_limit: 64 * 1024,
+            stdin: None,
+        }
+    }
+
+    async fn run(spec: RunSpec) -> Outcome {
+        let (_, _, outcome) = spawn(spec).expect("spawn");
+        outcome.await
+    }
+
+    /// Alive = exists and is not a zombie (a reparented zombie may wait for
+    /// an init that never reaps, e.g. in a container).
+    fn alive(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_ascii_whitespace().next());
+                !matches!(state, Some("Z" | "X"))
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn read_pid(path: &Path) -> i32 {
+        std::fs::read_to_string(path)
+            .expect("pidfile")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+
+    #[tokio::test]
+    async fn exit_codes() {
+        let ok = run(sh("exit 0")).await;
+        assert_eq!(ok.termination, Termination::Exited(0));
+        assert!(!ok.timed_out && !ok.terminated);
+        assert!(ok.ended >= ok.started.at);
+        assert_eq!(run(sh("exit 3")).await.termination, Termination::Exited(3));
+    }
+
+    #[tokio::test]
+    async fn killed_by_signal() {
+        let outcome = run(sh("kill -9 $$")).await;
+        assert_eq!(outcome.termination, Termination::Signaled(9));
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_in_arrival_order() {
+        let outcome = run(sh("echo one; echo two >&2; echo three; echo four >&2")).await;
+        assert_eq!(outcome.output.text, "one\ntwo\nthree\nfour\n");
+        assert_eq!(outcome.output.total_bytes, 19);
+    }
+
+    #[tokio::test]
+    async fn output_cap_keeps_head_and_tail() {
+        let mut spec = sh("i=0; while [ $i -lt 100 ]; do printf '%03d|' $i; i=$((i+1)); done");
+        spec.output_limit = 40;
+        let outcome = run(spec).await;
+        assert_eq!(outcome.output.total_bytes, 400);
+        let expected = format!(
+            "000|001|002|003|004|{}095|096|097|098|099|",
+            omission_marker(360)
+        );
+        assert_eq!(outcome.output.text, expected);
+    }
+
+    #[tokio::test]
+    async fn flood_is_bounded() {
+        let mut spec = sh("head -c 200000000 /dev/zero; echo end");
+        spec.output_limit = 1000;
+        let outcome = run(spec).await;
+        assert_eq!(outcome.termination, Termination::Exited(0));
+        assert_eq!(outcome.output.total_bytes, 200_000_004);
+        assert!(outcome.output.text.len() <= 1000 + omission_marker(200_000_004).len());
+        assert!(outcome.output.text.ends_with("\0\0end\n"));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_grandchild() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        let mut spec = sh(&format!(
+            "sleep 1000 & echo $! > {}; sleep 1000",
+            pidfile.display()
+        ));
+        spec.timeout = Some(Duration::from_millis(300));
+        let outcome = run(spec).await;
+        assert!(outcome.timed_out);
+        assert!(!outcome.terminated);
+        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGTERM));
+        assert!(!alive(read_pid(&pidfile)), "the background sleep survived");
+    }
+
+    #[tokio::test]
+    async fn term_ignoring_job_is_killed_after_grace() {
+        let mut spec = sh("trap '' TERM; sleep 1000; sleep 1000");
+        spec.timeout = Some(Duration::from_millis(100));
+        spec.kill_grace = Duration::from_millis(200);
+        let outcome = run(spec).await;
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGKILL));
+        let lived = (outcome.ended - outcome.started.at).num_milliseconds();
+        assert!(lived >= 250, "killed before the grace ended ({lived} ms)");
+    }
+
+    #[tokio::test]
+    async fn straggler_holding_stdout_is_cleaned_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        let mut spec = sh(&format!(
+            "sleep 1000 & echo $! > {}; echo done; exit 4",
+            pidfile.display()
+        ));
+        spec.timeout = None;
+        let outcome = run(spec).await;
+        assert_eq!(outcome.termination, Termination::Exited(4));
+        assert!(!outcome.timed_out && !outcome.terminated);
+        assert_eq!(outcome.output.text, "done\n");
+        assert!(!alive(read_pid(&pidfile)), "the straggler survived");
+    }
+
+    #[tokio::test]
+    async fn straggler_ignoring_term_is_killed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pidfile = dir.path().join("pid");
+        let mut spec = sh(&format!(
+            "(trap '' TERM; sleep 1000; sleep 1000) >/dev/null 2>&1 & echo $! > {}",
+            pidfile.display()
+        ));
+        spec.timeout = None;
+        let outcome = run(spec).await;
+        assert_eq!(outcome.termination, Termination::Exited(0));
+        assert!(!alive(read_pid(&pidfile)), "the straggler survived");
+    }
+
+    #[tokio::test]
+    async fn terminate_mid_run() {
+        let mut spec = sh("echo started; sleep 1000");
+        spec.timeout = None;
+        let (started, handle, outcome) = spawn(spec).expect("spawn");
+        assert_eq!(handle.pid, started.pid);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        handle.terminate();
+        let outcome = outcome.await;
+        assert!(outcome.terminated && !outcome.timed_out);
+        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGTERM));
+        assert_eq!(outcome.output.text, "started\n");
+        // The run is over: both are no-ops, and must not panic or signal.
+        handle.terminate();
+        handle.kill();
+    }
+
+    #[tokio::test]
+    async fn kill_mid_run() {
+        let mut spec = sh("trap '' TERM; sleep 1000; sleep 1000");
+        spec.timeout = None;
+        spec.kill_grace = Duration::from_secs(1000);
+        let (_, handle, outcome) = spawn(spec).expect("spawn");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        handle.terminate();
+        handle.kill();
+        let outcome = outcome.await;
+        assert!(outcome.terminated);
+        assert_eq!(outcome.termination, Termination::Signaled(libc::SIGKILL));
+    }
+
+    #[tokio::test]
+    async fn dropped_outcome_future_still_reaps() {
+        let (started, handle, outcome) = spawn(sh("exit 0")).expect("spawn");
+        drop(outcome);
+        drop(handle);
+        let pid = started.pid as i32;
+        for _ in 0..200 {
+            if std::fs::metadata(format!("/proc/{pid}")).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("pid {pid} was never reaped");
+    }
+
+    #[tokio::test]
+    async fn stdin_is_dev_null() {
+        let outcome = run(sh("cat; readlink /proc/self/fd/0")).await;
+        assert_eq!(outcome.termination, Termination::Exited(0));
+        assert_eq!(outcome.output.text, "/dev/null\n");
+    }
+
+    #[tokio::test]
+    async fn stdin_bytes_are_delivered() {
+        let mut spec = sh("cat");
+        spec.stdin = Some(b"hello\nworld\n".to_vec());
+        assert_eq!(run(spec).await.output.text, "hello\nworld\n");
+
+        // Larger than any pipe buffer: written without blocking the runtime.
+        let mut spec = sh("wc -c");
+        spec.stdin = Some(vec![b'x'; 3_000_000]);
+        assert_eq!(run(spec).await.output.text.trim(), "3000000");
+    }
+
+    #[tokio::test]
+    async fn stdin_not_read_does_not_hang() {
+        let mut spec = sh("exit 0");
+        spec.stdin = Some(vec![b'x'; 3_000_000]);
+        assert_eq!(run(spec).await.termination, Termination::Exited(0));
+    }
+
+    #[tokio::test]
+    async fn env_overlay_and_cwd() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = sh("echo \"$REA_JOB\"; pwd -P; test -n \"$PATH\" && echo path");
+        spec.env = vec![("REA_JOB".to_string(), "backup".to_string())];
+        spec.dir = Some(dir.path().to_path_buf());
+        let outcome = run(spec).await;
+        let real = std::fs::canonicalize(dir.path()).expect("canonicalize");
+        assert_eq!(
+            outcome.output.text,
+            format!("backup\n{}\npath\n", real.display())
+        );
+    }
+
+    #[tokio::test]
+    async fn rusage_memory_and_cpu() {
+        let outcome = run(sh("perl -e '$x = \"a\" x 50_000_000; print length $x'")).await;
+        assert_eq!(outcome.output.text, "50000000");
+        assert!(
+            outcome.usage.max_rss_kb > 40_000,
+            "max_rss_kb = {}",
+            outcome.usage.max_rss_kb
+        );
+
+        let outcome = run(sh("perl -e '1 until (times)[0] >= 0.05'")).await;
+        assert_eq!(outcome.termination, Termination::Exited(0));
+        assert!(outcome.usage.user_ms > 0, "{:?}", outcome.usage);
+    }
+
+    #[tokio::test]
+    async fn spawn_errors_name_what_is_missing() {
+        let mut spec = sh("true");
+        spec.program = Program::Shell {
+            shell: "/nonexistent/sh".to_string(),
+            script: "true".to_string(),
+        };
+        let err = spawn(spec).err().expect("error");
+        assert_eq!(err, "shell /nonexistent/sh does not exist");
+
+        let mut spec = sh("true");
+        spec.dir = Some(PathBuf::from("/nonexistent/dir"));
+        let err = spawn(spec).err().expect("error");
+        assert_eq!(err, "working directory /nonexistent/dir does not exist");
+
+        let mut spec = sh("true");
+        spec.program = Program::Argv(vec!["rea-no-such-program".to_string()]);
+        let err = spawn(spec).err().expect("error");
+        assert_eq!(err, "program rea-no-such-program was not found in PATH");
+
+        let mut spec = sh("true");
+        spec.program = Program::Argv(vec!["/dev/null".to_string()]);
+        let err = spawn(spec).err().expect("error");
+        assert!(
+            err.starts_with("permission denied running program /dev/null"),
+            "{err}"
+        );
+
+        let mut spec = sh("true");
+        spec.program = Program::Argv(Vec::new());
+        assert!(spawn(spec).is_err());
+    }
+
+    #[tokio::test]
+    async fn argv_runs_without_a_shell() {
+        let mut spec = sh("");
+        spec.program = Program::Argv(vec![
+            "printf".to_string(),
+            "%s|".to_string(),
+            "a b".to_string(),
+            "$HOME".to_string(),
+        ]);
+        let outcome = run(spec).await;
+        assert_eq!(outcome.termination, Termination::Exited(0));
+        assert_eq!(outcome.output.text, "a b|$HOME|");
+    }
+
+    #[tokio::test]
+    async fn child_inherits_none_of_our_fds() {
+        // While another run holds a pidfd and pipes, a new child's fds above
+        // 2 are only those the test process itself leaves inheritable.
+        let mut busy = sh("sleep 1000");
+        busy.stdin = Some(Vec::new());
+        busy.timeout = None;
+        let (_, busy_handle, busy_outcome) = spawn(busy).expect("spawn");
+        let mut spec = sh("");
+        spec.program = Program::Argv(["ls", "-l", "/proc/self/fd"].map(String::from).to_vec());
+        let outcome = run(spec).await;
+        busy_handle.kill();
+        busy_outcome.await;
+        let ours = inheritable_fd_targets();
+        let mut fds: Vec<(i32, &str)> = outcome
+            .output
+            .text
+            .lines()
+            .filter_map(|line| {
+                let (left, target) = line.split_once(" -> ")?;
+                let fd = left.rsplit(' ').next()?.parse().ok()?;
+                Some((fd, target))
+            })
+            .collect();
+        fds.sort();
+        assert_eq!(fds.first(), Some(&(0, "/dev/null")), "{fds:?}");
+        assert!(
+            fds[1].1.starts_with("pipe:") && fds[1].1 == fds[2].1,
+            "{fds:?}"
+        );
+        for &(fd, target) in &fds[3..] {
+            // ls's own handle on the directory it lists.
+            if target.starts_with("/proc/") {
+                continue;
+            }
+            assert!(ours.iter().any(|t| t == target), "leaked fd {fd}: {target}");
+        }
+    }
+
+    fn inheritable_fd_targets() -> Vec<String> {
+        let mut targets = Vec::new();
+        for entry in std::fs::read_dir("/proc/self/fd")
+            .expect("fd dir")
+            .flatten()
+        {
+            let Some(fd) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: F_GETFD on any number is harmless; an invalid fd gives -1.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                if let Ok(target) = std::fs::read_link(entry.path()) {
+                    targets.push(target.display().to_string());
+                }
+            }
+        }
+        targets
+    }
+
+    #[test]
+    fn capture_without_limit_hit_is_verbatim() {
+        let mut capture = Capture::new(10);
+        capture.push(b"abc");
+        capture.push(b"defghij");
+        assert_eq!(
+            capture.finish(),
+            Output {
+                text: "abcdefghij".to_string(),
+                total_bytes: 10
+            }
+        );
+    }
+
+    #[test]
+    fn capture_ring_keeps_the_last_bytes_across_pushes() {
+        let mut capture = Capture::new(6);
+        for chunk in [&b"abcd"[..], b"efgh", b"ijklmnop", b"q", b"rs"] {
+            capture.push(chunk);
+        }
+        let output = capture.finish();
+        assert_eq!(output.total_bytes, 19);
+        assert_eq!(output.text, format!("abc{}qrs", omission_marker(13)));
+    }
+
+    #[test]
+    fn capture_does_not_split_characters() {
+        // "é" is 2 bytes, "€" is 3: the head cut falls inside "é", the tail
+        // cut inside "€".
+        let mut capture = Capture::new(8);
+        capture.push("aaaé".as_bytes());
+        capture.push(&[b'-'; 10]);
+        capture.push("€bc".as_bytes());
+        let output = capture.finish();
+        assert_eq!(output.total_bytes, 20);
+        assert_eq!(output.text, format!("aaa{}bc", omission_marker(15)));
+    }
+
+    #[test]
+    fn capture_with_zero_limit_keeps_only_the_count() {
+        let mut capture = Capture::new(0);
+        capture.push(b"xyz");
+        let output = capture.finish();
+        assert_eq!(output.text, omission_marker(3));
+        assert_eq!(output.total_bytes, 3);
+        assert_eq!(Capture::new(0).finish(), Output::default());
+    }
+
+    #[test]
+    fn stat_parsing_survives_odd_command_names() {
+        let stat = "4242 (we ird) (x) S 1 777 777 0 -1";
+        assert!(stat_is_live_member(stat, 777));
+        assert!(!stat_is_live_member(stat, 4242));
+        assert!(!stat_is_live_member("4242 (z) Z 1 777 777", 777));
+    }
 }
