@@ -697,36 +697,50 @@ fn stat_is_live_member(stat: &str, pgid: i32) -> bool {
 
 /// Reads the combined output pipe until EOF, or until told to stop (then it
 /// takes what is already in the pipe and returns).
+///
+/// One read per `readable()`: that call counts against Tokio's cooperative
+/// budget, so a job flooding its output cannot starve the daemon's other
+/// tasks, even on a current-thread runtime.
 async fn read_output(
     pipe: pipe::Receiver,
     mut capture: Capture,
     mut stop: oneshot::Receiver<()>,
 ) -> Capture {
     let mut buf = vec![0u8; READ_CHUNK];
-    let mut stopping = false;
     loop {
-        if !stopping {
-            tokio::select! {
-                ready = pipe.readable() => {
-                    if ready.is_err() {
-                        return capture;
-                    }
+        tokio::select! {
+            ready = pipe.readable() => {
+                if ready.is_err() {
+                    return capture;
                 }
-                _ = &mut stop => stopping = true,
+            }
+            _ = &mut stop => {
+                drain(&pipe, &mut buf, &mut capture);
+                return capture;
             }
         }
-        // Read until the pipe is empty; a stopping reader then returns.
-        loop {
-            match pipe.try_read(&mut buf) {
-                Ok(0) => return capture,
-                Ok(n) => capture.push(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return capture,
-            }
+        match pipe.try_read(&mut buf) {
+            Ok(0) => return capture,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return capture,
         }
-        if stopping {
-            return capture;
+    }
+}
+
+/// Takes what the pipe holds now. Bounded, because a writer outside the
+/// group may keep it from ever being empty.
+fn drain(pipe: &pipe::Receiver, buf: &mut [u8], capture: &mut Capture) {
+    for _ in 0..=PIPE_SIZE / READ_CHUNK {
+        match pipe.try_read(buf) {
+            Ok(0) => return,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }
@@ -757,16 +771,31 @@ impl Capture {
     fn push(&mut self, data: &[u8]) {
         self.total += data.len() as u64;
         let to_head = (self.head_cap - self.head.len()).min(data.len());
+        let wanted = grown_capacity(
+            self.head.capacity(),
+            self.head.len() + to_head,
+            self.head_cap,
+        );
+        self.head.reserve_exact(wanted - self.head.len());
         self.head.extend_from_slice(&data[..to_head]);
         let rest = &data[to_head..];
-        if rest.len() >= self.tail_cap {
+        // Make room first, so the ring never holds (or reserves) more than
+        // its share of the limit.
+        let keep = if rest.len() >= self.tail_cap {
             self.tail.clear();
-            self.tail.extend(&rest[rest.len() - self.tail_cap..]);
+            &rest[rest.len() - self.tail_cap..]
         } else {
             let excess = (self.tail.len() + rest.len()).saturating_sub(self.tail_cap);
             self.tail.drain(..excess);
-            self.tail.extend(rest);
-        }
+            rest
+        };
+        let wanted = grown_capacity(
+            self.tail.capacity(),
+            self.tail.len() + keep.len(),
+            self.tail_cap,
+        );
+        self.tail.reserve_exact(wanted - self.tail.len());
+        self.tail.extend(keep);
     }
 
     fn finish(self) -> Output {
@@ -802,6 +831,16 @@ impl Capture {
             text,
             total_bytes: total,
         }
+    }
+}
+
+/// The capacity to reserve for `needed` bytes: doubling as usual, but never
+/// beyond `cap`, so a capture's memory stays within its limit.
+fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usize {
+    if needed <= capacity {
+        capacity
+    } else {
+        needed.max(capacity.saturating_mul(2)).min(cap).max(needed)
     }
 }
 
@@ -1220,6 +1259,25 @@ mod tests {
         let output = capture.finish();
         assert_eq!(output.total_bytes, 19);
         assert_eq!(output.text, format!("abc{}qrs", omission_marker(13)));
+    }
+
+    #[test]
+    fn capture_memory_stays_within_the_limit() {
+        let mut capture = Capture::new(1000);
+        for size in [1, 7, 300, 64 * 1024, 3, 499, 501, 10_000] {
+            capture.push(&vec![b'x'; size]);
+            assert!(
+                capture.head.capacity() <= 500,
+                "{}",
+                capture.head.capacity()
+            );
+            assert!(
+                capture.tail.capacity() <= 500,
+                "{}",
+                capture.tail.capacity()
+            );
+        }
+        assert_eq!(capture.total, 76_847);
     }
 
     #[test]
