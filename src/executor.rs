@@ -33,9 +33,12 @@
 //!
 //! # Requirements on the rest of the process
 //!
-//! - Nothing else may reap our children: no `tokio::process`, no SIGCHLD
-//!   handler calling `waitpid(-1)`, no `SIGCHLD` set to `SIG_IGN`. Otherwise
-//!   the exit status and rusage are lost (the run then reports `Exited(-1)`).
+//! - Nothing else may reap our children: no `wait()` / `waitpid(-1)` /
+//!   `waitid(P_ALL)` anywhere (e.g. in a SIGCHLD handler), no `SIGCHLD` set
+//!   to `SIG_IGN`, no `SA_NOCLDWAIT`. Otherwise the exit status and rusage
+//!   are lost (the run then reports `Exited(-1)` and says so in its output),
+//!   and worse, the pgid could be recycled while we still signal it. Do not
+//!   use `tokio::process` for jobs either: it reaps without rusage.
 //! - The Tokio runtime must have IO and time enabled (`enable_all`).
 //! - SIGPIPE must be ignored in the daemon (Rust binaries do this by default;
 //!   std restores the default disposition in children), since writing stdin
@@ -550,7 +553,12 @@ async fn leader_exit(pid: Pid) -> Option<Termination> {
             }
         }
     }
-    // No pidfd (Linux < 5.3): a blocking waitid on a thread of the pool.
+    exit_via_thread(pid).await
+}
+
+/// Without a pidfd (Linux < 5.3, or a seccomp filter refusing it): a
+/// blocking `waitid` on a thread of the blocking pool.
+async fn exit_via_thread(pid: Pid) -> Option<Termination> {
     tokio::task::spawn_blocking(move || loop {
         match peek_exit(pid, WaitIdOptions::empty()) {
             Ok(Some(seen)) => return seen,
@@ -1234,6 +1242,24 @@ mod tests {
             }
         }
         targets
+    }
+
+    #[tokio::test]
+    // Reaped by pid through `reap`, which is what is being tested.
+    #[allow(clippy::zombie_processes)]
+    async fn exit_is_seen_without_a_pidfd_too() {
+        let child = Command::new("/bin/sh")
+            .args(["-c", "exit 5"])
+            .process_group(0)
+            .spawn()
+            .expect("spawn");
+        let pid = Pid::from_raw(child.id() as i32).expect("pid");
+        // Seen without reaping, so it can be seen again, then reaped.
+        assert_eq!(exit_via_thread(pid).await, Some(Termination::Exited(5)));
+        assert_eq!(leader_exit(pid).await, Some(Termination::Exited(5)));
+        let (status, _) = reap(pid).await;
+        assert_eq!(status, Some(Termination::Exited(5)));
+        assert_eq!(reap(pid).await.0, None, "reaped twice");
     }
 
     #[test]
