@@ -43,7 +43,11 @@ impl RetryPolicy {
             return None;
         }
         let base = self.delay.as_secs_f64() * self.factor.powi(n.saturating_sub(1) as i32);
-        let capped = if base.is_finite() { base.min(self.max_delay.as_secs_f64()) } else { self.max_delay.as_secs_f64() };
+        let capped = if base.is_finite() {
+            base.min(self.max_delay.as_secs_f64())
+        } else {
+            self.max_delay.as_secs_f64()
+        };
         let spread = capped * self.jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
         let secs = (capped + spread).max(0.0);
         Some(Duration::from_secs_f64(secs))
@@ -67,9 +71,14 @@ mod tests {
     #[test]
     fn grows_exponentially_up_to_the_cap() {
         let p = policy();
-        let got: Vec<u64> = (1..=5).map(|n| p.delay_for(n, 0.5).unwrap().as_secs()).collect();
+        let got: Vec<u64> = (1..=5)
+            .map(|n| p.delay_for(n, 0.5).unwrap().as_secs())
+            .collect();
         assert_eq!(got, vec![30, 60, 120, 240, 480]);
-        let p = RetryPolicy { attempts: 10, ..policy() };
+        let p = RetryPolicy {
+            attempts: 10,
+            ..policy()
+        };
         assert_eq!(p.delay_for(10, 0.5).unwrap().as_secs(), 600);
         assert_eq!(p.delay_for(11, 0.5), None);
         assert_eq!(p.delay_for(0, 0.5), None);
@@ -77,7 +86,10 @@ mod tests {
 
     #[test]
     fn jitter_stays_in_its_band_and_spreads() {
-        let p = RetryPolicy { jitter: 0.2, ..policy() };
+        let p = RetryPolicy {
+            jitter: 0.2,
+            ..policy()
+        };
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..1000 {
             let u = i as f64 / 1000.0;
@@ -85,12 +97,20 @@ mod tests {
             assert!((24.0..=36.0).contains(&d), "{d}");
             seen.insert((d * 10.0) as u64);
         }
-        assert!(seen.len() > 100, "jitter must spread delays, got {} distinct", seen.len());
+        assert!(
+            seen.len() > 100,
+            "jitter must spread delays, got {} distinct",
+            seen.len()
+        );
     }
 
     #[test]
     fn huge_factors_do_not_overflow() {
-        let p = RetryPolicy { attempts: 1000, factor: 1e9, ..policy() };
+        let p = RetryPolicy {
+            attempts: 1000,
+            factor: 1e9,
+            ..policy()
+        };
         assert_eq!(p.delay_for(1000, 0.5).unwrap().as_secs(), 600);
     }
 }

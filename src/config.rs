@@ -1891,7 +1891,11 @@ retry = { jitter = 0, max_delay = "1h" }
     fn unknown_timezone() {
         assert_eq!(
             errors("[defaults]\ntimezone = \"Europe/Berln\"\n"),
-            "jobs.toml:2:12: unknown timezone \"Europe/Berln\"\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"\n"
+            "jobs.toml:2:12: unknown timezone \"Europe/Berln\"\n  hint: did you mean one of \"Europe/Berlin\", \"Europe/Dublin\", \"Europe/Belgrade\"?\n"
+        );
+        assert_eq!(
+            errors("[defaults]\ntimezone = \"Mars/Olympus_Mons\"\n"),
+            "jobs.toml:2:12: unknown timezone \"Mars/Olympus_Mons\"\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"\n"
         );
     }
 

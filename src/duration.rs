@@ -75,7 +75,10 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
         };
         if let Some(last) = last_unit_rank {
             if rank >= last {
-                return Err(err(input, "units must go from largest to smallest, each once"));
+                return Err(err(
+                    input,
+                    "units must go from largest to smallest, each once",
+                ));
             }
         }
         last_unit_rank = Some(rank);
@@ -164,10 +167,25 @@ mod tests {
 
     #[test]
     fn refuses_what_is_ambiguous() {
-        for bad in ["", "10", "s", "1x", "1m1h", "1h1h", "-1s", "1.5h", "1 h", "99999999999999999999s", "200y"] {
+        for bad in [
+            "",
+            "10",
+            "s",
+            "1x",
+            "1m1h",
+            "1h1h",
+            "-1s",
+            "1.5h",
+            "1 h",
+            "99999999999999999999s",
+            "200y",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} should be refused");
         }
-        assert!(parse("1m1h").unwrap_err().to_string().contains("largest to smallest"));
+        assert!(parse("1m1h")
+            .unwrap_err()
+            .to_string()
+            .contains("largest to smallest"));
     }
 
     #[test]

@@ -267,7 +267,11 @@ fn overlap_queue_keeps_at_most_one_waiting() {
         .collect();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0].scheduled, Some(at("2026-11-29T00:03:00Z")));
-    assert!(skipped[0].reason.as_deref().unwrap().contains("already queued"));
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("already queued"));
     let second = &sim.started[1];
     assert_eq!(
         second.2,
@@ -288,7 +292,10 @@ fn overlap_allow_runs_side_by_side() {
         0,
     );
     assert_eq!(sim.starts_of("a").len(), 3);
-    assert_eq!(sim.max_seen_running, 3, "01 runs until 03:30, 02 and 03 join it");
+    assert_eq!(
+        sim.max_seen_running, 3,
+        "01 runs until 03:30, 02 and 03 join it"
+    );
 }
 
 #[test]

@@ -22,8 +22,16 @@ where
             (score >= 0.8).then_some((score, c))
         })
         .collect();
-    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(b.1)));
-    scored.into_iter().take(max).map(|(_, c)| c.to_string()).collect()
+    scored.sort_by(|a, b| {
+        b.0.partial_cmp(&a.0)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.1.cmp(b.1))
+    });
+    scored
+        .into_iter()
+        .take(max)
+        .map(|(_, c)| c.to_string())
+        .collect()
 }
 
 /// `closest`, phrased as a hint: `did you mean "command"?` or None.
@@ -37,7 +45,10 @@ where
         [one] => Some(format!("did you mean {one:?}?")),
         many => Some(format!(
             "did you mean one of {}?",
-            many.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -49,7 +60,10 @@ mod tests {
     #[test]
     fn finds_typos_and_nothing_silly() {
         let fields = ["command", "schedule", "timezone", "timeout"];
-        assert_eq!(did_you_mean("comand", fields).unwrap(), "did you mean \"command\"?");
+        assert_eq!(
+            did_you_mean("comand", fields).unwrap(),
+            "did you mean \"command\"?"
+        );
         assert_eq!(closest("timezon", fields, 1), vec!["timezone"]);
         assert!(did_you_mean("zzzzzz", fields).is_none());
     }

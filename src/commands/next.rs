@@ -32,8 +32,13 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             Ok(tz) => tz,
             Err(e) => {
                 let mut msg = e.message.clone();
-                if !e.suggestions.is_empty() {
-                    msg.push_str(&format!(" (did you mean {}?)", e.suggestions.join(", ")));
+                if e.suggestions.is_empty() {
+                    msg.push_str("\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"");
+                } else {
+                    msg.push_str(&format!(
+                        "\n  hint: did you mean {}?",
+                        e.suggestions.join(", ")
+                    ));
                 }
                 return super::fail(exit::INVALID, msg);
             }
