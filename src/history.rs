@@ -91,6 +91,7 @@ impl RunStatus {
 pub struct Record {
     pub v: u32,
     /// When the line was written.
+    #[serde(with = "ms_time")]
     pub ts: DateTime<Utc>,
     pub event: Event,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,11 +105,11 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RunStatus>,
     /// The occurrence this run belongs to (for retries: the original one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
     pub scheduled: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
     pub started: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
     pub ended: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
@@ -145,6 +146,37 @@ pub struct Record {
     /// Event-specific extras (config_loaded counts, daemon pid/version, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<serde_json::Value>,
+}
+
+/// Instants in the log are RFC 3339 UTC with milliseconds
+/// (`2026-11-29T09:12:17.000Z`): precise enough for lateness, short, and
+/// sortable as text.
+mod ms_time {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        DateTime::<Utc>::deserialize(d)
+    }
+
+    pub mod opt {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => super::serialize(t, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+            Option::<DateTime<Utc>>::deserialize(d)
+        }
+    }
 }
 
 impl Record {
