@@ -781,7 +781,7 @@ impl CronSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{Datelike, NaiveDate, TimeDelta};
+    use chrono::{NaiveDate, TimeDelta};
     use chrono_tz::Tz::{
         America__New_York as NEW_YORK, America__Santiago as SANTIAGO,
         Australia__Lord_Howe as LORD_HOWE, Australia__Sydney as SYDNEY, Europe__Berlin as BERLIN,
@@ -1195,6 +1195,62 @@ mod tests {
         assert_eq!(p("0 0 * * *").source(), "0 0 * * *");
     }
 
+    /// croner is only a matcher here, but its field syntax is checked against
+    /// ours so a croner upgrade that changes it shows up: dow 7, names, ranges
+    /// and steps agree; the day rule differs (croner ANDs only for a field that
+    /// is exactly `*`) and croner refuses `*` inside a list, which is why it is fed canonical lists and a `+`.
+    #[test]
+    fn croner_field_syntax_agrees_and_day_rule_differs() {
+        let plain = |expr: &str| {
+            CronParser::builder()
+                .seconds(Seconds::Optional)
+                .build()
+                .parse(expr)
+                .unwrap_or_else(|e| panic!("croner refused {expr:?}: {e}"))
+        };
+        let agree = [
+            "0 0 * * 7",
+            "0 0 * * 5-7",
+            "0 0 * jan-mar mon-fri",
+            "*/7 * * * *",
+            "0 0 1-10/3 * *",
+            "0 12 * * sun",
+            "0 0 * * 1-7/2",
+            "0 0 13 * 5",
+        ];
+        let differ = ["0 0 */2 * 1", "0 0 1 * */2"];
+        // Vixie takes `*` as a list item; croner does not.
+        assert!(CronParser::new().parse("0 0 *,15 * 1").is_err());
+        assert!(Schedule::parse("0 0 *,15 * 1").is_ok());
+        let start = NaiveDate::from_ymd_opt(2025, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
+        let hours: Vec<NaiveDateTime> =
+            (0..24 * 120).map(|h| start + TimeDelta::hours(h)).collect();
+        let mismatches = |expr: &str| {
+            let ours = Schedule::parse(expr).unwrap();
+            let Kind::Cron(c) = &ours.kind else {
+                unreachable!()
+            };
+            let theirs = plain(expr);
+            hours
+                .iter()
+                .filter(|t| {
+                    c.cron.is_time_matching(*t).unwrap() != theirs.is_time_matching(*t).unwrap()
+                })
+                .count()
+        };
+        for expr in agree {
+            assert_eq!(mismatches(expr), 0, "{expr}");
+        }
+        for expr in differ {
+            assert!(
+                mismatches(expr) > 0,
+                "{expr}: croner now follows Vixie's day rule; the `+` workaround may go"
+            );
+        }
+    }
+
     // --- DST ---------------------------------------------------------------
 
     #[test]
@@ -1520,10 +1576,18 @@ mod tests {
         }
     }
 
+    /// Expression, message, hint, span.
+    type ErrorCase = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<Range<usize>>,
+    );
+
     #[test]
     fn error_messages() {
         // (expression, message, hint, span)
-        let cases: &[(&str, &str, Option<&str>, Option<Range<usize>>)] = &[
+        let cases: &[ErrorCase] = &[
             ("", "the schedule is empty", Some("write a cron expression such as \"30 2 * * *\" or a macro such as \"@daily\""), Some(0..0)),
             ("* * * *", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading seconds field, found 4", Some("e.g. \"30 2 * * *\" is 02:30 every day"), Some(0..7)),
             ("0 0 0 1 1 * 2026", "7 fields: Vixie cron has no year field", Some("remove the last field; write 5 fields (minute hour day-of-month month day-of-week), or 6 with a leading seconds field"), Some(12..16)),
@@ -1576,7 +1640,7 @@ mod tests {
         // Spans are byte ranges in the expression as written, leading blanks included.
         assert_eq!(refused("  0 0 * * 9").span, Some(10..11));
         assert_eq!(refused("0\t0  *  * 9").span, Some(10..11));
-        assert_eq!(refused("x 0 * * *").to_string(), "unexpected \"x\" in the minute field (allowed: 0-59; use numbers, ranges a-b, lists a,b and steps */n or a-b/n)");
+        assert_eq!(refused("% 0 * * *").to_string(), "unexpected \"%\" in the minute field (allowed: 0-59; use numbers, ranges a-b, lists a,b and steps */n or a-b/n)");
     }
 
     #[test]
@@ -1602,6 +1666,408 @@ mod tests {
                 "{expr:?}: {:?}",
                 Schedule::parse(expr).err()
             );
+        }
+    }
+}
+
+/// An independent reference: expressions are generated as structured fields,
+/// rendered to text for `Schedule::parse`, and matched directly from the
+/// structure here; fires are found by stepping minute by minute over real time
+/// and applying the DST policy from its definition.
+#[cfg(test)]
+mod reference {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    #[derive(Debug, Clone)]
+    enum Item {
+        Star(Option<u32>),
+        Value(u32),
+        Range(u32, u32, Option<u32>),
+    }
+
+    #[derive(Debug, Clone)]
+    struct Gen {
+        /// minute, hour, day-of-month, month, day-of-week
+        fields: [Vec<Item>; 5],
+        /// Write month and weekday values as names where possible.
+        names: bool,
+    }
+
+    const BOUNDS: [(u32, u32); 5] = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)];
+
+    fn contains(items: &[Item], i: usize, v: u32) -> bool {
+        let (lo, hi) = BOUNDS[i];
+        items.iter().any(|item| match *item {
+            Item::Star(step) => (v - lo) % step.unwrap_or(1) == 0 && v >= lo && v <= hi,
+            Item::Value(x) => x == v,
+            Item::Range(a, b, step) => v >= a && v <= b && (v - a) % step.unwrap_or(1) == 0,
+        })
+    }
+
+    impl Gen {
+        fn render_value(&self, i: usize, v: u32) -> String {
+            match (self.names, i) {
+                (true, 3) => MONTH_NAMES[v as usize - 1].to_ascii_lowercase(),
+                (true, 4) if v < 7 => DAY_NAMES[v as usize].to_string(),
+                _ => v.to_string(),
+            }
+        }
+
+        fn render_field(&self, i: usize) -> String {
+            let step = |s: Option<u32>| s.map(|s| format!("/{s}")).unwrap_or_default();
+            self.fields[i]
+                .iter()
+                .map(|item| match *item {
+                    Item::Star(s) => format!("*{}", step(s)),
+                    Item::Value(v) => self.render_value(i, v),
+                    Item::Range(a, b, s) => format!(
+                        "{}-{}{}",
+                        self.render_value(i, a),
+                        self.render_value(i, b),
+                        step(s)
+                    ),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+
+        fn render(&self) -> String {
+            (0..5)
+                .map(|i| self.render_field(i))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+
+        fn starts_with_star(&self, i: usize) -> bool {
+            matches!(self.fields[i].first(), Some(Item::Star(_)))
+        }
+
+        fn fixed(&self) -> bool {
+            !self.starts_with_star(0) && !self.starts_with_star(1)
+        }
+
+        fn matches(&self, t: &NaiveDateTime) -> bool {
+            let f = &self.fields;
+            let weekday = t.weekday().num_days_from_sunday();
+            let dom = contains(&f[2], 2, t.day());
+            let dow = contains(&f[4], 4, weekday) || (weekday == 0 && contains(&f[4], 4, 7));
+            let day = if self.starts_with_star(2) || self.starts_with_star(4) {
+                dom && dow
+            } else {
+                dom || dow
+            };
+            t.second() == 0
+                && contains(&f[0], 0, t.minute())
+                && contains(&f[1], 1, t.hour())
+                && contains(&f[3], 3, t.month())
+                && day
+        }
+    }
+
+    use chrono::{Datelike, TimeDelta};
+
+    /// Fires in `(start, end]` by the policy's definition.
+    fn brute(g: &Gen, tz: Tz, start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+        let minute = TimeDelta::minutes(1);
+        let mut t = at(start.timestamp().div_euclid(60) * 60) + minute;
+        let mut prev_offset = offset_secs(tz, t - minute);
+        let mut out = Vec::new();
+        while t <= end {
+            let offset = offset_secs(tz, t);
+            let local = t.naive_utc() + TimeDelta::seconds(offset);
+            let mut fire = false;
+            if g.matches(&local) {
+                // A fixed-time job fires on the first pass over a wall time only.
+                let first_pass = tz
+                    .from_local_datetime(&local)
+                    .earliest()
+                    .map(|x| x.with_timezone(&Utc))
+                    == Some(t);
+                fire = !g.fixed() || first_pass;
+            }
+            if g.fixed() && offset > prev_offset {
+                // The clock just jumped forward over [t + prev_offset, t + offset).
+                let mut skipped = t.naive_utc() + TimeDelta::seconds(prev_offset);
+                while skipped < local {
+                    fire |= g.matches(&skipped);
+                    skipped += minute;
+                }
+            }
+            if fire {
+                out.push(t);
+            }
+            prev_offset = offset;
+            t += minute;
+        }
+        out
+    }
+
+    const ZONES: [Tz; 18] = [
+        Tz::America__New_York,
+        Tz::Europe__Berlin,
+        Tz::Australia__Lord_Howe,
+        Tz::Pacific__Chatham,
+        Tz::Australia__Sydney,
+        Tz::America__Santiago,
+        Tz::Europe__London,
+        Tz::America__Havana,
+        Tz::Africa__Cairo,
+        Tz::Pacific__Auckland,
+        Tz::America__St_Johns,
+        Tz::Asia__Gaza,
+        Tz::Africa__Casablanca,
+        Tz::Europe__Dublin,
+        Tz::America__Scoresbysund,
+        Tz::Asia__Kolkata,
+        Tz::America__Los_Angeles,
+        Tz::UTC,
+    ];
+
+    /// Every offset change in 2025-2027, per zone of `ZONES`.
+    fn transitions() -> &'static Vec<Vec<i64>> {
+        static CACHE: OnceLock<Vec<Vec<i64>>> = OnceLock::new();
+        CACHE.get_or_init(|| {
+            let (from, to) = (
+                instant_ts("2025-01-01T00:00:00Z"),
+                instant_ts("2028-01-01T00:00:00Z"),
+            );
+            ZONES
+                .iter()
+                .map(|&tz| {
+                    let mut out = Vec::new();
+                    let mut t = from;
+                    while t < to {
+                        let before = offset_secs(tz, at(t));
+                        if offset_secs(tz, at(t + 3600)) != before {
+                            out.push(first_where(t, t + 3600, |x| {
+                                offset_secs(tz, at(x)) != before
+                            }));
+                        }
+                        t += 3600;
+                    }
+                    out
+                })
+                .collect()
+        })
+    }
+
+    fn instant_ts(s: &str) -> i64 {
+        DateTime::parse_from_rfc3339(s)
+            .map(|t| t.timestamp())
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    /// Compares every fire in a window and `next_after` from probes inside it.
+    fn compare(
+        g: &Gen,
+        tz: Tz,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        extra_probes: &[DateTime<Utc>],
+    ) -> Result<(), String> {
+        let text = g.render();
+        let s = Schedule::parse(&text).map_err(|e| format!("{text:?} refused: {e}"))?;
+        if s.is_fixed_time() != g.fixed() {
+            return Err(format!(
+                "{text:?}: fixed-time {} but the reference says {}",
+                s.is_fixed_time(),
+                g.fixed()
+            ));
+        }
+        let want = brute(g, tz, start, end);
+        let got: Vec<_> = s
+            .iter_after(start, tz)
+            .take_while(|t| *t <= end)
+            .take(want.len() + 1)
+            .collect();
+        let show = |v: &[DateTime<Utc>]| {
+            v.iter()
+                .map(|t| t.with_timezone(&tz).to_rfc3339())
+                .collect::<Vec<_>>()
+        };
+        if got != want {
+            return Err(format!(
+                "{text:?} in {tz} after {start}:\n ours {:?}\n want {:?}",
+                show(&got),
+                show(&want)
+            ));
+        }
+        let mut probes: Vec<DateTime<Utc>> = extra_probes.to_vec();
+        for t in want.iter().take(40) {
+            probes.extend([
+                *t - TimeDelta::seconds(1),
+                *t,
+                *t + TimeDelta::seconds(1),
+                *t + TimeDelta::minutes(30),
+            ]);
+        }
+        for q in probes.into_iter().filter(|q| *q >= start && *q < end) {
+            let expected = want.iter().find(|t| **t > q).copied();
+            let actual = s.next_after(q, tz).filter(|t| *t <= end);
+            if actual != expected {
+                return Err(format!(
+                    "{text:?} in {tz}: next after {} is {:?}, want {:?}",
+                    q.with_timezone(&tz).to_rfc3339(),
+                    actual.map(|t| t.with_timezone(&tz).to_rfc3339()),
+                    expected.map(|t| t.with_timezone(&tz).to_rfc3339())
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn item(lo: u32, hi: u32, values: BoxedStrategy<u32>) -> impl Strategy<Value = Item> {
+        let span = hi - lo + 1;
+        prop_oneof![
+            1 => Just(Item::Star(None)),
+            1 => (1..=span).prop_map(|s| Item::Star(Some(s))),
+            3 => values.clone().prop_map(Item::Value),
+            2 => (values.clone(), values, proptest::option::of(1..=span.min(12)))
+                .prop_map(|(a, b, s)| Item::Range(a.min(b), a.max(b), s)),
+        ]
+    }
+
+    fn field(
+        lo: u32,
+        hi: u32,
+        values: BoxedStrategy<u32>,
+        star_weight: u32,
+    ) -> impl Strategy<Value = Vec<Item>> {
+        prop_oneof![
+            star_weight => Just(vec![Item::Star(None)]),
+            4 => proptest::collection::vec(item(lo, hi, values), 1..=3),
+        ]
+    }
+
+    fn gen() -> impl Strategy<Value = Gen> {
+        // Hours and minutes lean towards the times that DST changes touch.
+        let minutes = prop_oneof![(0..=59u32), Just(0), Just(30), Just(15), Just(45)].boxed();
+        let hours = prop_oneof![(0..=4u32), (22..=23u32), (0..=23u32)].boxed();
+        (
+            field(0, 59, minutes, 1),
+            field(0, 23, hours, 1),
+            field(1, 31, (1..=31u32).boxed(), 4),
+            field(1, 12, (1..=12u32).boxed(), 8),
+            field(0, 7, (0..=7u32).boxed(), 3),
+            any::<bool>(),
+        )
+            .prop_map(|(m, h, dom, mon, dow, names)| Gen {
+                fields: [m, h, dom, mon, dow],
+                names,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Windows of two days around a random DST transition in 2025-2027.
+        #[test]
+        fn matches_the_reference_around_transitions(g in gen(), zone in 0..ZONES.len() - 3, which in any::<prop::sample::Index>(), shift in -20i64..20, probe in 0i64..(52 * 3600)) {
+            let list = &transitions()[zone];
+            prop_assume!(!list.is_empty());
+            let transition = list[which.index(list.len())];
+            let start = at(transition - 26 * 3600 + shift * 60);
+            let end = start + TimeDelta::hours(52);
+            let probes = [at(transition - 1), at(transition), at(transition + 1), at(transition + 1800), at(transition - 1800), start + TimeDelta::seconds(probe)];
+            compare(&g, ZONES[zone], start, end, &probes).map_err(TestCaseError::fail)?;
+        }
+
+        /// Any zone, any time: instants strictly increase and each one is a
+        /// wall time the expression matches (or the end of a gap that swallowed
+        /// one, for fixed-time jobs).
+        #[test]
+        fn fires_match_their_wall_time(g in gen(), zone in 0..chrono_tz::TZ_VARIANTS.len(), start in instant_ts("2024-06-01T00:00:00Z")..instant_ts("2028-01-01T00:00:00Z")) {
+            let tz = chrono_tz::TZ_VARIANTS[zone];
+            let s = Schedule::parse(&g.render()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut prev = at(start);
+            for t in s.iter_after(at(start), tz).take(12) {
+                prop_assert!(t > prev, "{} not increasing", g.render());
+                let local = wall(tz, t);
+                let gap_end = g.fixed() && offset_secs(tz, t) > offset_secs(tz, t - TimeDelta::seconds(1));
+                prop_assert!(g.matches(&local) || gap_end, "{} fired at {} ({tz})", g.render(), t.with_timezone(&tz).to_rfc3339());
+                prop_assert_eq!(s.next_after(t - TimeDelta::seconds(1), tz), Some(t));
+                prev = t;
+            }
+        }
+    }
+
+    /// Every transition of 2025-2027 in every listed zone, with the shapes of
+    /// expression that DST changes break most often.
+    #[test]
+    fn every_transition_with_common_shapes() {
+        let shapes = [
+            "30 2 * * *",
+            "0 0 * * *",
+            "*/15 * * * *",
+            "30 * * * *",
+            "0 1 * * *",
+            "15 3 * * *",
+            "0-59/20 1,2 * * *",
+            "45 23 * * *",
+            "0 */2 * * *",
+            "0 2 * * 0",
+            "*/30 0 * * *",
+        ];
+        let parsed: Vec<Gen> = shapes
+            .iter()
+            .map(|text| {
+                let fields: Vec<Vec<Item>> = text
+                    .split(' ')
+                    .enumerate()
+                    .map(|(i, f)| {
+                        f.split(',')
+                            .map(|item| parse_item_for_reference(i, item))
+                            .collect()
+                    })
+                    .collect();
+                Gen {
+                    fields: fields.try_into().unwrap_or_else(|_| panic!("{text}")),
+                    names: false,
+                }
+            })
+            .collect();
+        for (g, text) in parsed.iter().zip(shapes) {
+            assert_eq!(g.render(), text);
+        }
+        let mut checked = 0;
+        for (zone, list) in ZONES.iter().zip(transitions()) {
+            for &transition in list {
+                for g in &parsed {
+                    let start = at(transition - 30 * 3600);
+                    let end = at(transition + 30 * 3600);
+                    compare(
+                        g,
+                        *zone,
+                        start,
+                        end,
+                        &[at(transition - 1), at(transition), at(transition + 1)],
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+    }
+
+    /// Just enough parsing to turn the fixed shapes above into reference fields.
+    fn parse_item_for_reference(i: usize, item: &str) -> Item {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => (r, Some(s.parse().unwrap_or(1))),
+            None => (item, None),
+        };
+        if range == "*" {
+            return Item::Star(step);
+        }
+        match range.split_once('-') {
+            Some((a, b)) => Item::Range(
+                a.parse().unwrap_or(BOUNDS[i].0),
+                b.parse().unwrap_or(BOUNDS[i].1),
+                step,
+            ),
+            None => Item::Value(range.parse().unwrap_or(BOUNDS[i].0)),
         }
     }
 }
