@@ -55,7 +55,7 @@ fn by_name(name: &str) -> Option<Tz> {
 
 fn unknown(name: &str) -> ZoneError {
     ZoneError {
-        message: format!("unknown timezone {name:?}: use an IANA name such as \"Europe/Berlin\", or \"UTC\" or \"local\""),
+        message: format!("unknown timezone {name:?}"),
         suggestions: crate::suggest::closest(name, TZ_VARIANTS.iter().map(|tz| tz.name()), 3),
     }
 }
