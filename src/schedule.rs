@@ -93,13 +93,11 @@ pub struct ScheduleError {
     pub span: Option<Range<usize>>,
 }
 
+/// The message alone: callers show `hint` on its own line and use `span`
+/// for the column.
 impl fmt::Display for ScheduleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(hint) = &self.hint {
-            write!(f, " ({hint})")?;
-        }
-        Ok(())
+        f.write_str(&self.message)
     }
 }
 
@@ -774,6 +772,1303 @@ impl CronSchedule {
         match (found, replay) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{NaiveDate, TimeDelta};
+    use chrono_tz::Tz::{
+        America__New_York as NEW_YORK, America__Santiago as SANTIAGO,
+        Australia__Lord_Howe as LORD_HOWE, Australia__Sydney as SYDNEY, Europe__Berlin as BERLIN,
+        Pacific__Chatham as CHATHAM, UTC,
+    };
+
+    fn instant(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s)
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+            .with_timezone(&Utc)
+    }
+
+    /// The next `n` fires after `after`, as RFC 3339 in the job's zone.
+    fn fires(expr: &str, tz: Tz, after: &str, n: usize) -> Vec<String> {
+        let s = Schedule::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        s.iter_after(instant(after), tz)
+            .take(n)
+            .map(|t| t.with_timezone(&tz).to_rfc3339())
+            .collect()
+    }
+
+    fn check(expr: &str, tz: Tz, after: &str, expected: &[&str]) {
+        assert_eq!(
+            fires(expr, tz, after, expected.len()),
+            expected,
+            "{expr} in {tz} after {after}"
+        );
+    }
+
+    #[test]
+    fn calendar_traps() {
+        check(
+            "0 0 29 2 *",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &[
+                "2028-02-29T00:00:00+00:00",
+                "2032-02-29T00:00:00+00:00",
+                "2036-02-29T00:00:00+00:00",
+            ],
+        );
+        check(
+            "0 0 29 2 *",
+            UTC,
+            "2096-03-01T00:00:00Z",
+            &["2104-02-29T00:00:00+00:00"],
+        );
+        check(
+            "0 0 31 * *",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &[
+                "2025-01-31T00:00:00+00:00",
+                "2025-03-31T00:00:00+00:00",
+                "2025-05-31T00:00:00+00:00",
+                "2025-07-31T00:00:00+00:00",
+                "2025-08-31T00:00:00+00:00",
+                "2025-10-31T00:00:00+00:00",
+            ],
+        );
+        // OR: the 1st and every Monday (2025-09-01 is a Monday).
+        check(
+            "0 0 1 * MON",
+            UTC,
+            "2025-09-20T00:00:00Z",
+            &[
+                "2025-09-22T00:00:00+00:00",
+                "2025-09-29T00:00:00+00:00",
+                "2025-10-01T00:00:00+00:00",
+                "2025-10-06T00:00:00+00:00",
+            ],
+        );
+        // AND because the day-of-month field starts with `*`: odd days that are Mondays.
+        check(
+            "0 0 */2 * 1",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &[
+                "2025-09-15T00:00:00+00:00",
+                "2025-09-29T00:00:00+00:00",
+                "2025-10-13T00:00:00+00:00",
+                "2025-10-27T00:00:00+00:00",
+            ],
+        );
+        // AND because the day-of-week field starts with `*`: the 1st, only on even weekdays.
+        check(
+            "0 0 1 * */2",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &[
+                "2025-02-01T00:00:00+00:00",
+                "2025-03-01T00:00:00+00:00",
+                "2025-04-01T00:00:00+00:00",
+                "2025-05-01T00:00:00+00:00",
+            ],
+        );
+        check(
+            "0 0 * * 1",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2025-09-08T00:00:00+00:00"],
+        );
+        // 0 and 7 are Sunday, also in ranges.
+        for expr in [
+            "0 12 * * 7",
+            "0 12 * * 0",
+            "0 12 * * sun",
+            "0 12 * * SUN",
+            "0 12 * * 7-7",
+        ] {
+            check(
+                expr,
+                UTC,
+                "2025-09-01T00:00:00Z",
+                &["2025-09-07T12:00:00+00:00", "2025-09-14T12:00:00+00:00"],
+            );
+        }
+        check(
+            "0 12 * * 5-7",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &[
+                "2025-09-05T12:00:00+00:00",
+                "2025-09-06T12:00:00+00:00",
+                "2025-09-07T12:00:00+00:00",
+                "2025-09-12T12:00:00+00:00",
+            ],
+        );
+        check(
+            "0 9 * * Mon-Fri",
+            UTC,
+            "2025-09-05T10:00:00Z",
+            &["2025-09-08T09:00:00+00:00"],
+        );
+        check(
+            "0 0 1 jan,Jul *",
+            UTC,
+            "2025-02-01T00:00:00Z",
+            &["2025-07-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00"],
+        );
+        check(
+            "0 0 1 feb-apr/2 *",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &[
+                "2025-02-01T00:00:00+00:00",
+                "2025-04-01T00:00:00+00:00",
+                "2026-02-01T00:00:00+00:00",
+            ],
+        );
+        check(
+            "@yearly",
+            UTC,
+            "2025-06-01T00:00:00Z",
+            &["2026-01-01T00:00:00+00:00", "2027-01-01T00:00:00+00:00"],
+        );
+        check(
+            "@annually",
+            UTC,
+            "2025-06-01T00:00:00Z",
+            &["2026-01-01T00:00:00+00:00"],
+        );
+        check(
+            "@monthly",
+            UTC,
+            "2025-06-01T00:00:00Z",
+            &["2025-07-01T00:00:00+00:00"],
+        );
+        check(
+            "@weekly",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2025-09-07T00:00:00+00:00"],
+        );
+        check(
+            "@daily",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2025-09-02T00:00:00+00:00"],
+        );
+        check(
+            "@midnight",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2025-09-02T00:00:00+00:00"],
+        );
+        check(
+            "@hourly",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2025-09-01T01:00:00+00:00"],
+        );
+        check(
+            "59 23 31 12 *",
+            UTC,
+            "2025-06-01T00:00:00Z",
+            &["2025-12-31T23:59:00+00:00", "2026-12-31T23:59:00+00:00"],
+        );
+        check(
+            "59 23 31 12 *",
+            UTC,
+            "2025-12-31T23:59:00Z",
+            &["2026-12-31T23:59:00+00:00"],
+        );
+        // Steps over ranges and lists of mixed items.
+        check(
+            "10-30/10,45 8 * * *",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &[
+                "2025-09-01T08:10:00+00:00",
+                "2025-09-01T08:20:00+00:00",
+                "2025-09-01T08:30:00+00:00",
+                "2025-09-01T08:45:00+00:00",
+                "2025-09-02T08:10:00+00:00",
+            ],
+        );
+        check(
+            "*/25 * * * *",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &[
+                "2025-09-01T00:25:00+00:00",
+                "2025-09-01T00:50:00+00:00",
+                "2025-09-01T01:00:00+00:00",
+            ],
+        );
+    }
+
+    #[test]
+    fn seconds_field_and_exclusive_after() {
+        check(
+            "*/20 * * * * *",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &[
+                "2025-09-01T00:00:20+00:00",
+                "2025-09-01T00:00:40+00:00",
+                "2025-09-01T00:01:00+00:00",
+            ],
+        );
+        check(
+            "30 0 12 * * *",
+            UTC,
+            "2025-09-01T12:00:30Z",
+            &["2025-09-02T12:00:30+00:00"],
+        );
+        check(
+            "30 0 12 * * *",
+            UTC,
+            "2025-09-01T12:00:29.999Z",
+            &["2025-09-01T12:00:30+00:00"],
+        );
+        // Exactly on a fire: that fire is not "after".
+        check(
+            "0 3 * * *",
+            UTC,
+            "2025-09-01T03:00:00Z",
+            &["2025-09-02T03:00:00+00:00"],
+        );
+        // A fraction past a fire is past it too.
+        check(
+            "0 3 * * *",
+            UTC,
+            "2025-09-01T03:00:00.5Z",
+            &["2025-09-02T03:00:00+00:00"],
+        );
+        check(
+            "0 3 * * *",
+            UTC,
+            "2025-09-01T02:59:59.5Z",
+            &["2025-09-01T03:00:00+00:00"],
+        );
+    }
+
+    #[test]
+    fn every_is_aligned_to_the_epoch() {
+        let s = Schedule::parse("@every 90s").unwrap();
+        assert_eq!(s.every(), Some(Duration::from_secs(90)));
+        assert!(!s.is_fixed_time());
+        // 1735689600 (2025-01-01T00:00:00Z) is a multiple of 90.
+        let next: Vec<String> = s
+            .iter_after(instant("2025-01-01T00:00:00Z"), NEW_YORK)
+            .take(3)
+            .map(|t| t.to_rfc3339())
+            .collect();
+        assert_eq!(
+            next,
+            [
+                "2025-01-01T00:01:30+00:00",
+                "2025-01-01T00:03:00+00:00",
+                "2025-01-01T00:04:30+00:00"
+            ]
+        );
+        assert_eq!(
+            s.next_after(instant("2025-01-01T00:00:45.7Z"), UTC),
+            Some(instant("2025-01-01T00:01:30Z"))
+        );
+        assert_eq!(
+            s.next_after(instant("1969-12-31T23:59:00Z"), UTC),
+            Some(instant("1970-01-01T00:00:00Z"))
+        );
+        let s = Schedule::parse("@every 1h30m").unwrap();
+        assert_eq!(
+            s.next_after(instant("2025-01-01T00:10:00Z"), SYDNEY),
+            Some(instant("2025-01-01T01:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn reboot_never_fires_from_the_clock() {
+        let s = Schedule::parse("@reboot").unwrap();
+        assert!(s.is_reboot());
+        assert_eq!(s.next_after(instant("2025-01-01T00:00:00Z"), UTC), None);
+        assert!(!Schedule::parse("@daily").unwrap().is_reboot());
+    }
+
+    #[test]
+    fn impossible_dates_answer_none_at_once() {
+        for expr in [
+            "0 0 30 2 *",
+            "0 0 31 4,6,9,11 *",
+            "0 0 30,31 2 *",
+            "0 0 31 2 */2",
+            "0 0 31 4 *",
+        ] {
+            let s = Schedule::parse(expr).unwrap();
+            let started = std::time::Instant::now();
+            assert_eq!(
+                s.next_after(instant("2025-01-01T00:00:00Z"), BERLIN),
+                None,
+                "{expr}"
+            );
+            assert!(
+                started.elapsed() < std::time::Duration::from_millis(5),
+                "{expr} took {:?}",
+                started.elapsed()
+            );
+        }
+        // OR semantics: the Mondays of February make it possible.
+        check(
+            "0 0 30 2 1",
+            UTC,
+            "2025-09-01T00:00:00Z",
+            &["2026-02-02T00:00:00+00:00", "2026-02-09T00:00:00+00:00"],
+        );
+        check(
+            "0 0 29 2 1",
+            UTC,
+            "2027-03-01T00:00:00Z",
+            &[
+                "2028-02-07T00:00:00+00:00",
+                "2028-02-14T00:00:00+00:00",
+                "2028-02-21T00:00:00+00:00",
+                "2028-02-28T00:00:00+00:00",
+                "2028-02-29T00:00:00+00:00",
+            ],
+        );
+        // AND (`*/7` is 0,7: Sunday) with a Feb 29 that is a Sunday.
+        check(
+            "0 0 29 2 */7",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &["2032-02-29T00:00:00+00:00", "2060-02-29T00:00:00+00:00"],
+        );
+        check(
+            "0 0 29 2 *",
+            UTC,
+            "2025-01-01T00:00:00Z",
+            &["2028-02-29T00:00:00+00:00"],
+        );
+    }
+
+    #[test]
+    fn fixed_time_is_decided_by_minute_and_hour() {
+        for (expr, fixed) in [
+            ("30 2,14 * * *", true),
+            ("0-59/10 2 * * *", true),
+            ("*/15 * * * *", false),
+            ("30 * * * *", false),
+            ("0 */2 * * *", false),
+            ("* 2 * * *", false),
+            ("@hourly", false),
+            ("@daily", true),
+            ("@weekly", true),
+            ("@monthly", true),
+            ("@yearly", true),
+            ("* 30 2 * * *", true),
+            ("*/5 30 2 * * *", true),
+            ("0 30 */2 * * *", false),
+            ("@reboot", false),
+        ] {
+            assert_eq!(
+                Schedule::parse(expr).unwrap().is_fixed_time(),
+                fixed,
+                "{expr}"
+            );
+        }
+    }
+
+    #[test]
+    fn equality_is_by_meaning() {
+        let p = |s: &str| Schedule::parse(s).unwrap();
+        assert_eq!(p("0 0 * * 7"), p("0 0 * * sun"));
+        assert_eq!(p("@daily"), p("0 0 * * *"));
+        assert_eq!(p("0 0 * * *"), p("0 0 0 * * *"));
+        assert_eq!(p("*/30 * * * *"), p("0,30 * * * *").clone());
+        assert_ne!(p("0 0 * * *"), p("0 1 * * *"));
+        assert_ne!(p("@every 90s"), p("@every 91s"));
+        assert_eq!(p("@every 90s"), p("@every 1m30s"));
+        assert_eq!(p("0 0 * * *").source(), "0 0 * * *");
+    }
+
+    /// croner is only a matcher here, but its field syntax is checked against
+    /// ours so a croner upgrade that changes it shows up: dow 7, names, ranges
+    /// and steps agree; the day rule differs (croner ANDs only for a field that
+    /// is exactly `*`) and croner refuses `*` inside a list, which is why it is fed canonical lists and a `+`.
+    #[test]
+    fn croner_field_syntax_agrees_and_day_rule_differs() {
+        let plain = |expr: &str| {
+            CronParser::builder()
+                .seconds(Seconds::Optional)
+                .build()
+                .parse(expr)
+                .unwrap_or_else(|e| panic!("croner refused {expr:?}: {e}"))
+        };
+        let agree = [
+            "0 0 * * 7",
+            "0 0 * * 5-7",
+            "0 0 * jan-mar mon-fri",
+            "*/7 * * * *",
+            "0 0 1-10/3 * *",
+            "0 12 * * sun",
+            "0 0 * * 1-7/2",
+            "0 0 13 * 5",
+        ];
+        let differ = ["0 0 */2 * 1", "0 0 1 * */2"];
+        // Vixie takes `*` as a list item; croner does not.
+        assert!(CronParser::new().parse("0 0 *,15 * 1").is_err());
+        assert!(Schedule::parse("0 0 *,15 * 1").is_ok());
+        let start = NaiveDate::from_ymd_opt(2025, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
+        let hours: Vec<NaiveDateTime> =
+            (0..24 * 120).map(|h| start + TimeDelta::hours(h)).collect();
+        let mismatches = |expr: &str| {
+            let ours = Schedule::parse(expr).unwrap();
+            let Kind::Cron(c) = &ours.kind else {
+                unreachable!()
+            };
+            let theirs = plain(expr);
+            hours
+                .iter()
+                .filter(|t| {
+                    c.cron.is_time_matching(*t).unwrap() != theirs.is_time_matching(*t).unwrap()
+                })
+                .count()
+        };
+        for expr in agree {
+            assert_eq!(mismatches(expr), 0, "{expr}");
+        }
+        for expr in differ {
+            assert!(
+                mismatches(expr) > 0,
+                "{expr}: croner now follows Vixie's day rule; the `+` workaround may go"
+            );
+        }
+    }
+
+    // --- DST ---------------------------------------------------------------
+
+    #[test]
+    fn new_york() {
+        // Spring forward 2026-03-08 02:00 EST -> 03:00 EDT.
+        check(
+            "30 2 * * *",
+            NEW_YORK,
+            "2026-03-07T12:00:00Z",
+            &["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"],
+        );
+        check(
+            "0 2,3 * * *",
+            NEW_YORK,
+            "2026-03-08T06:59:59Z",
+            &["2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"],
+        );
+        check(
+            "0-59/10 2 * * *",
+            NEW_YORK,
+            "2026-03-08T00:00:00Z",
+            &["2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"],
+        );
+        check(
+            "0 3 * * *",
+            NEW_YORK,
+            "2026-03-08T07:00:00Z",
+            &["2026-03-09T03:00:00-04:00"],
+        );
+        check(
+            "0 2 * * *",
+            NEW_YORK,
+            "2026-03-08T07:00:00Z",
+            &["2026-03-09T02:00:00-04:00"],
+        );
+        check(
+            "*/30 * * * *",
+            NEW_YORK,
+            "2026-03-08T01:00:00-05:00",
+            &[
+                "2026-03-08T01:30:00-05:00",
+                "2026-03-08T03:00:00-04:00",
+                "2026-03-08T03:30:00-04:00",
+            ],
+        );
+        check(
+            "30 2 * * *",
+            NEW_YORK,
+            "2026-03-08T03:00:00-04:00",
+            &["2026-03-09T02:30:00-04:00"],
+        );
+        // Fall back 2026-11-01 02:00 EDT -> 01:00 EST.
+        check(
+            "30 1 * * *",
+            NEW_YORK,
+            "2026-10-31T12:00:00Z",
+            &["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"],
+        );
+        check(
+            "30 * * * *",
+            NEW_YORK,
+            "2026-11-01T00:45:00-04:00",
+            &[
+                "2026-11-01T01:30:00-04:00",
+                "2026-11-01T01:30:00-05:00",
+                "2026-11-01T02:30:00-05:00",
+            ],
+        );
+        // Queries from inside the fold, on either pass.
+        check(
+            "*/20 * * * *",
+            NEW_YORK,
+            "2026-11-01T01:50:00-05:00",
+            &["2026-11-01T02:00:00-05:00"],
+        );
+        check(
+            "*/20 * * * *",
+            NEW_YORK,
+            "2026-11-01T01:50:00-04:00",
+            &["2026-11-01T01:00:00-05:00", "2026-11-01T01:20:00-05:00"],
+        );
+        check(
+            "*/20 * * * *",
+            NEW_YORK,
+            "2026-11-01T01:30:00-04:00",
+            &["2026-11-01T01:40:00-04:00", "2026-11-01T01:00:00-05:00"],
+        );
+        check(
+            "0-59/20 1 * * *",
+            NEW_YORK,
+            "2026-11-01T01:10:00-04:00",
+            &[
+                "2026-11-01T01:20:00-04:00",
+                "2026-11-01T01:40:00-04:00",
+                "2026-11-02T01:00:00-05:00",
+            ],
+        );
+        check(
+            "0-59/20 1 * * *",
+            NEW_YORK,
+            "2026-11-01T01:10:00-05:00",
+            &["2026-11-02T01:00:00-05:00"],
+        );
+        check(
+            "* 1 * * *",
+            NEW_YORK,
+            "2026-11-01T01:59:00-04:00",
+            &["2026-11-01T01:00:00-05:00", "2026-11-01T01:01:00-05:00"],
+        );
+        check(
+            "15 1 * * *",
+            NEW_YORK,
+            "2026-11-01T01:50:00-04:00",
+            &["2026-11-02T01:15:00-05:00"],
+        );
+        check(
+            "15 * * * *",
+            NEW_YORK,
+            "2026-11-01T01:50:00-04:00",
+            &["2026-11-01T01:15:00-05:00", "2026-11-01T02:15:00-05:00"],
+        );
+    }
+
+    #[test]
+    fn berlin() {
+        // Spring forward 2026-03-29 02:00 CET -> 03:00 CEST; fall back 2026-10-25 03:00 CEST -> 02:00 CET.
+        check(
+            "30 2 * * *",
+            BERLIN,
+            "2026-03-28T12:00:00Z",
+            &["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"],
+        );
+        check(
+            "*/30 2 * * *",
+            BERLIN,
+            "2026-03-28T12:00:00Z",
+            &["2026-03-30T02:00:00+02:00"],
+        );
+        check(
+            "30 2 * * *",
+            BERLIN,
+            "2026-10-24T12:00:00Z",
+            &["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"],
+        );
+        check(
+            "*/30 2 * * *",
+            BERLIN,
+            "2026-10-24T12:00:00Z",
+            &[
+                "2026-10-25T02:00:00+02:00",
+                "2026-10-25T02:30:00+02:00",
+                "2026-10-25T02:00:00+01:00",
+                "2026-10-25T02:30:00+01:00",
+                "2026-10-26T02:00:00+01:00",
+            ],
+        );
+        check(
+            "0 30 2 * * *",
+            BERLIN,
+            "2026-03-29T00:59:59Z",
+            &["2026-03-29T03:00:00+02:00"],
+        );
+    }
+
+    #[test]
+    fn lord_howe_half_hour_shift() {
+        // 2026-10-04 02:00 +10:30 -> 02:30 +11:00; 2026-04-05 02:00 +11:00 -> 01:30 +10:30.
+        check(
+            "15 2 * * *",
+            LORD_HOWE,
+            "2026-10-03T12:00:00Z",
+            &["2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"],
+        );
+        check(
+            "*/15 2 * * *",
+            LORD_HOWE,
+            "2026-10-03T12:00:00Z",
+            &["2026-10-04T02:30:00+11:00", "2026-10-04T02:45:00+11:00"],
+        );
+        check(
+            "45 1 * * *",
+            LORD_HOWE,
+            "2026-04-04T12:00:00Z",
+            &["2026-04-05T01:45:00+11:00", "2026-04-06T01:45:00+10:30"],
+        );
+        check(
+            "*/15 1 * * *",
+            LORD_HOWE,
+            "2026-04-04T12:00:00Z",
+            &[
+                "2026-04-05T01:00:00+11:00",
+                "2026-04-05T01:15:00+11:00",
+                "2026-04-05T01:30:00+11:00",
+                "2026-04-05T01:45:00+11:00",
+                "2026-04-05T01:30:00+10:30",
+                "2026-04-05T01:45:00+10:30",
+                "2026-04-06T01:00:00+10:30",
+            ],
+        );
+    }
+
+    #[test]
+    fn chatham_quarter_hour_offset() {
+        // 2026-09-27 02:45 +12:45 -> 03:45 +13:45; 2026-04-05 03:45 +13:45 -> 02:45 +12:45.
+        check(
+            "0 3 * * *",
+            CHATHAM,
+            "2026-09-26T00:00:00Z",
+            &["2026-09-27T03:45:00+13:45", "2026-09-28T03:00:00+13:45"],
+        );
+        check(
+            "0 * * * *",
+            CHATHAM,
+            "2026-09-27T01:30:00+12:45",
+            &["2026-09-27T02:00:00+12:45", "2026-09-27T04:00:00+13:45"],
+        );
+        check(
+            "0 3 * * *",
+            CHATHAM,
+            "2026-04-04T00:00:00Z",
+            &["2026-04-05T03:00:00+13:45", "2026-04-06T03:00:00+12:45"],
+        );
+        check(
+            "0 * * * *",
+            CHATHAM,
+            "2026-04-05T01:30:00+13:45",
+            &[
+                "2026-04-05T02:00:00+13:45",
+                "2026-04-05T03:00:00+13:45",
+                "2026-04-05T03:00:00+12:45",
+                "2026-04-05T04:00:00+12:45",
+            ],
+        );
+    }
+
+    #[test]
+    fn santiago_midnight_transitions() {
+        // 2026-09-06 00:00 -04 -> 01:00 -03 (Sunday midnight does not exist).
+        check(
+            "@daily",
+            SANTIAGO,
+            "2026-09-05T12:00:00Z",
+            &["2026-09-06T01:00:00-03:00", "2026-09-07T00:00:00-03:00"],
+        );
+        check(
+            "0 0 * * 0",
+            SANTIAGO,
+            "2026-09-01T12:00:00Z",
+            &["2026-09-06T01:00:00-03:00", "2026-09-13T00:00:00-03:00"],
+        );
+        check(
+            "0 0 * * 6",
+            SANTIAGO,
+            "2026-09-01T12:00:00Z",
+            &["2026-09-05T00:00:00-04:00", "2026-09-12T00:00:00-03:00"],
+        );
+        check(
+            "0 * * * *",
+            SANTIAGO,
+            "2026-09-05T22:30:00-04:00",
+            &["2026-09-05T23:00:00-04:00", "2026-09-06T01:00:00-03:00"],
+        );
+        // 2026-04-04 24:00 -03 -> 23:00 -04 (Saturday 23:00-24:00 happens twice).
+        check(
+            "30 23 * * *",
+            SANTIAGO,
+            "2026-04-04T12:00:00Z",
+            &["2026-04-04T23:30:00-03:00", "2026-04-05T23:30:00-04:00"],
+        );
+        check(
+            "30 * * * *",
+            SANTIAGO,
+            "2026-04-04T22:45:00-03:00",
+            &[
+                "2026-04-04T23:30:00-03:00",
+                "2026-04-04T23:30:00-04:00",
+                "2026-04-05T00:30:00-04:00",
+            ],
+        );
+        check(
+            "@daily",
+            SANTIAGO,
+            "2026-04-04T12:00:00Z",
+            &["2026-04-05T00:00:00-04:00"],
+        );
+    }
+
+    #[test]
+    fn sydney() {
+        // 2026-10-04 02:00 +10 -> 03:00 +11; 2026-04-05 03:00 +11 -> 02:00 +10.
+        check(
+            "30 2 * * *",
+            SYDNEY,
+            "2026-10-03T00:00:00Z",
+            &["2026-10-04T03:00:00+11:00", "2026-10-05T02:30:00+11:00"],
+        );
+        check(
+            "30 * * * *",
+            SYDNEY,
+            "2026-10-04T01:00:00+10:00",
+            &["2026-10-04T01:30:00+10:00", "2026-10-04T03:30:00+11:00"],
+        );
+        check(
+            "30 2 * * *",
+            SYDNEY,
+            "2026-04-04T00:00:00Z",
+            &["2026-04-05T02:30:00+11:00", "2026-04-06T02:30:00+10:00"],
+        );
+        check(
+            "30 * * * *",
+            SYDNEY,
+            "2026-04-05T02:00:00+11:00",
+            &["2026-04-05T02:30:00+11:00", "2026-04-05T02:30:00+10:00"],
+        );
+    }
+
+    // --- errors --------------------------------------------------------------
+
+    fn refused(expr: &str) -> ScheduleError {
+        match Schedule::parse(expr) {
+            Ok(_) => panic!("{expr:?} should be refused"),
+            Err(e) => e,
+        }
+    }
+
+    /// Expression, message, hint, span.
+    type ErrorCase = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<Range<usize>>,
+    );
+
+    #[test]
+    fn error_messages() {
+        // (expression, message, hint, span)
+        let cases: &[ErrorCase] = &[
+            ("", "the schedule is empty", Some("write a cron expression such as \"30 2 * * *\" or a macro such as \"@daily\""), Some(0..0)),
+            ("* * * *", "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a leading seconds field, found 4", Some("e.g. \"30 2 * * *\" is 02:30 every day"), Some(0..7)),
+            ("0 0 0 1 1 * 2026", "7 fields: Vixie cron has no year field", Some("remove the last field; write 5 fields (minute hour day-of-month month day-of-week), or 6 with a leading seconds field"), Some(12..16)),
+            ("60 * * * *", "minute value 60 is out of range (allowed: 0-59)", None, Some(0..2)),
+            ("0 24 * * *", "hour value 24 is out of range (allowed: 0-23)", None, Some(2..4)),
+            ("0 0 0 * *", "day-of-month value 0 is out of range (allowed: 1-31)", None, Some(4..5)),
+            ("0 0 * 13 *", "month value 13 is out of range (allowed: 1-12 or JAN-DEC)", None, Some(6..8)),
+            ("0 0 * * 8", "day-of-week value 8 is out of range (allowed: 0-7 or SUN-SAT; 0 and 7 are Sunday)", None, Some(8..9)),
+            ("60 0 0 * * *", "second value 60 is out of range (allowed: 0-59)", None, Some(0..2)),
+            ("0 0 * * 1-9", "day-of-week value 9 is out of range (allowed: 0-7 or SUN-SAT; 0 and 7 are Sunday)", None, Some(10..11)),
+            ("5/15 * * * *", "step without a range: \"5/15\" in the minute field", Some("Vixie cron needs a range before a step: write 5-59/15 (every 15 from 5) or */15"), Some(0..4)),
+            ("0 5/2 * * *", "step without a range: \"5/2\" in the hour field", Some("Vixie cron needs a range before a step: write 5-23/2 (every 2 from 5) or */2"), Some(2..5)),
+            ("*/0 * * * *", "invalid step \"0\" in the minute field: a step is a number from 1 to 60", None, Some(2..3)),
+            ("*/x * * * *", "invalid step \"x\" in the minute field: a step is a number from 1 to 60", None, Some(2..3)),
+            ("0 0 L * *", "\"L\" (last day) in the day-of-month field is a Quartz extension that Vixie cron does not support", Some("run on days 28-31 and test for the last day in the command"), Some(4..5)),
+            ("0 0 15W * *", "\"W\" (nearest weekday) in the day-of-month field is a Quartz extension that Vixie cron does not support", Some("list the days explicitly, e.g. 1-5"), Some(4..7)),
+            ("0 0 * * 1#2", "\"#\" (nth weekday of the month) in the day-of-week field is a Quartz extension that Vixie cron does not support", Some("run on days 1-7 (or 8-14, ...) and test the weekday in the command"), Some(8..11)),
+            ("0 0 ? * 1", "\"?\" (no specific value) in the day-of-month field is a Quartz extension that Vixie cron does not support", Some("write * instead"), Some(4..5)),
+            ("0 0 * * 5L", "\"L\" (last day) in the day-of-week field is a Quartz extension that Vixie cron does not support", Some("run on days 28-31 and test for the last day in the command"), Some(8..10)),
+            ("0 0 * * monday", "unknown day-of-week name \"monday\"", Some("names are three letters: write MON"), Some(8..14)),
+            ("0 0 * * mom", "unknown day-of-week name \"mom\"", Some("did you mean MON? names are SUN MON TUE WED THU FRI SAT"), Some(8..11)),
+            ("0 0 * foo *", "unknown month name \"foo\"", Some("names are JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC"), Some(6..9)),
+            ("0 mon * * *", "the hour field takes numbers, not names like \"mon\"", Some("allowed: 0-23"), Some(2..5)),
+            ("30-10 * * * *", "backwards range \"30-10\" in the minute field: cron ranges do not wrap around", Some("write 30-59,0-10"), Some(0..5)),
+            ("0 0 * * sat-sun", "backwards range \"sat-sun\" in the day-of-week field: cron ranges do not wrap around", Some("Sunday is also 7: write sat-7"), Some(8..15)),
+            ("1,,2 * * * *", "empty list item in the minute field \"1,,2\"", Some("remove the extra comma"), Some(0..4)),
+            ("0 0 * * 1-", "missing a number in the day-of-week field", Some("allowed: 0-7 or SUN-SAT; 0 and 7 are Sunday"), Some(10..10)),
+            ("0 0 * * +1", "unexpected \"+1\" in the day-of-week field", Some("allowed: 0-7 or SUN-SAT; 0 and 7 are Sunday; use numbers, ranges a-b, lists a,b and steps */n or a-b/n"), Some(8..10)),
+            ("*5 * * * *", "unexpected \"*5\" in the minute field", Some("allowed: 0-59; use numbers, ranges a-b, lists a,b and steps */n or a-b/n"), Some(0..2)),
+            ("99999999999 * * * *", "minute value 99999999999 is out of range (allowed: 0-59)", None, Some(0..11)),
+            ("@dialy", "unknown macro \"@dialy\"", Some("did you mean \"@daily\"?"), Some(0..6)),
+            ("@daily 5", "@daily takes no arguments, found \"5\"", Some("a macro replaces the whole expression"), Some(7..8)),
+            ("@every", "@every needs a duration", Some("write e.g. \"@every 90s\" or \"@every 1h30m\""), Some(0..6)),
+            ("@every 1500ms", "@every 1500ms: the interval must be a whole number of seconds, at least 1s", Some("write e.g. \"@every 1s\" or \"@every 90s\""), Some(7..13)),
+            ("@every 0s", "@every 0s: the interval must be a whole number of seconds, at least 1s", Some("write e.g. \"@every 1s\" or \"@every 90s\""), Some(7..9)),
+        ];
+        for (expr, message, hint, span) in cases {
+            let e = refused(expr);
+            assert_eq!(e.message, *message, "message for {expr:?}");
+            assert_eq!(e.hint.as_deref(), *hint, "hint for {expr:?}");
+            assert_eq!(e.span, *span, "span for {expr:?}");
+        }
+        let e = refused("@every 10");
+        assert!(
+            e.message.contains("invalid duration \"10\""),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.span, Some(7..9));
+        // Spans are byte ranges in the expression as written, leading blanks included.
+        assert_eq!(refused("  0 0 * * 9").span, Some(10..11));
+        assert_eq!(refused("0\t0  *  * 9").span, Some(10..11));
+        assert_eq!(
+            refused("% 0 * * *").to_string(),
+            "unexpected \"%\" in the minute field"
+        );
+    }
+
+    #[test]
+    fn accepts_what_vixie_accepts() {
+        for expr in [
+            "* * * * *",
+            "0 0 * * 0-7",
+            "0 0 * * 1-7/2",
+            "*/60 * * * *",
+            "0 0 1-31/31 * *",
+            "05 08 * * *",
+            "0 0 * JAN-DEC SUN-SAT",
+            "0 0 * * Fri-7",
+            "*/2,5 * * * *",
+            "  30 2 * * *  ",
+            "@DAILY",
+            "@every 1s",
+            "@every 2d",
+            "0 0 0 * * *",
+        ] {
+            assert!(
+                Schedule::parse(expr).is_ok(),
+                "{expr:?}: {:?}",
+                Schedule::parse(expr).err()
+            );
+        }
+    }
+}
+
+/// An independent reference: expressions are generated as structured fields,
+/// rendered to text for `Schedule::parse`, and matched directly from the
+/// structure here; fires are found by stepping minute by minute over real time
+/// and applying the DST policy from its definition.
+#[cfg(test)]
+mod reference {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    #[derive(Debug, Clone)]
+    enum Item {
+        Star(Option<u32>),
+        Value(u32),
+        Range(u32, u32, Option<u32>),
+    }
+
+    #[derive(Debug, Clone)]
+    struct Gen {
+        /// minute, hour, day-of-month, month, day-of-week
+        fields: [Vec<Item>; 5],
+        /// Write month and weekday values as names where possible.
+        names: bool,
+    }
+
+    const BOUNDS: [(u32, u32); 5] = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)];
+
+    fn contains(items: &[Item], i: usize, v: u32) -> bool {
+        let (lo, hi) = BOUNDS[i];
+        items.iter().any(|item| match *item {
+            Item::Star(step) => (v - lo) % step.unwrap_or(1) == 0 && v >= lo && v <= hi,
+            Item::Value(x) => x == v,
+            Item::Range(a, b, step) => v >= a && v <= b && (v - a) % step.unwrap_or(1) == 0,
+        })
+    }
+
+    impl Gen {
+        fn render_value(&self, i: usize, v: u32) -> String {
+            match (self.names, i) {
+                (true, 3) => MONTH_NAMES[v as usize - 1].to_ascii_lowercase(),
+                (true, 4) if v < 7 => DAY_NAMES[v as usize].to_string(),
+                _ => v.to_string(),
+            }
+        }
+
+        fn render_field(&self, i: usize) -> String {
+            let step = |s: Option<u32>| s.map(|s| format!("/{s}")).unwrap_or_default();
+            self.fields[i]
+                .iter()
+                .map(|item| match *item {
+                    Item::Star(s) => format!("*{}", step(s)),
+                    Item::Value(v) => self.render_value(i, v),
+                    Item::Range(a, b, s) => format!(
+                        "{}-{}{}",
+                        self.render_value(i, a),
+                        self.render_value(i, b),
+                        step(s)
+                    ),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+
+        fn render(&self) -> String {
+            (0..5)
+                .map(|i| self.render_field(i))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+
+        fn starts_with_star(&self, i: usize) -> bool {
+            matches!(self.fields[i].first(), Some(Item::Star(_)))
+        }
+
+        fn fixed(&self) -> bool {
+            !self.starts_with_star(0) && !self.starts_with_star(1)
+        }
+
+        fn matches(&self, t: &NaiveDateTime) -> bool {
+            let f = &self.fields;
+            let weekday = t.weekday().num_days_from_sunday();
+            let dom = contains(&f[2], 2, t.day());
+            let dow = contains(&f[4], 4, weekday) || (weekday == 0 && contains(&f[4], 4, 7));
+            let day = if self.starts_with_star(2) || self.starts_with_star(4) {
+                dom && dow
+            } else {
+                dom || dow
+            };
+            t.second() == 0
+                && contains(&f[0], 0, t.minute())
+                && contains(&f[1], 1, t.hour())
+                && contains(&f[3], 3, t.month())
+                && day
+        }
+    }
+
+    use chrono::{Datelike, TimeDelta};
+
+    /// Fires in `(start, end]` by the policy's definition.
+    fn brute(g: &Gen, tz: Tz, start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+        let minute = TimeDelta::minutes(1);
+        let mut t = at(start.timestamp().div_euclid(60) * 60) + minute;
+        let mut prev_offset = offset_secs(tz, t - minute);
+        let mut out = Vec::new();
+        while t <= end {
+            let offset = offset_secs(tz, t);
+            let local = t.naive_utc() + TimeDelta::seconds(offset);
+            let mut fire = false;
+            if g.matches(&local) {
+                // A fixed-time job fires on the first pass over a wall time only.
+                let first_pass = tz
+                    .from_local_datetime(&local)
+                    .earliest()
+                    .map(|x| x.with_timezone(&Utc))
+                    == Some(t);
+                fire = !g.fixed() || first_pass;
+            }
+            if g.fixed() && offset > prev_offset {
+                // The clock just jumped forward over [t + prev_offset, t + offset).
+                let mut skipped = t.naive_utc() + TimeDelta::seconds(prev_offset);
+                while skipped < local {
+                    fire |= g.matches(&skipped);
+                    skipped += minute;
+                }
+            }
+            if fire {
+                out.push(t);
+            }
+            prev_offset = offset;
+            t += minute;
+        }
+        out
+    }
+
+    const ZONES: [Tz; 18] = [
+        Tz::America__New_York,
+        Tz::Europe__Berlin,
+        Tz::Australia__Lord_Howe,
+        Tz::Pacific__Chatham,
+        Tz::Australia__Sydney,
+        Tz::America__Santiago,
+        Tz::Europe__London,
+        Tz::America__Havana,
+        Tz::Africa__Cairo,
+        Tz::Pacific__Auckland,
+        Tz::America__St_Johns,
+        Tz::Asia__Gaza,
+        Tz::Africa__Casablanca,
+        Tz::Europe__Dublin,
+        Tz::America__Scoresbysund,
+        Tz::Asia__Kolkata,
+        Tz::America__Los_Angeles,
+        Tz::UTC,
+    ];
+
+    /// Every offset change in 2025-2027, per zone of `ZONES`.
+    fn transitions() -> &'static Vec<Vec<i64>> {
+        static CACHE: OnceLock<Vec<Vec<i64>>> = OnceLock::new();
+        CACHE.get_or_init(|| {
+            let (from, to) = (
+                instant_ts("2025-01-01T00:00:00Z"),
+                instant_ts("2028-01-01T00:00:00Z"),
+            );
+            ZONES
+                .iter()
+                .map(|&tz| {
+                    let mut out = Vec::new();
+                    let mut t = from;
+                    while t < to {
+                        let before = offset_secs(tz, at(t));
+                        if offset_secs(tz, at(t + 3600)) != before {
+                            out.push(first_where(t, t + 3600, |x| {
+                                offset_secs(tz, at(x)) != before
+                            }));
+                        }
+                        t += 3600;
+                    }
+                    out
+                })
+                .collect()
+        })
+    }
+
+    fn instant_ts(s: &str) -> i64 {
+        DateTime::parse_from_rfc3339(s)
+            .map(|t| t.timestamp())
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    /// Compares every fire in a window and `next_after` from probes inside it.
+    fn compare(
+        g: &Gen,
+        tz: Tz,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        extra_probes: &[DateTime<Utc>],
+    ) -> Result<(), String> {
+        let text = g.render();
+        let s = Schedule::parse(&text).map_err(|e| format!("{text:?} refused: {e}"))?;
+        if s.is_fixed_time() != g.fixed() {
+            return Err(format!(
+                "{text:?}: fixed-time {} but the reference says {}",
+                s.is_fixed_time(),
+                g.fixed()
+            ));
+        }
+        let want = brute(g, tz, start, end);
+        let got: Vec<_> = s
+            .iter_after(start, tz)
+            .take_while(|t| *t <= end)
+            .take(want.len() + 1)
+            .collect();
+        let show = |v: &[DateTime<Utc>]| {
+            v.iter()
+                .map(|t| t.with_timezone(&tz).to_rfc3339())
+                .collect::<Vec<_>>()
+        };
+        if got != want {
+            return Err(format!(
+                "{text:?} in {tz} after {start}:\n ours {:?}\n want {:?}",
+                show(&got),
+                show(&want)
+            ));
+        }
+        let mut probes: Vec<DateTime<Utc>> = extra_probes.to_vec();
+        for t in want.iter().take(40) {
+            probes.extend([
+                *t - TimeDelta::seconds(1),
+                *t,
+                *t + TimeDelta::seconds(1),
+                *t + TimeDelta::minutes(30),
+            ]);
+        }
+        for q in probes.into_iter().filter(|q| *q >= start && *q < end) {
+            let expected = want.iter().find(|t| **t > q).copied();
+            let actual = s.next_after(q, tz).filter(|t| *t <= end);
+            if actual != expected {
+                return Err(format!(
+                    "{text:?} in {tz}: next after {} is {:?}, want {:?}",
+                    q.with_timezone(&tz).to_rfc3339(),
+                    actual.map(|t| t.with_timezone(&tz).to_rfc3339()),
+                    expected.map(|t| t.with_timezone(&tz).to_rfc3339())
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn item(lo: u32, hi: u32, values: BoxedStrategy<u32>) -> impl Strategy<Value = Item> {
+        let span = hi - lo + 1;
+        prop_oneof![
+            1 => Just(Item::Star(None)),
+            1 => (1..=span).prop_map(|s| Item::Star(Some(s))),
+            3 => values.clone().prop_map(Item::Value),
+            2 => (values.clone(), values, proptest::option::of(1..=span.min(12)))
+                .prop_map(|(a, b, s)| Item::Range(a.min(b), a.max(b), s)),
+        ]
+    }
+
+    fn field(
+        lo: u32,
+        hi: u32,
+        values: BoxedStrategy<u32>,
+        star_weight: u32,
+    ) -> impl Strategy<Value = Vec<Item>> {
+        prop_oneof![
+            star_weight => Just(vec![Item::Star(None)]),
+            4 => proptest::collection::vec(item(lo, hi, values), 1..=3),
+        ]
+    }
+
+    fn gen() -> impl Strategy<Value = Gen> {
+        // Hours and minutes lean towards the times that DST changes touch.
+        let minutes = prop_oneof![(0..=59u32), Just(0), Just(30), Just(15), Just(45)].boxed();
+        let hours = prop_oneof![(0..=4u32), (22..=23u32), (0..=23u32)].boxed();
+        (
+            field(0, 59, minutes, 1),
+            field(0, 23, hours, 1),
+            field(1, 31, (1..=31u32).boxed(), 4),
+            field(1, 12, (1..=12u32).boxed(), 8),
+            field(0, 7, (0..=7u32).boxed(), 3),
+            any::<bool>(),
+        )
+            .prop_map(|(m, h, dom, mon, dow, names)| Gen {
+                fields: [m, h, dom, mon, dow],
+                names,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Windows of two days around a random DST transition in 2025-2027.
+        #[test]
+        fn matches_the_reference_around_transitions(g in gen(), zone in 0..ZONES.len() - 3, which in any::<prop::sample::Index>(), shift in -20i64..20, probe in 0i64..(52 * 3600)) {
+            let list = &transitions()[zone];
+            prop_assume!(!list.is_empty());
+            let transition = list[which.index(list.len())];
+            let start = at(transition - 26 * 3600 + shift * 60);
+            let end = start + TimeDelta::hours(52);
+            let probes = [at(transition - 1), at(transition), at(transition + 1), at(transition + 1800), at(transition - 1800), start + TimeDelta::seconds(probe)];
+            compare(&g, ZONES[zone], start, end, &probes).map_err(TestCaseError::fail)?;
+        }
+
+        /// Any zone, any time: instants strictly increase and each one is a
+        /// wall time the expression matches (or the end of a gap that swallowed
+        /// one, for fixed-time jobs).
+        #[test]
+        fn fires_match_their_wall_time(g in gen(), zone in 0..chrono_tz::TZ_VARIANTS.len(), start in instant_ts("2024-06-01T00:00:00Z")..instant_ts("2028-01-01T00:00:00Z")) {
+            let tz = chrono_tz::TZ_VARIANTS[zone];
+            let s = Schedule::parse(&g.render()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut prev = at(start);
+            for t in s.iter_after(at(start), tz).take(12) {
+                prop_assert!(t > prev, "{} not increasing", g.render());
+                let local = wall(tz, t);
+                let gap_end = g.fixed() && offset_secs(tz, t) > offset_secs(tz, t - TimeDelta::seconds(1));
+                prop_assert!(g.matches(&local) || gap_end, "{} fired at {} ({tz})", g.render(), t.with_timezone(&tz).to_rfc3339());
+                prop_assert_eq!(s.next_after(t - TimeDelta::seconds(1), tz), Some(t));
+                prev = t;
+            }
+        }
+    }
+
+    /// Every transition of 2025-2027 in every listed zone, with the shapes of
+    /// expression that DST changes break most often.
+    #[test]
+    fn every_transition_with_common_shapes() {
+        let shapes = [
+            "30 2 * * *",
+            "0 0 * * *",
+            "*/15 * * * *",
+            "30 * * * *",
+            "0 1 * * *",
+            "15 3 * * *",
+            "0-59/20 1,2 * * *",
+            "45 23 * * *",
+            "0 */2 * * *",
+            "0 2 * * 0",
+            "*/30 0 * * *",
+        ];
+        let parsed: Vec<Gen> = shapes
+            .iter()
+            .map(|text| {
+                let fields: Vec<Vec<Item>> = text
+                    .split(' ')
+                    .enumerate()
+                    .map(|(i, f)| {
+                        f.split(',')
+                            .map(|item| parse_item_for_reference(i, item))
+                            .collect()
+                    })
+                    .collect();
+                Gen {
+                    fields: fields.try_into().unwrap_or_else(|_| panic!("{text}")),
+                    names: false,
+                }
+            })
+            .collect();
+        for (g, text) in parsed.iter().zip(shapes) {
+            assert_eq!(g.render(), text);
+        }
+        let mut checked = 0;
+        for (zone, list) in ZONES.iter().zip(transitions()) {
+            for &transition in list {
+                for g in &parsed {
+                    let start = at(transition - 30 * 3600);
+                    let end = at(transition + 30 * 3600);
+                    compare(
+                        g,
+                        *zone,
+                        start,
+                        end,
+                        &[at(transition - 1), at(transition), at(transition + 1)],
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+    }
+
+    /// Just enough parsing to turn the fixed shapes above into reference fields.
+    fn parse_item_for_reference(i: usize, item: &str) -> Item {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => (r, Some(s.parse().unwrap_or(1))),
+            None => (item, None),
+        };
+        if range == "*" {
+            return Item::Star(step);
+        }
+        match range.split_once('-') {
+            Some((a, b)) => Item::Range(
+                a.parse().unwrap_or(BOUNDS[i].0),
+                b.parse().unwrap_or(BOUNDS[i].1),
+                step,
+            ),
+            None => Item::Value(range.parse().unwrap_or(BOUNDS[i].0)),
         }
     }
 }
