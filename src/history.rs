@@ -105,11 +105,23 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<RunStatus>,
     /// The occurrence this run belongs to (for retries: the original one).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
     pub scheduled: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
     pub started: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "ms_time::opt")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
     pub ended: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
@@ -166,14 +178,19 @@ mod ms_time {
     pub mod opt {
         use super::*;
 
-        pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        pub fn serialize<S: Serializer>(
+            t: &Option<DateTime<Utc>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
             match t {
                 Some(t) => super::serialize(t, s),
                 None => s.serialize_none(),
             }
         }
 
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<DateTime<Utc>>, D::Error> {
             Option::<DateTime<Utc>>::deserialize(d)
         }
     }
