@@ -587,7 +587,7 @@ impl Engine {
                 )
             })
             .collect();
-        running.sort_by(|a, b| a.2.cmp(&b.2));
+        running.sort_by_key(|a| a.2);
         let in_ready = self.ready.iter().filter(|p| p.job == name).count();
         Some(JobStatus {
             name: name.to_string(),

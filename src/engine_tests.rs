@@ -6,7 +6,6 @@ use crate::backoff::RetryPolicy;
 use crate::config::DaemonConfig;
 use crate::executor::{Output, Usage};
 use crate::schedule::Schedule;
-use chrono::TimeZone;
 use std::path::PathBuf;
 
 fn job(name: &str, expr: &str) -> Job {
@@ -82,12 +81,15 @@ fn outcome(pid: u32, started: DateTime<Utc>, ended: DateTime<Utc>, code: i32) ->
     }
 }
 
+/// (run, job, scheduled, started, trigger)
+type StartedRun = (String, String, DateTime<Utc>, DateTime<Utc>, Trigger);
+
 /// A tiny simulated daemon: runs every Start for `run_for`, with `code`.
 struct Sim {
     engine: Engine,
     now: DateTime<Utc>,
     /// (run, job, scheduled, started, trigger)
-    started: Vec<(String, String, DateTime<Utc>, DateTime<Utc>, Trigger)>,
+    started: Vec<StartedRun>,
     running: Vec<(String, DateTime<Utc>)>,
     records: Vec<Record>,
     max_seen_running: usize,

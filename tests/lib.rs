@@ -1,0 +1,8 @@
+//! Integration tests: the real `rea` binary, real processes, real files and
+//! real signals. One test binary, one file per feature.
+
+mod support;
+
+mod check;
+mod daemon;
+mod next;

@@ -1,0 +1,340 @@
+//! The harness every integration test uses: a sandbox directory with a job
+//! file and a state directory, the real `rea` binary, and a daemon handle
+//! that is killed when the test ends. Waiting is always "poll until a
+//! condition holds or a generous deadline passes", never a fixed sleep that
+//! assumes a fast machine.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Generous: a loaded 2-core CI machine must never make a test flaky.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+pub fn rea_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rea")
+}
+
+/// A sandbox: `<dir>/jobs.toml` and `<dir>/state`.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env {
+            dir: tempfile::Builder::new()
+                .prefix("rea-test-")
+                .tempdir()
+                .expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    pub fn jobs_path(&self) -> PathBuf {
+        self.path("jobs.toml")
+    }
+
+    /// Writes `jobs.toml` (mode 0600, as a careful admin would).
+    pub fn jobs(&self, toml: &str) -> &Env {
+        self.write("jobs.toml", toml);
+        fs::set_permissions(self.jobs_path(), fs::Permissions::from_mode(0o600)).expect("chmod");
+        self
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).expect("mkdir");
+        }
+        fs::write(&p, content).expect("write");
+        p
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap_or_default()
+    }
+
+    /// `rea ARGS` with the sandbox's job file and state directory.
+    pub fn rea(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(rea_bin());
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("REA_FILE", self.jobs_path())
+            .env("REA_STATE_DIR", self.state())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        let out = cmd.output().expect("run rea");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Starts `rea run` and waits until its `daemon_started` line is in the
+    /// history.
+    pub fn daemon(&self) -> Daemon {
+        self.daemon_with(&[])
+    }
+
+    pub fn daemon_with(&self, extra: &[&str]) -> Daemon {
+        let starts_before = self.events("daemon_started").len();
+        let log =
+            fs::File::create(self.path(&format!("daemon-{starts_before}.log"))).expect("log file");
+        let child = Command::new(rea_bin())
+            .arg("run")
+            .args(extra)
+            .current_dir(self.dir.path())
+            .env("REA_FILE", self.jobs_path())
+            .env("REA_STATE_DIR", self.state())
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn rea run");
+        let d = Daemon {
+            child: Some(child),
+            log: self.path(&format!("daemon-{starts_before}.log")),
+        };
+        self.wait_until("the daemon to start", || {
+            self.events("daemon_started").len() > starts_before
+        });
+        d
+    }
+
+    /// Every parsed history line (live file and rotated ones, oldest first).
+    pub fn history(&self) -> Vec<Value> {
+        let mut files: Vec<PathBuf> = Vec::new();
+        for n in (1..=20).rev() {
+            let p = self.state().join(format!("history.jsonl.{n}"));
+            if p.exists() {
+                files.push(p);
+            }
+        }
+        files.push(self.state().join("history.jsonl"));
+        let mut out = Vec::new();
+        for f in files {
+            for line in fs::read_to_string(&f).unwrap_or_default().lines() {
+                if let Ok(v) = serde_json::from_str::<Value>(line) {
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    /// History lines with `event == name`.
+    pub fn events(&self, name: &str) -> Vec<Value> {
+        self.history()
+            .into_iter()
+            .filter(|v| v["event"] == name)
+            .collect()
+    }
+
+    /// Run lines of `job` with `status`.
+    pub fn runs(&self, job: &str, status: &str) -> Vec<Value> {
+        self.history()
+            .into_iter()
+            .filter(|v| v["event"] == "run" && v["job"] == job && v["status"] == status)
+            .collect()
+    }
+
+    /// Final run lines of `job` (anything but `started`).
+    pub fn finals(&self, job: &str) -> Vec<Value> {
+        self.history()
+            .into_iter()
+            .filter(|v| v["event"] == "run" && v["job"] == job && v["status"] != "started")
+            .collect()
+    }
+
+    /// Polls `cond` until it holds; panics with `what` after PATIENCE.
+    pub fn wait_until(&self, what: &str, cond: impl Fn() -> bool) {
+        wait_until(what, cond)
+    }
+}
+
+pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// The result of one `rea` command.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> &Run {
+        assert_eq!(
+            self.code, 0,
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn code(&self, code: i32) -> &Run {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn stdout_is(&self, expected: &str) -> &Run {
+        assert_eq!(
+            self.stdout, expected,
+            "stdout differs; stderr:\n{}",
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stderr_is(&self, expected: &str) -> &Run {
+        assert_eq!(
+            self.stderr, expected,
+            "stderr differs; stdout:\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    pub fn stdout_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stderr_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}\nstdout:\n{}",
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// A running `rea run`; SIGKILLed on drop if still alive.
+pub struct Daemon {
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    pub fn signal(&self, sig: i32) {
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    /// SIGTERM, then waits for the exit; returns the exit code.
+    pub fn stop(mut self) -> i32 {
+        self.signal(libc::SIGTERM);
+        self.wait()
+    }
+
+    /// Waits for the daemon to exit (up to PATIENCE); returns its exit code.
+    pub fn wait(&mut self) -> i32 {
+        let mut child = self.child.take().expect("daemon already reaped");
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the daemon did not exit; log:\n{}",
+                    fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// kill -9, and reap.
+    pub fn kill9(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+pub fn read_pid(path: &Path) -> Option<i32> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
