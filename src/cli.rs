@@ -73,6 +73,18 @@ pub enum Command {
     Next(NextArgs),
     /// Live state of jobs (from the daemon, or offline from the history log)
     Status(StatusArgs),
+    /// Run a job now through the daemon
+    Trigger(TriggerArgs),
+    /// Stop starting jobs on their schedule (kept across daemon restarts)
+    Pause(SelectArgs),
+    /// Undo pause
+    Resume(SelectArgs),
+    /// Make the daemon re-read the job file now
+    Reload,
+    /// Past runs from the history log, newest first
+    History(HistoryArgs),
+    /// The captured output of a job's latest run (or of one run)
+    Logs(LogsArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -85,6 +97,9 @@ pub enum LogFormat {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Accept a job file that group or others can write
+    #[arg(long)]
+    pub allow_insecure: bool,
     /// Format of the daemon's own log on stderr
     #[arg(long, value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
@@ -128,6 +143,82 @@ pub struct StatusArgs {
     /// Only this job
     pub job: Option<String>,
     /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TriggerArgs {
+    /// The job to run
+    pub job: String,
+    /// Follow the run and exit with its exit code
+    #[arg(long)]
+    pub wait: bool,
+    /// Run even if the job's overlap policy would skip or queue it
+    #[arg(long)]
+    pub force: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["jobs", "tag", "all"])))]
+pub struct SelectArgs {
+    /// Jobs by name
+    pub jobs: Vec<String>,
+    /// Every job with this tag
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    /// Every job
+    #[arg(long)]
+    pub all: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFilter {
+    Started,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Killed,
+    Skipped,
+    Interrupted,
+    Missed,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this job
+    pub job: Option<String>,
+    /// Only runs with this status (repeatable)
+    #[arg(long, value_enum, value_name = "STATUS")]
+    pub status: Vec<StatusFilter>,
+    /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
+    #[arg(long)]
+    pub failed: bool,
+    /// Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub since: Option<String>,
+    /// At most this many lines
+    #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
+    pub limit: usize,
+    /// Machine-readable output (JSON lines, the history schema)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The job
+    pub job: String,
+    /// A run id from `rea history` (default: the latest finished run)
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// The whole record as JSON
     #[arg(long)]
     pub json: bool,
 }

@@ -1,20 +1,23 @@
 //! `rea run`: the event loop. It owns every piece of mutable state (the
-//! engine, the run handles, the history writer) on one thread and turns the
-//! engine's actions into I/O: spawning runs, signalling process groups,
-//! appending history lines. Everything that happens (a timer, a finished run,
-//! a signal) arrives here as an event; nothing here decides policy.
+//! engine, the run handles, the history writer, the current configuration)
+//! on one thread and turns the engine's actions into I/O: spawning runs,
+//! signalling process groups, appending history lines. Everything that
+//! happens (a timer, a finished run, a signal, a control request, a changed
+//! job file) arrives here as an event; nothing here decides policy.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
 use crate::config::{self, Config};
-use crate::engine::{Action, Engine, Recovered, StartRun};
+use crate::control::{self, Incoming, Reply, Request, Response, Selector};
+use crate::engine::{Action, Engine, JobStatus, Recovered, StartRun, TriggerResult};
 use crate::executor::{self, Outcome, Program, RunHandle, RunSpec};
 use crate::history::{
     self, Event, HistoryReader, HistoryStore, JsonlHistory, JsonlReader, Record, RunStatus,
@@ -27,6 +30,7 @@ use crate::timer::{Wake, WallTimer};
 pub struct Options {
     pub file: PathBuf,
     pub state_dir: PathBuf,
+    pub allow_insecure: bool,
 }
 
 /// Why the daemon could not start; each carries a message for people.
@@ -53,25 +57,28 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     rt.block_on(main_loop(opts))
 }
 
+fn load(opts: &Options) -> Result<Config, Vec<config::Diagnostic>> {
+    config::load_with(
+        &opts.file,
+        config::LoadOptions {
+            allow_insecure_permissions: opts.allow_insecure,
+        },
+    )
+}
+
 async fn main_loop(opts: Options) -> Result<(), StartError> {
     state_dir::ensure(&opts.state_dir).map_err(StartError::Other)?;
     let _lock = state_dir::lock(&opts.state_dir).map_err(|e| match e {
-        state_dir::LockError::Held { pid, path } => StartError::Locked(match pid {
-            Some(pid) => format!(
-                "another rea daemon (pid {pid}) is already running with state directory {} (lock {})",
-                opts.state_dir.display(),
-                path.display()
-            ),
-            None => format!(
-                "another rea daemon is already running with state directory {} (lock {})",
-                opts.state_dir.display(),
-                path.display()
-            ),
-        }),
+        state_dir::LockError::Held { pid, path } => StartError::Locked(format!(
+            "another rea daemon{} is already running with state directory {} (lock {})",
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            opts.state_dir.display(),
+            path.display()
+        )),
         state_dir::LockError::Io(m) => StartError::Other(m),
     })?;
-    let config = config::load(&opts.file).map_err(StartError::Config)?;
-    let mut history = JsonlHistory::open(
+    let config = load(&opts).map_err(StartError::Config)?;
+    let history = JsonlHistory::open(
         &opts.state_dir,
         config.daemon.history_max_bytes,
         config.daemon.history_files,
@@ -82,28 +89,45 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             opts.state_dir.display()
         ))
     })?;
+    let paused = state_dir::load_paused(&opts.state_dir).unwrap_or_else(|e| {
+        warn!("{e}");
+        BTreeSet::new()
+    });
+    let listener = control::bind(&opts.state_dir).map_err(StartError::Other)?;
 
-    let recovered = recover(&opts, &config);
+    let (recovered, summaries) = recover(&opts, &config, paused);
     let started_at = Utc::now();
-    let mut rec = Record::new(Event::DaemonStarted, started_at);
-    rec.detail = Some(serde_json::json!({
-        "pid": std::process::id(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "file": opts.file.display().to_string(),
-    }));
-    append(&mut history, &rec);
-
     let mut engine = Engine::new(&config, fastrand::u64(..));
-    let mut actions: VecDeque<Action> = engine.start(started_at, recovered).into();
+    for (name, s) in summaries {
+        if let Some(last) = s.last.as_ref().and_then(last_run_of) {
+            engine.seed_last(&name, last, s.consecutive_failures as u32);
+        }
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-    let mut loop_state = Loop {
+    let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<Incoming>();
+    tokio::spawn(control::serve(listener, ctl_tx));
+    let mut d = Loop {
         engine,
         history,
         handles: HashMap::new(),
         tx,
+        waiters: HashMap::new(),
+        config,
+        opts: opts.clone(),
+        started_at,
+        last_reload: started_at,
+        config_error: None,
     };
+    let mut rec = Record::new(Event::DaemonStarted, started_at);
+    rec.detail = Some(json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "file": opts.file.display().to_string(),
+    }));
+    d.append(&rec);
+    let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
     info!(
-        jobs = config.jobs.len(),
+        jobs = d.config.jobs.len(),
         file = %opts.file.display(),
         state_dir = %opts.state_dir.display(),
         "rea daemon started"
@@ -111,33 +135,28 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
 
     let mut timer =
         WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
-    let mut sigterm =
-        signal(SignalKind::terminate()).map_err(|e| StartError::Other(e.to_string()))?;
-    let mut sigint =
-        signal(SignalKind::interrupt()).map_err(|e| StartError::Other(e.to_string()))?;
+    let sig = |kind| signal(kind).map_err(|e| StartError::Other(e.to_string()));
+    let mut sigterm = sig(SignalKind::terminate())?;
+    let mut sigint = sig(SignalKind::interrupt())?;
+    let mut sighup = sig(SignalKind::hangup())?;
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
-    let grace = config.daemon.shutdown_grace;
 
     loop {
-        loop_state.execute(&mut actions);
-        if shutdown_deadline.is_some() && loop_state.engine.running() == 0 {
+        d.execute(&mut actions);
+        if shutdown_deadline.is_some() && d.engine.running() == 0 {
             break;
         }
-        let next = loop_state.engine.next_wake();
-        if let Err(e) = timer.arm(next) {
+        if let Err(e) = timer.arm(d.engine.next_wake()) {
             error!("cannot arm the timer: {e}");
         }
         let deadline = shutdown_deadline;
         tokio::select! {
             biased;
-            _ = sigterm.recv() => loop_state.on_stop_signal("SIGTERM", &mut shutdown_deadline, grace, &mut actions),
-            _ = sigint.recv() => loop_state.on_stop_signal("SIGINT", &mut shutdown_deadline, grace, &mut actions),
-            msg = rx.recv() => match msg {
-                Some(Msg::Finished { run, outcome }) => {
-                    loop_state.handles.remove(&run);
-                    actions.extend(loop_state.engine.finished(&run, &outcome, Utc::now()));
-                }
-                None => {}
+            _ = sigterm.recv() => d.on_stop_signal("SIGTERM", &mut shutdown_deadline, &mut actions),
+            _ = sigint.recv() => d.on_stop_signal("SIGINT", &mut shutdown_deadline, &mut actions),
+            Some(Msg::Finished { run, outcome }) = rx.recv() => {
+                d.handles.remove(&run);
+                actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
             },
             wake = timer.wait() => {
                 let changed = matches!(wake, Ok(Wake::ClockChanged));
@@ -147,44 +166,72 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 if let Err(e) = &wake {
                     error!("timer error: {e}");
                 }
-                actions.extend(loop_state.engine.wake(Utc::now(), changed));
+                actions.extend(d.engine.wake(Utc::now(), changed));
+            },
+            _ = sighup.recv() => {
+                info!("SIGHUP: reloading the job file");
+                let _ = d.reload(&mut actions);
+            },
+            Some(incoming) = ctl_rx.recv() => {
+                let reply = d.control(incoming.request, shutdown_deadline.is_some(), &mut actions);
+                let _ = incoming.reply.send(reply);
             },
             _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() => {
-                warn!(running = loop_state.engine.running(), "shutdown grace expired; terminating running jobs");
-                actions.extend(loop_state.engine.terminate_all());
-                // Terminated runs still report; wait for them without a deadline
-                // (their groups get SIGKILL after each job's kill_grace).
+                warn!(running = d.engine.running(), "shutdown grace expired; terminating running jobs");
+                actions.extend(d.engine.terminate_all());
+                // Terminated runs still report; wait for them without a new
+                // deadline (their groups get SIGKILL after each kill_grace).
                 shutdown_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(365 * 86_400));
             },
         }
     }
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
-    append(&mut loop_state.history, &rec);
+    d.append(&rec);
+    let _ = std::fs::remove_file(control::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     Ok(())
 }
 
 /// What the previous daemon left in the history log.
-fn recover(opts: &Options, config: &Config) -> Recovered {
-    let dir = &opts.state_dir;
+fn recover(
+    opts: &Options,
+    config: &Config,
+    paused: BTreeSet<String>,
+) -> (Recovered, HashMap<String, history::JobSummary>) {
+    let reader = JsonlReader::new(&opts.state_dir);
     let names: std::collections::HashSet<String> =
         config.jobs.iter().map(|j| j.name.clone()).collect();
-    let reader = JsonlReader::new(dir);
-    let (last_occurrences, previous_start) = reader.last_occurrences(&names).unwrap_or_else(|e| {
-        warn!("cannot read the history log for catch-up ({e}); missed occurrences will not be caught up");
-        Default::default()
-    });
+    let (last_occurrences, previous_start) =
+        reader.last_occurrences(&names).unwrap_or_else(|e| {
+            warn!("cannot read the history log for catch-up ({e}); missed occurrences will not be caught up");
+            Default::default()
+        });
     let unfinished = reader.unfinished_runs().unwrap_or_else(|e| {
         warn!("cannot read the history log for interrupted runs: {e}");
         Vec::new()
     });
-    Recovered {
-        last_occurrences,
-        previous_start,
-        unfinished,
-        paused: Default::default(),
-    }
+    let summaries = reader.job_summaries().unwrap_or_default();
+    (
+        Recovered {
+            last_occurrences,
+            previous_start,
+            unfinished,
+            paused,
+        },
+        summaries,
+    )
+}
+
+fn last_run_of(s: &history::RunSummary) -> Option<crate::engine::LastRun> {
+    let ended = s.ended.or(s.started)?;
+    Some(crate::engine::LastRun {
+        run: s.run.clone().unwrap_or_default(),
+        status: s.status,
+        ended,
+        duration: Duration::from_millis(s.duration_ms.unwrap_or(0)),
+        exit_code: s.exit_code,
+    })
 }
 
 struct Loop {
@@ -192,6 +239,15 @@ struct Loop {
     history: JsonlHistory,
     handles: HashMap<String, RunHandle>,
     tx: mpsc::UnboundedSender<Msg>,
+    /// `trigger --wait` clients, by run id, told the final record.
+    waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,
+    /// The configuration in force (the last good one).
+    config: Config,
+    opts: Options,
+    started_at: DateTime<Utc>,
+    last_reload: DateTime<Utc>,
+    /// Set while the file on disk is invalid: (when, errors).
+    config_error: Option<(DateTime<Utc>, Vec<String>)>,
 }
 
 impl Loop {
@@ -199,9 +255,9 @@ impl Loop {
         &mut self,
         name: &str,
         deadline: &mut Option<tokio::time::Instant>,
-        grace: Duration,
         actions: &mut VecDeque<Action>,
     ) {
+        let grace = self.config.daemon.shutdown_grace;
         if deadline.is_none() {
             info!(
                 signal = name,
@@ -217,6 +273,206 @@ impl Loop {
         }
     }
 
+    /// Re-reads the job file. An invalid file changes nothing but the banner.
+    fn reload(&mut self, actions: &mut VecDeque<Action>) -> Result<Value, Vec<String>> {
+        let now = Utc::now();
+        match load(&self.opts) {
+            Ok(cfg) => {
+                if self.config_error.take().is_some() {
+                    info!("the job file is valid again");
+                }
+                actions.extend(self.engine.reload(&cfg, now));
+                self.history
+                    .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
+                self.config = cfg;
+                self.last_reload = now;
+                info!(jobs = self.config.jobs.len(), "job file reloaded");
+                Ok(json!({ "jobs": self.config.jobs.len() }))
+            }
+            Err(diags) => {
+                let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+                for e in &errors {
+                    error!("{e}");
+                }
+                error!(
+                    "the job file has {} error(s); still running the last good configuration",
+                    errors.len()
+                );
+                let mut rec = Record::new(Event::ConfigRejected, now);
+                rec.count = Some(errors.len() as u64);
+                rec.reason = Some(errors.join("\n"));
+                rec.detail = Some(json!({ "file": self.opts.file.display().to_string() }));
+                self.append(&rec);
+                self.config_error = Some((now, errors.clone()));
+                Err(errors)
+            }
+        }
+    }
+
+    /// Answers one control request.
+    fn control(
+        &mut self,
+        request: Request,
+        _stopping: bool,
+        actions: &mut VecDeque<Action>,
+    ) -> Reply {
+        let now = Utc::now();
+        match request {
+            Request::Ping => Reply::Done(Response::ok(json!({ "pid": std::process::id() }))),
+            Request::Status { job } => {
+                if let Some(name) = &job {
+                    if self.engine.job_status(name).is_none() {
+                        return Reply::Done(self.unknown_job(name));
+                    }
+                }
+                Reply::Done(Response::ok(self.status_json(job.as_deref(), now)))
+            }
+            Request::Reload => match self.reload(actions) {
+                Ok(v) => Reply::Done(Response::ok(v)),
+                Err(errors) => Reply::Done(
+                    Response::err(
+                        "invalid_config",
+                        format!(
+                            "the job file has {} error(s); the daemon keeps its last good configuration",
+                            errors.len()
+                        ),
+                    )
+                    .with_suggestions(errors),
+                ),
+            },
+            Request::Pause(sel) => self.pause_resume(sel, true),
+            Request::Resume(sel) => self.pause_resume(sel, false),
+            Request::Trigger { job, force, wait } => {
+                let (result, acts) = self.engine.trigger(&job, force, now);
+                actions.extend(acts);
+                match result {
+                    TriggerResult::UnknownJob { suggestions } => Reply::Done(
+                        Response::err("unknown_job", format!("no job named {job:?}"))
+                            .with_suggestions(suggestions),
+                    ),
+                    TriggerResult::Skipped { reason } => {
+                        Reply::Done(Response::err("refused", format!("not started: {reason}")))
+                    }
+                    TriggerResult::Started { run } | TriggerResult::Queued { run } => {
+                        let state = if self.engine.running_run(&run) { "started" } else { "queued" };
+                        let first = Response::ok(json!({ "run": run, "job": job, "state": state }));
+                        if wait {
+                            let (tx, rx) = oneshot::channel();
+                            self.waiters.entry(run).or_default().push(tx);
+                            Reply::Follow(first, rx)
+                        } else {
+                            Reply::Done(first)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn unknown_job(&self, name: &str) -> Response {
+        let names: Vec<&str> = self.config.jobs.iter().map(|j| j.name.as_str()).collect();
+        Response::err("unknown_job", format!("no job named {name:?}"))
+            .with_suggestions(crate::suggest::closest(name, names, 3))
+    }
+
+    fn pause_resume(&mut self, sel: Selector, pause: bool) -> Reply {
+        let mut names: Vec<String> = Vec::new();
+        for n in &sel.jobs {
+            if !self.config.jobs.iter().any(|j| &j.name == n) {
+                return Reply::Done(self.unknown_job(n));
+            }
+            names.push(n.clone());
+        }
+        if let Some(tag) = &sel.tag {
+            let tagged: Vec<String> = self
+                .config
+                .jobs
+                .iter()
+                .filter(|j| j.tags.iter().any(|t| t == tag))
+                .map(|j| j.name.clone())
+                .collect();
+            if tagged.is_empty() {
+                return Reply::Done(Response::err(
+                    "unknown_job",
+                    format!("no job has the tag {tag:?}"),
+                ));
+            }
+            names.extend(tagged);
+        }
+        if sel.all {
+            names.extend(self.config.jobs.iter().map(|j| j.name.clone()));
+        }
+        if names.is_empty() {
+            return Reply::Done(Response::err(
+                "bad_request",
+                "name jobs, --tag TAG or --all",
+            ));
+        }
+        let changed = if pause {
+            self.engine.pause(&names)
+        } else {
+            self.engine.resume(&names)
+        };
+        if let Err(e) = state_dir::save_paused(&self.opts.state_dir, self.engine.paused()) {
+            error!("{e}");
+            return Reply::Done(Response::err(
+                "refused",
+                format!("{e}; the change holds until the daemon restarts"),
+            ));
+        }
+        for n in &changed {
+            info!(
+                job = n.as_str(),
+                "{}",
+                if pause { "paused" } else { "resumed" }
+            );
+        }
+        Reply::Done(Response::ok(json!({
+            "changed": changed,
+            "paused": self.engine.paused().iter().collect::<Vec<_>>(),
+        })))
+    }
+
+    fn status_json(&self, only: Option<&str>, now: DateTime<Utc>) -> Value {
+        let jobs: Vec<Value> = self
+            .engine
+            .status()
+            .into_iter()
+            .filter(|s| only.is_none_or(|n| s.name == n))
+            .map(|s| job_json(&s))
+            .collect();
+        let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        json!({
+            "live": true,
+            "daemon": {
+                "running": true,
+                "pid": std::process::id(),
+                "version": env!("CARGO_PKG_VERSION"),
+                "started_at": fmt(self.started_at),
+                "uptime_s": (now - self.started_at).num_seconds().max(0),
+                "file": self.opts.file.display().to_string(),
+                "state_dir": self.opts.state_dir.display().to_string(),
+                "last_reload": fmt(self.last_reload),
+                "config_error": self.config_error.as_ref().map(|(at, errors)| json!({
+                    "at": fmt(*at),
+                    "errors": errors,
+                })),
+                "running_runs": self.engine.running(),
+                "max_concurrent": self.engine.max_concurrent(),
+                "queued": self.engine.queued(),
+                "history": {
+                    "backlog": self.history.backlog_len(),
+                    "dropped": self.history.dropped(),
+                    "last_error": self.history.last_error().map(|e| json!({
+                        "at": fmt(e.at),
+                        "message": e.message,
+                    })),
+                },
+            },
+            "jobs": jobs,
+        })
+    }
+
     /// Carries out actions until none are left (an action's answer may
     /// produce more, e.g. a failed spawn frees a slot).
     fn execute(&mut self, actions: &mut VecDeque<Action>) {
@@ -224,7 +480,8 @@ impl Loop {
             match action {
                 Action::Record(rec) => {
                     log_record(&rec);
-                    append(&mut self.history, &rec);
+                    self.append(&rec);
+                    self.notify_waiters(&rec);
                 }
                 Action::Terminate { run } => {
                     if let Some(h) = self.handles.get(&run) {
@@ -237,6 +494,30 @@ impl Loop {
                     actions.extend(self.engine.spawned(&run, result, Utc::now()));
                 }
             }
+        }
+    }
+
+    fn notify_waiters(&mut self, rec: &Record) {
+        let is_final = rec.event == Event::Run && rec.status.is_some_and(|s| s.is_final());
+        if !is_final {
+            return;
+        }
+        let Some(run) = rec.run.as_deref() else {
+            return;
+        };
+        if let Some(waiters) = self.waiters.remove(run) {
+            let value = serde_json::to_value(rec).unwrap_or(Value::Null);
+            for w in waiters {
+                let _ = w.send(value.clone());
+            }
+        }
+    }
+
+    fn append(&mut self, rec: &Record) {
+        if let Err(e) = self.history.append(rec) {
+            // Scheduling goes on: the record waits in the writer's backlog and
+            // is written when the disk accepts it again.
+            error!("cannot write the history log (kept in memory, retried on the next write): {e}");
         }
     }
 
@@ -282,12 +563,43 @@ impl Loop {
     }
 }
 
-fn append(history: &mut JsonlHistory, rec: &Record) {
-    if let Err(e) = history.append(rec) {
-        // Scheduling goes on: the record waits in the writer's backlog and is
-        // written when the disk accepts it again.
-        error!("cannot write the history log (kept in memory, retried on the next write): {e}");
-    }
+fn job_json(s: &JobStatus) -> Value {
+    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let state = if !s.running.is_empty() {
+        "running"
+    } else if s.queued > 0 {
+        "queued"
+    } else if s.retry_at.is_some() {
+        "retry_pending"
+    } else if !s.enabled {
+        "disabled"
+    } else if s.paused {
+        "paused"
+    } else {
+        "idle"
+    };
+    json!({
+        "name": s.name,
+        "state": state,
+        "enabled": s.enabled,
+        "paused": s.paused,
+        "running": s.running.iter().map(|(run, pid, since)| json!({
+            "run": run,
+            "pid": pid,
+            "since": since.map(fmt),
+        })).collect::<Vec<_>>(),
+        "queued": s.queued,
+        "retry_at": s.retry_at.map(fmt),
+        "next_fire": s.next_fire.map(fmt),
+        "consecutive_failures": s.consecutive_failures,
+        "last": s.last.as_ref().map(|l| json!({
+            "run": l.run,
+            "status": l.status.as_str(),
+            "ended": fmt(l.ended),
+            "duration_ms": l.duration.as_millis() as u64,
+            "exit_code": l.exit_code,
+        })),
+    })
 }
 
 pub fn trigger_name(t: history::Trigger) -> String {
@@ -307,9 +619,10 @@ fn log_record(rec: &Record) {
     let job = rec.job.as_deref().unwrap_or("");
     let run = rec.run.as_deref().unwrap_or("");
     let attempt = rec.attempt.unwrap_or(0);
-    let trigger = rec.trigger.map(trigger_name).unwrap_or_default();
+    let reason = rec.reason.as_deref().unwrap_or("");
     match (rec.event, rec.status) {
         (Event::Run, Some(RunStatus::Started)) => {
+            let trigger = rec.trigger.map(trigger_name).unwrap_or_default();
             info!(job, run, attempt, trigger = %trigger, pid = rec.pid.unwrap_or(0), scheduled = %fmt_time(rec.scheduled), "run started")
         }
         (Event::Run, Some(RunStatus::Succeeded)) => {
@@ -321,23 +634,14 @@ fn log_record(rec: &Record) {
                 "run succeeded"
             )
         }
-        (Event::Run, Some(RunStatus::Skipped)) => {
-            info!(
-                job,
-                run,
-                attempt,
-                reason = rec.reason.as_deref().unwrap_or(""),
-                "run skipped"
-            )
-        }
+        (Event::Run, Some(RunStatus::Skipped)) => info!(job, run, attempt, reason, "run skipped"),
         (Event::Run, Some(status)) => warn!(
             job,
             run,
             attempt,
-            status = status.as_str(),
             exit_code = rec.exit_code,
             signal = rec.signal,
-            reason = rec.reason.as_deref().unwrap_or(""),
+            reason,
             "run {}",
             status.as_str().replace('_', " ")
         ),
@@ -345,7 +649,7 @@ fn log_record(rec: &Record) {
             warn!(
                 job,
                 count = rec.count.unwrap_or(0),
-                reason = rec.reason.as_deref().unwrap_or(""),
+                reason,
                 "occurrences missed"
             )
         }

@@ -550,6 +550,11 @@ impl Engine {
         out
     }
 
+    /// Whether `run` has been handed to the daemon to spawn (not waiting).
+    pub fn running_run(&self, run: &str) -> bool {
+        self.runs.contains_key(run)
+    }
+
     /// Runs spawned and not yet finished.
     pub fn running(&self) -> usize {
         self.runs.len()

@@ -346,6 +346,13 @@ impl JsonlHistory {
 
     /// Changes the backlog bounds (tests, or a config knob later). At least
     /// the newest record is always kept.
+    /// New rotation limits (a reloaded `[daemon]` section); applied from
+    /// the next append on.
+    pub fn set_rotation(&mut self, max_bytes: u64, max_files: u32) {
+        self.max_bytes = max_bytes;
+        self.max_files = max_files;
+    }
+
     pub fn set_backlog_limits(&mut self, max_records: usize, max_bytes: usize) {
         self.backlog_max_records = max_records;
         self.backlog_max_bytes = max_bytes;
@@ -709,6 +716,9 @@ pub struct Query {
     pub limit: Option<usize>,
     /// Only `event: run` lines (no daemon/config/missed events).
     pub runs_only: bool,
+    /// Also `missed` lines, whatever `statuses` and `runs_only` say
+    /// (`rea history` shows them: they answer "why did it not run?").
+    pub with_missed: bool,
 }
 
 impl Query {
@@ -717,10 +727,11 @@ impl Query {
         self.job
             .as_deref()
             .is_none_or(|job| record.job.as_deref() == Some(job))
-            && (self.statuses.is_empty()
-                || record.status.is_some_and(|s| self.statuses.contains(&s)))
             && self.since.is_none_or(|since| record.ts >= since)
-            && (!self.runs_only || record.event == Event::Run)
+            && ((self.with_missed && record.event == Event::Missed)
+                || ((self.statuses.is_empty()
+                    || record.status.is_some_and(|s| self.statuses.contains(&s)))
+                    && (!self.runs_only || record.event == Event::Run)))
     }
 }
 
@@ -954,11 +965,14 @@ impl HistoryReader for JsonlReader {
             return Ok(found);
         }
         let job = query.job.as_deref().map(quoted).transpose()?;
-        let statuses: Vec<String> = query
+        let mut statuses: Vec<String> = query
             .statuses
             .iter()
             .map(|s| format!("\"{}\"", s.as_str()))
             .collect();
+        if query.with_missed && !statuses.is_empty() {
+            statuses.push("\"missed\"".to_string());
+        }
         self.scan(
             |line| {
                 if let (Some(since), Some(ts)) = (query.since, fast_ts(line)) {
@@ -1565,14 +1579,18 @@ mod tests {
             prop::option::of(0i64..130),
             prop::option::of(0usize..20),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(job, statuses, since, limit, runs_only)| Query {
-                job: job.map(str::to_string),
-                statuses,
-                since: since.map(ts),
-                limit,
-                runs_only,
-            })
+            .prop_map(
+                |(job, statuses, since, limit, runs_only, with_missed)| Query {
+                    job: job.map(str::to_string),
+                    statuses,
+                    since: since.map(ts),
+                    limit,
+                    runs_only,
+                    with_missed,
+                },
+            )
     }
 
     /// The query semantics written out naively over a forward read.
@@ -1581,9 +1599,13 @@ mod tests {
             .iter()
             .rev()
             .filter(|r| q.job.is_none() || r.job == q.job)
-            .filter(|r| q.statuses.is_empty() || r.status.is_some_and(|s| q.statuses.contains(&s)))
+            .filter(|r| {
+                (q.with_missed && r.event == Event::Missed)
+                    || ((q.statuses.is_empty()
+                        || r.status.is_some_and(|s| q.statuses.contains(&s)))
+                        && (!q.runs_only || r.event == Event::Run))
+            })
             .filter(|r| q.since.is_none_or(|since| r.ts >= since))
-            .filter(|r| !q.runs_only || r.event == Event::Run)
             .cloned()
             .collect();
         if let Some(limit) = q.limit {

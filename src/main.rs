@@ -14,6 +14,12 @@ fn main() {
         Command::List(a) => commands::list::run(g, a),
         Command::Next(a) => commands::next::run(g, a),
         Command::Status(a) => commands::status::run(g, a),
+        Command::Trigger(a) => commands::trigger::run(g, a),
+        Command::Pause(a) => commands::pause::run(g, a, true),
+        Command::Resume(a) => commands::pause::run(g, a, false),
+        Command::Reload => commands::reload::run(g),
+        Command::History(a) => commands::history::run(g, a),
+        Command::Logs(a) => commands::logs::run(g, a),
     };
     std::process::exit(code);
 }

@@ -121,3 +121,69 @@ pub fn holder(dir: &Path) -> Option<u32> {
         }
     }
 }
+
+/// The paused set survives restarts in `<dir>/paused.json` (a JSON array of
+/// job names), replaced atomically on every change.
+pub fn load_paused(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
+    let path = dir.join("paused.json");
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{} is unreadable ({e}); remove it to resume every job",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Writes the paused set (temp file, fsync, rename: never a torn file).
+pub fn save_paused(dir: &Path, paused: &std::collections::BTreeSet<String>) -> Result<(), String> {
+    let path = dir.join("paused.json");
+    let tmp = dir.join(".paused.json.tmp");
+    let text = serde_json::to_vec(paused).map_err(|e| e.to_string())?;
+    let write = || -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| format!("cannot save the paused jobs to {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_is_exclusive_and_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = lock(dir.path()).unwrap();
+        match lock(dir.path()) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("second lock must fail, got {other:?}"),
+        }
+        assert_eq!(holder(dir.path()), Some(std::process::id()));
+        drop(held);
+        assert_eq!(holder(dir.path()), None);
+        assert!(lock(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn paused_set_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_paused(dir.path()).unwrap().is_empty());
+        let set: std::collections::BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
+        save_paused(dir.path(), &set).unwrap();
+        assert_eq!(load_paused(dir.path()).unwrap(), set);
+        fs::write(dir.path().join("paused.json"), "garbage").unwrap();
+        assert!(load_paused(dir.path()).unwrap_err().contains("remove it"));
+    }
+}

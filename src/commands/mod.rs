@@ -1,10 +1,15 @@
 //! One file per subcommand; each is thin and delegates to the modules.
 
 pub mod check;
+pub mod history;
 pub mod list;
+pub mod logs;
 pub mod next;
+pub mod pause;
+pub mod reload;
 pub mod run;
 pub mod status;
+pub mod trigger;
 
 use std::path::PathBuf;
 
@@ -62,4 +67,64 @@ pub fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
 pub fn fail(code: i32, message: impl std::fmt::Display) -> i32 {
     eprintln!("rea: {message}");
     code
+}
+
+/// The state directory for client commands, or the exit code.
+pub fn state_dir(global: &Global) -> Result<PathBuf, i32> {
+    crate::state_dir::resolve(global.state_dir.as_deref()).map_err(|e| fail(exit::INVALID, e))
+}
+
+/// Connects to the daemon of the state directory, or explains why not.
+pub fn connect(global: &Global) -> Result<crate::control::Client, i32> {
+    let dir = state_dir(global)?;
+    crate::control::Client::connect(&dir).map_err(client_error)
+}
+
+/// Prints a client error; returns its exit code.
+pub fn client_error(e: crate::control::ClientError) -> i32 {
+    match e {
+        crate::control::ClientError::NoDaemon(m) => fail(exit::NO_DAEMON, m),
+        crate::control::ClientError::Io(m) => fail(exit::FAILURE, m),
+    }
+}
+
+/// Sends one request; an error response is printed and becomes the exit code.
+pub fn ask(
+    client: &mut crate::control::Client,
+    request: &crate::control::Request,
+) -> Result<serde_json::Value, i32> {
+    let resp = client.request(request).map_err(client_error)?;
+    response_data(resp)
+}
+
+/// The data of a response, or the printed error's exit code.
+pub fn response_data(resp: crate::control::Response) -> Result<serde_json::Value, i32> {
+    if resp.ok {
+        return Ok(resp.data.unwrap_or(serde_json::Value::Null));
+    }
+    let code = match resp.code.as_deref() {
+        Some("unknown_job") => exit::NOT_FOUND,
+        Some("invalid_config") => exit::INVALID,
+        _ => exit::FAILURE,
+    };
+    let mut msg = resp
+        .error
+        .unwrap_or_else(|| "the daemon refused the request".into());
+    match (resp.code.as_deref(), resp.suggestions.as_slice()) {
+        (_, []) => {}
+        (Some("unknown_job"), s) => msg.push_str(&format!(
+            " (did you mean {}?)",
+            s.iter()
+                .map(|x| format!("{x:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        (_, lines) => {
+            for l in lines {
+                msg.push('\n');
+                msg.push_str(l);
+            }
+        }
+    }
+    Err(fail(code, msg))
 }

@@ -13,6 +13,7 @@ pub fn run(global: &Global, args: &RunArgs) -> i32 {
     let opts = Options {
         file: super::job_file(global),
         state_dir,
+        allow_insecure: args.allow_insecure,
     };
     match daemon::run(opts) {
         Ok(()) => exit::OK,

@@ -1,6 +1,7 @@
-//! `rea status [JOB]`: per job, the last result, consecutive failures and the
-//! next fire. This is the offline view, computed from the job file and the
-//! history log; it needs no daemon.
+//! `rea status [JOB]`: per job, its state, the last result, consecutive
+//! failures and the next fire. Live from the daemon when one runs for the
+//! state directory; otherwise the offline view, computed from the job file
+//! and the history log, clearly labelled as such.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
@@ -11,6 +12,118 @@ use crate::state_dir;
 use crate::table::Table;
 
 pub fn run(global: &Global, args: &StatusArgs) -> i32 {
+    match super::connect(global) {
+        Ok(mut client) => {
+            let request = crate::control::Request::Status {
+                job: args.job.clone(),
+            };
+            match super::ask(&mut client, &request) {
+                Ok(data) => live(&data, args.json),
+                Err(code) => code,
+            }
+        }
+        Err(exit::NO_DAEMON) => offline(global, args),
+        Err(code) => code,
+    }
+}
+
+fn ago(text: Option<&str>, now: DateTime<Utc>) -> String {
+    text.and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| super::relative(t.with_timezone(&Utc), now))
+        .unwrap_or_default()
+}
+
+/// Renders the daemon's answer.
+fn live(data: &serde_json::Value, json: bool) -> i32 {
+    if json {
+        println!("{data}");
+        return exit::OK;
+    }
+    let now = Utc::now();
+    let d = &data["daemon"];
+    let up = crate::duration::format(std::time::Duration::from_secs(
+        d["uptime_s"].as_u64().unwrap_or(0),
+    ));
+    println!(
+        "daemon: running (pid {}, up {up}); {}/{} running, {} waiting for a slot",
+        d["pid"], d["running_runs"], d["max_concurrent"], d["queued"]
+    );
+    println!(
+        "file: {} (loaded {})",
+        d["file"].as_str().unwrap_or(""),
+        ago(d["last_reload"].as_str(), now)
+    );
+    if let Some(err) = d["config_error"].as_object() {
+        println!(
+            "!! the job file is invalid (since {}); the daemon keeps running the last good configuration:",
+            ago(err.get("at").and_then(|v| v.as_str()), now)
+        );
+        for e in err
+            .get("errors")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            println!("   {}", e.as_str().unwrap_or("").replace('\n', "\n   "));
+        }
+    }
+    let h = &d["history"];
+    if let Some(err) = h["last_error"].as_object() {
+        let backlog = h["backlog"].as_u64().unwrap_or(0);
+        let dropped = h["dropped"].as_u64().unwrap_or(0);
+        if backlog > 0 || dropped > 0 {
+            println!(
+                "!! history writes are failing ({}, {}): {backlog} record(s) waiting in memory, {dropped} dropped",
+                err.get("message").and_then(|v| v.as_str()).unwrap_or(""),
+                ago(err.get("at").and_then(|v| v.as_str()), now)
+            );
+        }
+    }
+    let mut table = Table::new(["JOB", "STATE", "LAST", "WHEN", "FAILS", "NEXT"]);
+    for j in data["jobs"].as_array().into_iter().flatten() {
+        let state = match j["state"].as_str().unwrap_or("") {
+            "running" => {
+                let r = &j["running"][0];
+                format!(
+                    "running {} (pid {}){}",
+                    ago(r["since"].as_str(), now).trim_end_matches(" ago"),
+                    r["pid"],
+                    match j["running"].as_array().map(|a| a.len()).unwrap_or(0) {
+                        0 | 1 => String::new(),
+                        n => format!(" +{} more", n - 1),
+                    }
+                )
+            }
+            "retry_pending" => format!("retry {}", ago(j["retry_at"].as_str(), now)),
+            "queued" => format!("queued ({})", j["queued"]),
+            other => other.to_string(),
+        };
+        let state = if j["paused"] == true && !state.starts_with("paused") {
+            format!("{state}, paused")
+        } else {
+            state
+        };
+        let last = &j["last"];
+        let next = if j["paused"] == true || j["enabled"] == false {
+            "-".to_string()
+        } else {
+            ago(j["next_fire"].as_str(), now)
+        };
+        table.row([
+            j["name"].as_str().unwrap_or("").to_string(),
+            state,
+            last["status"].as_str().unwrap_or("never run").to_string(),
+            ago(last["ended"].as_str(), now),
+            j["consecutive_failures"].to_string(),
+            next,
+        ]);
+    }
+    print!("{}", table.render());
+    exit::OK
+}
+
+/// The view without a daemon: the job file plus the history log.
+fn offline(global: &Global, args: &StatusArgs) -> i32 {
     let cfg = match super::load_config(global) {
         Ok(c) => c,
         Err(code) => return code,

@@ -1,0 +1,398 @@
+//! The control socket: how `rea trigger`, `pause`, `resume`, `reload`,
+//! `status` (and services submitting one-shot jobs) talk to a running daemon.
+//!
+//! A Unix stream socket `<state-dir>/rea.sock`, mode 0600 inside the 0700
+//! state directory, and every peer's uid checked with `SO_PEERCRED`: only
+//! the daemon's own user and root may use it. The protocol is one JSON
+//! object per line each way, versioned with `"v": 1`; requests on one
+//! connection are answered in order, so clients may pipeline them. The
+//! README documents it for services that speak it directly.
+//!
+//! This module holds the wire types, the accept loop (which only forwards
+//! requests to the daemon loop), and the blocking client used by the CLI.
+//! It decides nothing: the daemon answers.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream as StdStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// Protocol version spoken by this build.
+pub const VERSION: u32 = 1;
+
+/// Longest request line accepted; a peer sending more is cut off.
+const MAX_LINE: usize = 1 << 20;
+
+/// The socket of a state directory.
+pub fn socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("rea.sock")
+}
+
+/// Which jobs a pause/resume names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selector {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
+/// A request line: `{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Is anybody there?
+    Ping,
+    /// Live status of every job, or one.
+    Status {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
+    },
+    /// Run a job now. With `wait`, a second response line follows when the
+    /// run ends, carrying its final history record.
+    Trigger {
+        job: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        wait: bool,
+    },
+    Pause(Selector),
+    Resume(Selector),
+    /// Re-read the job file now.
+    Reload,
+}
+
+/// The envelope every request travels in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u32,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// A response line: `{"v":1,"ok":true,"data":{…}}` or
+/// `{"v":1,"ok":false,"error":"…","code":"unknown_job","suggestions":[…]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub v: u32,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Machine-readable error kind: `bad_request`, `unknown_job`,
+    /// `unsupported_version`, `refused`, `invalid_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suggestions: Vec<String>,
+}
+
+impl Response {
+    pub fn ok(data: Value) -> Response {
+        Response {
+            v: VERSION,
+            ok: true,
+            data: Some(data),
+            error: None,
+            code: None,
+            suggestions: Vec::new(),
+        }
+    }
+
+    pub fn err(code: &str, error: impl Into<String>) -> Response {
+        Response {
+            v: VERSION,
+            ok: false,
+            data: None,
+            error: Some(error.into()),
+            code: Some(code.to_string()),
+            suggestions: Vec::new(),
+        }
+    }
+
+    pub fn with_suggestions(mut self, s: Vec<String>) -> Response {
+        self.suggestions = s;
+        self
+    }
+}
+
+/// How the daemon answers one request.
+pub enum Reply {
+    /// One response line.
+    Done(Response),
+    /// A first line now, and a second when the receiver yields (trigger --wait).
+    Follow(Response, oneshot::Receiver<Value>),
+}
+
+/// A request handed to the daemon loop, with the way back.
+pub struct Incoming {
+    pub request: Request,
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// Binds the socket (replacing a stale one: the caller holds the state
+/// directory's lock, so no live daemon owns it) with mode 0600.
+pub fn bind(state_dir: &Path) -> Result<UnixListener, String> {
+    let path = socket_path(state_dir);
+    if path.as_os_str().len() >= 108 {
+        return Err(format!(
+            "the control socket path {} is too long for a Unix socket (108 bytes); use a shorter --state-dir",
+            path.display()
+        ));
+    }
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot remove the stale socket {}: {e}",
+                path.display()
+            ))
+        }
+    }
+    let listener = UnixListener::bind(&path)
+        .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict the control socket {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+/// Accepts connections forever, forwarding each request line to `tx`.
+pub async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) {
+    let me = rustix::process::geteuid().as_raw();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // EMFILE and friends: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let allowed = stream
+            .peer_cred()
+            .map(|c| c.uid() == me || c.uid() == 0)
+            .unwrap_or(false);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if allowed {
+                connection(stream, tx).await;
+            } else {
+                let (_, mut w) = stream.into_split();
+                let r = Response::err(
+                    "refused",
+                    "permission denied: only the daemon's user and root may control it",
+                );
+                let _ = w.write_all(line(&r).as_bytes()).await;
+            }
+        });
+    }
+}
+
+fn line<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{}".to_string());
+    s.push('\n');
+    s
+}
+
+async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
+    let (r, mut w) = stream.into_split();
+    let mut reader = tokio::io::BufReader::new(r);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+        match tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if buf.len() > MAX_LINE {
+            let _ = w
+                .write_all(line(&Response::err("bad_request", "request line too long")).as_bytes())
+                .await;
+            return;
+        }
+        let reply = match parse_request(&buf) {
+            Err(resp) => Reply::Done(resp),
+            Ok(request) => {
+                let (reply_tx, reply_rx) = oneshot::channel();
+                if tx
+                    .send(Incoming {
+                        request,
+                        reply: reply_tx,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                match reply_rx.await {
+                    Ok(r) => r,
+                    Err(_) => Reply::Done(Response::err("refused", "the daemon is shutting down")),
+                }
+            }
+        };
+        match reply {
+            Reply::Done(resp) => {
+                if w.write_all(line(&resp).as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Reply::Follow(first, rest) => {
+                if w.write_all(line(&first).as_bytes()).await.is_err() {
+                    return;
+                }
+                let second = match rest.await {
+                    Ok(v) => Response::ok(v),
+                    Err(_) => Response::err("refused", "the daemon stopped before the run ended"),
+                };
+                if w.write_all(line(&second).as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn parse_request(bytes: &[u8]) -> Result<Request, Response> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        Response::err(
+            "bad_request",
+            format!("the request is not a JSON object: {e}"),
+        )
+    })?;
+    let version = v.get("v").and_then(Value::as_u64).unwrap_or(0);
+    if version != VERSION as u64 {
+        return Err(Response::err(
+            "unsupported_version",
+            format!("protocol version {version} is not supported; this daemon speaks v{VERSION}"),
+        ));
+    }
+    let env: Envelope = serde_json::from_value(v)
+        .map_err(|e| Response::err("bad_request", format!("invalid request: {e}")))?;
+    Ok(env.request)
+}
+
+/// Why a client could not talk to the daemon.
+#[derive(Debug)]
+pub enum ClientError {
+    /// No daemon listens for this state directory.
+    NoDaemon(String),
+    Io(String),
+}
+
+/// A blocking connection to the daemon, used by the CLI.
+pub struct Client {
+    reader: BufReader<StdStream>,
+    writer: StdStream,
+}
+
+impl Client {
+    pub fn connect(state_dir: &Path) -> Result<Client, ClientError> {
+        let path = socket_path(state_dir);
+        let stream = StdStream::connect(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::NoDaemon(format!(
+                "no rea daemon is running for state directory {} (start one with `rea run`, or pass the daemon's --state-dir)",
+                state_dir.display()
+            )),
+            io::ErrorKind::PermissionDenied => ClientError::Io(format!(
+                "permission denied on {}: the daemon runs as another user",
+                path.display()
+            )),
+            _ => ClientError::Io(format!("cannot connect to {}: {e}", path.display())),
+        })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|e| ClientError::Io(e.to_string()))?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request and reads its (first) response.
+    pub fn request(&mut self, request: &Request) -> Result<Response, ClientError> {
+        let env = Envelope {
+            v: VERSION,
+            request: request.clone(),
+        };
+        self.writer
+            .write_all(line(&env).as_bytes())
+            .map_err(|e| ClientError::Io(format!("cannot send to the daemon: {e}")))?;
+        self.read_response()
+    }
+
+    /// Reads the next response line (the second line of a trigger --wait).
+    pub fn read_response(&mut self) -> Result<Response, ClientError> {
+        let mut text = String::new();
+        let n = self
+            .reader
+            .read_line(&mut text)
+            .map_err(|e| ClientError::Io(format!("cannot read from the daemon: {e}")))?;
+        if n == 0 {
+            return Err(ClientError::Io("the daemon closed the connection".into()));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ClientError::Io(format!("unreadable answer from the daemon: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_in_the_documented_shape() {
+        let env = Envelope {
+            v: 1,
+            request: Request::Trigger {
+                job: "backup".into(),
+                force: false,
+                wait: true,
+            },
+        };
+        let text = serde_json::to_string(&env).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Envelope>(&text).unwrap(), env);
+        let pause = r#"{"v":1,"op":"pause","tag":"billing"}"#;
+        assert_eq!(
+            parse_request(pause.as_bytes()).unwrap(),
+            Request::Pause(Selector {
+                tag: Some("billing".into()),
+                ..Selector::default()
+            })
+        );
+        assert_eq!(
+            parse_request(br#"{"v":1,"op":"status"}"#).unwrap(),
+            Request::Status { job: None }
+        );
+    }
+
+    #[test]
+    fn bad_requests_get_clear_errors() {
+        assert_eq!(
+            parse_request(b"nope").unwrap_err().code.as_deref(),
+            Some("bad_request")
+        );
+        assert_eq!(
+            parse_request(br#"{"v":2,"op":"ping"}"#)
+                .unwrap_err()
+                .code
+                .as_deref(),
+            Some("unsupported_version")
+        );
+        let e = parse_request(br#"{"v":1,"op":"explode"}"#).unwrap_err();
+        assert_eq!(e.code.as_deref(), Some("bad_request"));
+        assert!(e.error.unwrap().contains("explode"));
+    }
+}
