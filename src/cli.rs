@@ -20,6 +20,8 @@ pub mod exit {
     pub const LOCKED: i32 = 4;
     /// A named job (or run) does not exist.
     pub const NOT_FOUND: i32 = 5;
+    /// A one-shot with this name is already pending (`rea submit --name`).
+    pub const DUPLICATE: i32 = 6;
 }
 
 #[derive(Debug, Parser)]
@@ -85,6 +87,14 @@ pub enum Command {
     History(HistoryArgs),
     /// The captured output of a job's latest run (or of one run)
     Logs(LogsArgs),
+    /// Run a command once, later: `rea submit --in 30m -- cmd args`
+    Submit(SubmitArgs),
+    /// Run a command once at a time: `rea at 14:30 -- cmd args`
+    At(AtArgs),
+    /// Cancel pending one-shot jobs
+    Cancel(CancelArgs),
+    /// Pending one-shot jobs, by due time
+    Pending(PendingArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -219,6 +229,98 @@ pub struct LogsArgs {
     #[arg(long, value_name = "ID")]
     pub run: Option<String>,
     /// The whole record as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What every one-shot submission may say.
+#[derive(Debug, Args, Clone)]
+pub struct OneShotOpts {
+    /// Its id: unique among pending one-shots (a duplicate is refused, so
+    /// retried submissions are safe) [default: generated]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Retries after a failure or timeout
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retry: u32,
+    /// Delay before the first retry (doubling after each)
+    #[arg(long, value_name = "DURATION")]
+    pub retry_delay: Option<String>,
+    /// Cap on the retry delay
+    #[arg(long, value_name = "DURATION")]
+    pub retry_max_delay: Option<String>,
+    /// Terminate the run after this long
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// If the daemon was down when it was due and comes back more than this
+    /// late, drop it instead of running it
+    #[arg(long, value_name = "DURATION")]
+    pub expire: Option<String>,
+    /// A label for `rea pending --tag` (repeatable)
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// An environment variable for the command (repeatable); nothing else
+    /// of this shell's environment is passed
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Run the command as one `/bin/sh -c` script instead of an argv
+    #[arg(long)]
+    pub shell: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments (after --)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["in_", "at"])))]
+pub struct SubmitArgs {
+    /// Run after this long ("30m", "1h30m")
+    #[arg(long = "in", id = "in_", value_name = "DURATION")]
+    pub in_: Option<String>,
+    /// Run at this instant (RFC 3339, "YYYY-MM-DD HH:MM", "HH:MM")
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// Zone for a --at time without an offset [default: local]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    #[command(flatten)]
+    pub opts: OneShotOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct AtArgs {
+    /// When: "14:30", "2026-12-01 10:00", an RFC 3339 instant, or "now + 30m"
+    #[arg(value_name = "TIME")]
+    pub time: String,
+    /// Zone for a time without an offset [default: local]
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    #[command(flatten)]
+    pub opts: OneShotOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// One-shot ids (from `rea submit` or `rea pending`)
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Also terminate one that is running now
+    #[arg(long)]
+    pub kill: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PendingArgs {
+    /// Only one-shots with this tag
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    /// At most this many
+    #[arg(short = 'n', long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Machine-readable output
     #[arg(long)]
     pub json: bool,
 }

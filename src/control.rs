@@ -70,6 +70,50 @@ pub enum Request {
     Resume(Selector),
     /// Re-read the job file now.
     Reload,
+    /// A one-shot job; acknowledged once it is durable.
+    Submit(Submission),
+    /// Cancel pending one-shots (running ones only with `kill`).
+    Cancel {
+        ids: Vec<String>,
+        #[serde(default)]
+        kill: bool,
+    },
+    /// Pending one-shots, by due time.
+    Pending {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tag: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+}
+
+/// `rea submit` on the wire. Exactly one of `at` and `in_ms` says when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Submission {
+    /// Unique among pending one-shots; generated when absent. A duplicate is
+    /// refused with code `duplicate`, which makes retried submissions safe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Program and arguments (no shell), or with `shell` one script.
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub shell: bool,
+    /// Working directory (absolute).
+    pub dir: PathBuf,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub retry: crate::oneshot::OneShotRetry,
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// The envelope every request travels in.
@@ -203,25 +247,72 @@ fn line<T: Serialize>(v: &T) -> String {
     s
 }
 
+/// An answer the connection's writer must send, in request order.
+enum Queued {
+    Ready(Response),
+    Waiting(oneshot::Receiver<Reply>),
+}
+
+/// Requests are read and forwarded as fast as they arrive (pipelining: the
+/// daemon can then group-commit a burst of submissions); a writer task
+/// sends the answers back in request order. The queue between them is
+/// bounded, so a client that never reads cannot grow the daemon's memory.
 async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
     let (r, mut w) = stream.into_split();
-    let mut reader = tokio::io::BufReader::new(r);
+    let (order_tx, mut order_rx) = mpsc::channel::<Queued>(4096);
+    let writer = tokio::spawn(async move {
+        while let Some(q) = order_rx.recv().await {
+            let reply = match q {
+                Queued::Ready(resp) => Reply::Done(resp),
+                Queued::Waiting(rx) => match rx.await {
+                    Ok(r) => r,
+                    Err(_) => Reply::Done(Response::err("refused", "the daemon is shutting down")),
+                },
+            };
+            let ok = match reply {
+                Reply::Done(resp) => w.write_all(line(&resp).as_bytes()).await.is_ok(),
+                Reply::Follow(first, rest) => {
+                    let mut ok = w.write_all(line(&first).as_bytes()).await.is_ok();
+                    if ok {
+                        let second = match rest.await {
+                            Ok(v) => Response::ok(v),
+                            Err(_) => {
+                                Response::err("refused", "the daemon stopped before the run ended")
+                            }
+                        };
+                        ok = w.write_all(line(&second).as_bytes()).await.is_ok();
+                    }
+                    ok
+                }
+            };
+            if !ok {
+                return;
+            }
+        }
+    });
+    let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, r);
     let mut buf = Vec::new();
     loop {
         buf.clear();
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
         match tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
         if buf.len() > MAX_LINE {
-            let _ = w
-                .write_all(line(&Response::err("bad_request", "request line too long")).as_bytes())
+            let _ = order_tx
+                .send(Queued::Ready(Response::err(
+                    "bad_request",
+                    "request line too long",
+                )))
                 .await;
-            return;
+            break;
         }
-        let reply = match parse_request(&buf) {
-            Err(resp) => Reply::Done(resp),
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let queued = match parse_request(&buf) {
+            Err(resp) => Queued::Ready(resp),
             Ok(request) => {
                 let (reply_tx, reply_rx) = oneshot::channel();
                 if tx
@@ -231,34 +322,17 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
                     })
                     .is_err()
                 {
-                    return;
+                    break;
                 }
-                match reply_rx.await {
-                    Ok(r) => r,
-                    Err(_) => Reply::Done(Response::err("refused", "the daemon is shutting down")),
-                }
+                Queued::Waiting(reply_rx)
             }
         };
-        match reply {
-            Reply::Done(resp) => {
-                if w.write_all(line(&resp).as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-            Reply::Follow(first, rest) => {
-                if w.write_all(line(&first).as_bytes()).await.is_err() {
-                    return;
-                }
-                let second = match rest.await {
-                    Ok(v) => Response::ok(v),
-                    Err(_) => Response::err("refused", "the daemon stopped before the run ended"),
-                };
-                if w.write_all(line(&second).as_bytes()).await.is_err() {
-                    return;
-                }
-            }
+        if order_tx.send(queued).await.is_err() {
+            break;
         }
     }
+    drop(order_tx);
+    let _ = writer.await;
 }
 
 fn parse_request(bytes: &[u8]) -> Result<Request, Response> {

@@ -17,11 +17,14 @@ use tracing::{error, info, warn};
 
 use crate::config::{self, Config};
 use crate::control::{self, Incoming, Reply, Request, Response, Selector};
-use crate::engine::{Action, Engine, JobStatus, Recovered, StartRun, TriggerResult};
+use crate::engine::{
+    Action, CancelResult, Def, Engine, JobStatus, Recovered, StartRun, SubmitError, TriggerResult,
+};
 use crate::executor::{self, Outcome, Program, RunHandle, RunSpec};
 use crate::history::{
     self, Event, HistoryReader, HistoryStore, JsonlHistory, JsonlReader, Record, RunStatus,
 };
+use crate::oneshot::{Journal, OneShot};
 use crate::state_dir;
 use crate::timer::{Wake, WallTimer};
 
@@ -40,6 +43,14 @@ pub enum StartError {
     Locked(String),
     Other(String),
 }
+
+/// One-shots have no job file entry; these stand in for its defaults.
+const ONESHOT_KILL_GRACE: Duration = Duration::from_secs(10);
+const ONESHOT_OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// Requests handled in one loop iteration at most (a flood of pipelined
+/// submissions must not starve timers and finished runs).
+const MAX_BATCH: usize = 20_000;
 
 /// Messages from tasks to the loop.
 enum Msg {
@@ -93,6 +104,18 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         warn!("{e}");
         BTreeSet::new()
     });
+    let replayed = Journal::open(&opts.state_dir).map_err(|e| {
+        StartError::Other(format!(
+            "cannot open the one-shot journal {}: {e}",
+            crate::oneshot::journal_path(&opts.state_dir).display()
+        ))
+    })?;
+    if replayed.malformed > 0 {
+        warn!(
+            lines = replayed.malformed,
+            "ignored unreadable lines in the one-shot journal (a torn last write)"
+        );
+    }
     let listener = control::bind(&opts.state_dir).map_err(StartError::Other)?;
 
     let (recovered, summaries) = recover(&opts, &config, paused);
@@ -117,6 +140,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         started_at,
         last_reload: started_at,
         config_error: None,
+        journal: replayed.journal,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
@@ -126,6 +150,11 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     }));
     d.append(&rec);
     let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
+    let restored = replayed.pending.len();
+    actions.extend(d.engine.restore(replayed.pending, started_at));
+    if restored > 0 {
+        info!(pending = restored, "one-shots restored from the journal");
+    }
     info!(
         jobs = d.config.jobs.len(),
         file = %opts.file.display(),
@@ -173,8 +202,15 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 let _ = d.reload(&mut actions);
             },
             Some(incoming) = ctl_rx.recv() => {
-                let reply = d.control(incoming.request, shutdown_deadline.is_some(), &mut actions);
-                let _ = incoming.reply.send(reply);
+                let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
+                d.incoming(incoming, &mut batch, &mut actions);
+                for _ in 0..MAX_BATCH {
+                    match ctl_rx.try_recv() {
+                        Ok(more) => d.incoming(more, &mut batch, &mut actions),
+                        Err(_) => break,
+                    }
+                }
+                d.commit_submissions(&mut batch, &mut actions);
             },
             _ = async { tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)).await }, if deadline.is_some() => {
                 warn!(running = d.engine.running(), "shutdown grace expired; terminating running jobs");
@@ -248,6 +284,8 @@ struct Loop {
     last_reload: DateTime<Utc>,
     /// Set while the file on disk is invalid: (when, errors).
     config_error: Option<(DateTime<Utc>, Vec<String>)>,
+    /// Durable pending one-shots.
+    journal: Journal,
 }
 
 impl Loop {
@@ -310,18 +348,60 @@ impl Loop {
     }
 
     /// Answers one control request.
-    fn control(
-        &mut self,
-        request: Request,
-        _stopping: bool,
-        actions: &mut VecDeque<Action>,
-    ) -> Reply {
+    fn control(&mut self, request: Request, actions: &mut VecDeque<Action>) -> Reply {
         let now = Utc::now();
         match request {
             Request::Ping => Reply::Done(Response::ok(json!({ "pid": std::process::id() }))),
+            Request::Submit(_) => Reply::Done(Response::err("bad_request", "submit is handled in batches")),
+            Request::Cancel { ids, kill } => {
+                let mut done = Vec::new();
+                for id in &ids {
+                    match self.engine.cancel_oneshot(id, kill, now) {
+                        Ok((result, acts)) => {
+                            actions.extend(acts);
+                            done.push(json!({
+                                "id": id,
+                                "result": match result {
+                                    CancelResult::Cancelled => "cancelled",
+                                    CancelResult::Killing => "killing",
+                                },
+                            }));
+                        }
+                        Err(e) => {
+                            let code = match e {
+                                SubmitError::Unknown(_) => "unknown_job",
+                                _ => "refused",
+                            };
+                            return Reply::Done(
+                                Response::err(code, e.message()).with_suggestions(Vec::new()),
+                            );
+                        }
+                    }
+                }
+                Reply::Done(Response::ok(json!({ "cancelled": done })))
+            }
+            Request::Pending { tag, limit } => {
+                let list: Vec<Value> = self
+                    .engine
+                    .oneshots()
+                    .into_iter()
+                    .filter(|s| tag.as_ref().is_none_or(|t| s.def.tags.contains(t)))
+                    .take(limit.unwrap_or(usize::MAX))
+                    .map(|s| oneshot_json(&s))
+                    .collect();
+                Reply::Done(Response::ok(json!({
+                    "pending": self.engine.oneshot_count(),
+                    "oneshots": list,
+                })))
+            }
             Request::Status { job } => {
                 if let Some(name) = &job {
                     if self.engine.job_status(name).is_none() {
+                        if let Some(shot) = self.engine.oneshot(name) {
+                            let mut v = self.status_json(Some(name), now);
+                            v["oneshot"] = oneshot_json(&shot);
+                            return Reply::Done(Response::ok(v));
+                        }
                         return Reply::Done(self.unknown_job(name));
                     }
                 }
@@ -364,6 +444,147 @@ impl Loop {
                             Reply::Done(first)
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// One control request. Submissions are validated and queued for the
+    /// group commit; anything else first commits the queued ones, so a
+    /// pipelined client sees its requests take effect in order.
+    fn incoming(
+        &mut self,
+        incoming: Incoming,
+        batch: &mut Vec<(OneShot, oneshot::Sender<Reply>)>,
+        actions: &mut VecDeque<Action>,
+    ) {
+        match incoming.request {
+            Request::Submit(sub) => match self.prepare_submission(sub, batch) {
+                Ok(shot) => {
+                    self.journal.add(&shot);
+                    batch.push((shot, incoming.reply));
+                }
+                Err(resp) => {
+                    let _ = incoming.reply.send(Reply::Done(resp));
+                }
+            },
+            request => {
+                self.commit_submissions(batch, actions);
+                let reply = self.control(request, actions);
+                let _ = incoming.reply.send(reply);
+            }
+        }
+    }
+
+    /// Validates a submission and turns it into a one-shot.
+    fn prepare_submission(
+        &mut self,
+        sub: control::Submission,
+        batch: &[(OneShot, oneshot::Sender<Reply>)],
+    ) -> Result<OneShot, Response> {
+        let now = Utc::now();
+        let bad = |m: String| Response::err("bad_request", m);
+        if sub.argv.is_empty() || sub.argv[0].is_empty() {
+            return Err(bad("nothing to run: give a command after --".into()));
+        }
+        if sub.shell && sub.argv.len() != 1 {
+            return Err(bad("with shell, argv must be exactly one script".into()));
+        }
+        if !sub.dir.is_absolute() {
+            return Err(bad(format!(
+                "dir must be an absolute path, not {:?}",
+                sub.dir
+            )));
+        }
+        let due = match (sub.at, sub.in_ms) {
+            (Some(at), None) => at,
+            (None, Some(ms)) => {
+                now + chrono::Duration::milliseconds(ms.min(i64::MAX as u64 / 2) as i64)
+            }
+            _ => return Err(bad("say when: exactly one of \"at\" and \"in_ms\"".into())),
+        };
+        let id = match sub.name {
+            Some(n) => {
+                if n.is_empty()
+                    || !n
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+                {
+                    return Err(bad(format!(
+                        "invalid name {n:?}: use letters, digits, \"_\", \".\" and \"-\""
+                    )));
+                }
+                n
+            }
+            None => format!("oneshot-{}", self.engine.new_id(now)),
+        };
+        if batch.iter().any(|(s, _)| s.id == id) {
+            return Err(Response::err(
+                "duplicate",
+                format!("a one-shot named {id:?} is already pending"),
+            ));
+        }
+        if let Err(e) = self.engine.check_submit(&id) {
+            let code = if matches!(e, SubmitError::Duplicate(_)) {
+                "duplicate"
+            } else {
+                "bad_request"
+            };
+            return Err(Response::err(code, e.message()));
+        }
+        Ok(OneShot {
+            id,
+            argv: sub.argv,
+            shell: sub.shell,
+            dir: sub.dir,
+            env: sub.env,
+            due,
+            submitted: now,
+            expire_ms: sub.expire_ms,
+            timeout_ms: sub.timeout_ms,
+            retry: sub.retry,
+            tags: sub.tags,
+        })
+    }
+
+    /// Makes the queued submissions durable with one write and one sync,
+    /// then hands them to the engine and acknowledges them.
+    fn commit_submissions(
+        &mut self,
+        batch: &mut Vec<(OneShot, oneshot::Sender<Reply>)>,
+        actions: &mut VecDeque<Action>,
+    ) {
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(e) = self.journal.commit() {
+            error!("cannot write the one-shot journal: {e}");
+            self.journal.discard();
+            for (shot, reply) in batch.drain(..) {
+                let _ = reply.send(Reply::Done(Response::err(
+                    "refused",
+                    format!("cannot make one-shot {:?} durable: {e}", shot.id),
+                )));
+            }
+            return;
+        }
+        let now = Utc::now();
+        for (shot, reply) in batch.drain(..) {
+            let id = shot.id.clone();
+            let due = shot.due;
+            match self.engine.submit(shot, now) {
+                Ok(acts) => {
+                    actions.extend(acts);
+                    let _ = reply.send(Reply::Done(Response::ok(json!({
+                        "id": id,
+                        "due": due.to_rfc3339_opts(SecondsFormat::Millis, true),
+                    }))));
+                }
+                Err(e) => {
+                    // Validated before the commit; only a race inside this very
+                    // batch gets here. Undo the journal line.
+                    self.journal.del(&id);
+                    let _ = reply.send(Reply::Done(Response::err("refused", e.message())));
                 }
             }
         }
@@ -460,6 +681,7 @@ impl Loop {
                 "running_runs": self.engine.running(),
                 "max_concurrent": self.engine.max_concurrent(),
                 "queued": self.engine.queued(),
+                "oneshots_pending": self.engine.oneshot_count(),
                 "history": {
                     "backlog": self.history.backlog_len(),
                     "dropped": self.history.dropped(),
@@ -476,6 +698,11 @@ impl Loop {
     /// Carries out actions until none are left (an action's answer may
     /// produce more, e.g. a failed spawn frees a slot).
     fn execute(&mut self, actions: &mut VecDeque<Action>) {
+        self.execute_actions(actions);
+        self.sync_journal();
+    }
+
+    fn execute_actions(&mut self, actions: &mut VecDeque<Action>) {
         while let Some(action) = actions.pop_front() {
             match action {
                 Action::Record(rec) => {
@@ -483,6 +710,7 @@ impl Loop {
                     self.append(&rec);
                     self.notify_waiters(&rec);
                 }
+                Action::OneShotDone { id } => self.journal.del(&id),
                 Action::Terminate { run } => {
                     if let Some(h) = self.handles.get(&run) {
                         h.terminate();
@@ -493,6 +721,26 @@ impl Loop {
                     let result = self.spawn(start);
                     actions.extend(self.engine.spawned(&run, result, Utc::now()));
                 }
+            }
+        }
+    }
+
+    /// Makes queued journal deletions durable (they need no acknowledgement,
+    /// so one sync per loop iteration serves them all).
+    fn sync_journal(&mut self) {
+        if self.journal.dirty() {
+            if let Err(e) = self.journal.commit() {
+                error!("cannot write the one-shot journal: {e}");
+            }
+        }
+        if self.journal.should_compact(self.engine.oneshot_count()) {
+            let pending = self.engine.oneshots();
+            match self
+                .journal
+                .compact_with(pending.iter().map(|s| s.def.as_ref()))
+            {
+                Ok(()) => info!(pending = pending.len(), "one-shot journal compacted"),
+                Err(e) => error!("cannot compact the one-shot journal: {e}"),
             }
         }
     }
@@ -522,13 +770,32 @@ impl Loop {
     }
 
     fn spawn(&mut self, start: StartRun) -> Result<executor::Started, String> {
-        let job = &start.job;
-        let mut env: Vec<(String, String)> = job
-            .env
+        let (program, env_base, dir, timeout, kill_grace, output_limit) = match &start.def {
+            Def::Job(job) => (
+                Program::Shell {
+                    shell: job.shell.clone(),
+                    script: job.command.clone(),
+                },
+                &job.env,
+                job.dir.clone(),
+                job.timeout,
+                job.kill_grace,
+                job.output_limit,
+            ),
+            Def::OneShot(shot) => (
+                shot.program(),
+                &shot.env,
+                Some(shot.dir.clone()),
+                shot.timeout(),
+                ONESHOT_KILL_GRACE,
+                ONESHOT_OUTPUT_LIMIT,
+            ),
+        };
+        let mut env: Vec<(String, String)> = env_base
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        env.push(("REA_JOB".into(), job.name.clone()));
+        env.push(("REA_JOB".into(), start.name.clone()));
         env.push(("REA_RUN_ID".into(), start.run.clone()));
         env.push((
             "REA_SCHEDULED_AT".into(),
@@ -537,15 +804,12 @@ impl Loop {
         env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
         env.push(("REA_TRIGGER".into(), trigger_name(start.trigger)));
         let spec = RunSpec {
-            program: Program::Shell {
-                shell: job.shell.clone(),
-                script: job.command.clone(),
-            },
+            program,
             env,
-            dir: job.dir.clone(),
-            timeout: job.timeout,
-            kill_grace: job.kill_grace,
-            output_limit: job.output_limit,
+            dir,
+            timeout,
+            kill_grace,
+            output_limit,
             stdin: None,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
@@ -561,6 +825,25 @@ impl Loop {
         });
         Ok(started)
     }
+}
+
+fn oneshot_json(s: &crate::engine::OneShotStatus) -> Value {
+    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let d = &s.def;
+    json!({
+        "id": d.id,
+        "state": if s.running { "running" } else { "pending" },
+        "due": fmt(d.due),
+        "next_attempt_at": s.next_attempt_at.map(fmt),
+        "argv": d.argv,
+        "shell": d.shell,
+        "dir": d.dir.display().to_string(),
+        "tags": d.tags,
+        "submitted": fmt(d.submitted),
+        "timeout_ms": d.timeout_ms,
+        "expire_ms": d.expire_ms,
+        "retry": d.retry,
+    })
 }
 
 fn job_json(s: &JobStatus) -> Value {

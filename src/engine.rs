@@ -26,6 +26,7 @@ use crate::config::{CatchUp, Config, Job, Overlap};
 use crate::dispatcher::{Dispatcher, EntryId};
 use crate::executor::{Outcome, Started, Termination};
 use crate::history::{Event, Record, RunStatus, Trigger};
+use crate::oneshot::OneShot;
 
 /// Occurrences counted one by one when the daemon finds it has passed many;
 /// beyond this the count is reported as a lower bound.
@@ -40,13 +41,42 @@ pub enum Action {
     Terminate { run: String },
     /// Append to the history log.
     Record(Box<Record>),
+    /// A one-shot is done for good (ran, cancelled or expired): remove it
+    /// from the durable journal.
+    OneShotDone { id: String },
+}
+
+/// What a run executes: a job of the file, or a one-shot.
+#[derive(Debug, Clone)]
+pub enum Def {
+    Job(Arc<Job>),
+    OneShot(Arc<OneShot>),
+}
+
+impl Def {
+    /// The job of the file, if this is one (tests, status).
+    pub fn job(&self) -> Option<&Arc<Job>> {
+        match self {
+            Def::Job(j) => Some(j),
+            Def::OneShot(_) => None,
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        match self {
+            Def::Job(j) => j.timeout,
+            Def::OneShot(s) => s.timeout(),
+        }
+    }
 }
 
 /// A run the daemon must spawn now.
 #[derive(Debug, Clone)]
 pub struct StartRun {
     pub run: String,
-    pub job: Arc<Job>,
+    /// The job's name, or the one-shot's id.
+    pub name: String,
+    pub def: Def,
     pub attempt: u32,
     pub trigger: Trigger,
     /// The occurrence this run serves (for retries: the original one).
@@ -86,6 +116,12 @@ enum Due {
         scheduled: DateTime<Utc>,
         attempt: u32,
     },
+    /// A one-shot's run (first attempt or a retry).
+    OneShot {
+        id: String,
+        attempt: u32,
+        trigger: Trigger,
+    },
 }
 
 /// A run that is decided but not yet spawned (waiting for its job's previous
@@ -94,6 +130,8 @@ enum Due {
 struct Pending {
     run: String,
     job: String,
+    /// `job` names a one-shot, not a job of the file.
+    oneshot: bool,
     attempt: u32,
     trigger: Trigger,
     scheduled: DateTime<Utc>,
@@ -106,7 +144,7 @@ struct Pending {
 #[derive(Debug, Clone)]
 struct Active {
     pending: Pending,
-    def: Arc<Job>,
+    def: Def,
     started: Option<Started>,
     stop: Option<StopReason>,
 }
@@ -157,6 +195,46 @@ pub struct JobStatus {
     pub last: Option<LastRun>,
 }
 
+/// Why a one-shot submission or cancellation was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubmitError {
+    /// A pending one-shot has this name already (idempotent submitters:
+    /// this means "you already submitted it").
+    Duplicate(String),
+    /// A job of the file has this name.
+    NameTaken(String),
+    Unknown(String),
+    Running(String),
+}
+
+impl SubmitError {
+    pub fn message(&self) -> &str {
+        match self {
+            SubmitError::Duplicate(m)
+            | SubmitError::NameTaken(m)
+            | SubmitError::Unknown(m)
+            | SubmitError::Running(m) => m,
+        }
+    }
+}
+
+/// What `cancel` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelResult {
+    Cancelled,
+    /// The run is being terminated; it ends as `killed`.
+    Killing,
+}
+
+/// A pending one-shot as `rea pending` shows it.
+#[derive(Debug, Clone)]
+pub struct OneShotStatus {
+    pub def: Arc<OneShot>,
+    /// When its next attempt is due (None while running).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub running: bool,
+}
+
 /// What the operator's `trigger` achieved.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TriggerResult {
@@ -196,6 +274,17 @@ pub struct Engine {
     run_counter: u32,
     /// The job file, for records.
     file: String,
+    /// Pending and running one-shots by id.
+    oneshots: HashMap<String, ShotState>,
+}
+
+/// A one-shot the engine knows about.
+#[derive(Debug)]
+struct ShotState {
+    def: Arc<OneShot>,
+    /// Its heap entry while it waits (first attempt or a retry).
+    entry: Option<EntryId>,
+    running: bool,
 }
 
 impl Engine {
@@ -215,6 +304,7 @@ impl Engine {
             rng,
             run_counter,
             file: config.path.display().to_string(),
+            oneshots: HashMap::new(),
         };
         for job in &config.jobs {
             engine.order.push(job.name.clone());
@@ -368,7 +458,7 @@ impl Engine {
         rec.user_cpu_ms = Some(outcome.usage.user_ms);
         rec.sys_cpu_ms = Some(outcome.usage.sys_ms);
         if status == RunStatus::TimedOut {
-            if let Some(t) = active.def.timeout {
+            if let Some(t) = active.def.timeout() {
                 rec.reason = Some(format!("timed out after {}", crate::duration::format(t)));
             }
         }
@@ -618,6 +708,161 @@ impl Engine {
         }
     }
 
+    // ---- one-shots -------------------------------------------------------
+
+    /// A fresh id for an unnamed one-shot (time-sortable, like run ids).
+    pub fn new_id(&mut self, now: DateTime<Utc>) -> String {
+        self.run_counter = self.run_counter.wrapping_add(1);
+        run_id(now, self.run_counter)
+    }
+
+    /// Whether a one-shot with this id could be submitted now.
+    pub fn check_submit(&self, id: &str) -> Result<(), SubmitError> {
+        if self.jobs.get(id).is_some_and(|s| !s.removed) {
+            return Err(SubmitError::NameTaken(format!(
+                "{id:?} is the name of a job in the job file; choose another --name"
+            )));
+        }
+        if self.oneshots.contains_key(id) {
+            return Err(SubmitError::Duplicate(format!(
+                "a one-shot named {id:?} is already pending"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Accepts a new one-shot. The caller makes it durable (journal) before
+    /// acknowledging. A due time in the past runs it now.
+    pub fn submit(
+        &mut self,
+        shot: OneShot,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Action>, SubmitError> {
+        self.check_submit(&shot.id)?;
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        self.schedule_oneshot(shot, Trigger::Oneshot, now);
+        self.advance(now, &mut out);
+        Ok(out)
+    }
+
+    /// One-shots replayed from the journal at start. Those whose time passed
+    /// while the daemon was down run now (trigger `catch_up`) unless they
+    /// expired.
+    pub fn restore(&mut self, shots: Vec<OneShot>, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        for shot in shots {
+            if shot.due <= now {
+                let late = (now - shot.due).to_std().unwrap_or_default();
+                if shot.expire().is_some_and(|e| late > e) {
+                    let mut rec = Record::new(Event::Run, now);
+                    rec.job = Some(shot.id.clone());
+                    rec.trigger = Some(Trigger::Oneshot);
+                    rec.status = Some(RunStatus::Skipped);
+                    rec.scheduled = Some(shot.due);
+                    rec.reason = Some(format!(
+                        "expired: the daemon was down at its time and came back {} late (--expire {})",
+                        crate::duration::format(late),
+                        crate::duration::format(shot.expire().unwrap_or_default())
+                    ));
+                    out.push(Action::Record(Box::new(rec)));
+                    out.push(Action::OneShotDone { id: shot.id });
+                    continue;
+                }
+                self.schedule_oneshot(shot, Trigger::CatchUp, now);
+            } else {
+                self.schedule_oneshot(shot, Trigger::Oneshot, now);
+            }
+        }
+        self.advance(now, &mut out);
+        out
+    }
+
+    /// Cancels a pending one-shot; a running one only with `kill`.
+    pub fn cancel_oneshot(
+        &mut self,
+        id: &str,
+        kill: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(CancelResult, Vec<Action>), SubmitError> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let Some(shot) = self.oneshots.get_mut(id) else {
+            let ids: Vec<&str> = self.oneshots.keys().map(String::as_str).collect();
+            let mut msg = format!("no pending one-shot {id:?}");
+            if let Some(h) = crate::suggest::did_you_mean(id, ids) {
+                msg.push_str(&format!(" ({h})"));
+            }
+            return Err(SubmitError::Unknown(msg));
+        };
+        if shot.running {
+            if !kill {
+                return Err(SubmitError::Running(format!(
+                    "one-shot {id:?} is running; use --kill to terminate it"
+                )));
+            }
+            // Its run ends as `killed`; no retry follows an operator's kill.
+            for (run, active) in self.runs.iter_mut() {
+                if active.pending.oneshot && active.pending.job == id && active.stop.is_none() {
+                    active.stop = Some(StopReason::Operator);
+                    out.push(Action::Terminate { run: run.clone() });
+                }
+            }
+            return Ok((CancelResult::Killing, out));
+        }
+        if let Some(e) = shot.entry.take() {
+            self.heap.cancel(e);
+        }
+        let due = shot.def.due;
+        self.oneshots.remove(id);
+        let before = self.ready.len();
+        self.ready.retain(|p| !(p.oneshot && p.job == id));
+        let _ = before;
+        let mut rec = Record::new(Event::Run, now);
+        rec.job = Some(id.to_string());
+        rec.trigger = Some(Trigger::Oneshot);
+        rec.status = Some(RunStatus::Cancelled);
+        rec.scheduled = Some(due);
+        rec.reason = Some("cancelled by operator".into());
+        out.push(Action::Record(Box::new(rec)));
+        out.push(Action::OneShotDone { id: id.to_string() });
+        Ok((CancelResult::Cancelled, out))
+    }
+
+    /// Pending one-shots (waiting or running), by due time.
+    pub fn oneshots(&self) -> Vec<OneShotStatus> {
+        let mut v: Vec<OneShotStatus> = self
+            .oneshots
+            .values()
+            .map(|s| OneShotStatus {
+                def: s.def.clone(),
+                next_attempt_at: s.entry.and_then(|e| self.heap.due_of(e)),
+                running: s.running,
+            })
+            .collect();
+        v.sort_by(|a, b| {
+            a.def
+                .due
+                .cmp(&b.def.due)
+                .then_with(|| a.def.id.cmp(&b.def.id))
+        });
+        v
+    }
+
+    /// One pending one-shot.
+    pub fn oneshot(&self, id: &str) -> Option<OneShotStatus> {
+        self.oneshots.get(id).map(|s| OneShotStatus {
+            def: s.def.clone(),
+            next_attempt_at: s.entry.and_then(|e| self.heap.due_of(e)),
+            running: s.running,
+        })
+    }
+
+    /// How many one-shots are pending.
+    pub fn oneshot_count(&self) -> usize {
+        self.oneshots.len()
+    }
+
     // ---- internals -------------------------------------------------------
 
     /// Pops and handles every heap entry due at `now`.
@@ -627,6 +872,11 @@ impl Engine {
                 Due::Occurrence { job, at, jitter } => {
                     self.on_occurrence(&job, id, at, jitter, now, out)
                 }
+                Due::OneShot {
+                    id,
+                    attempt,
+                    trigger,
+                } => self.on_oneshot_due(&id, attempt, trigger, now, out),
                 Due::Retry {
                     job,
                     scheduled,
@@ -654,6 +904,97 @@ impl Engine {
             }
         }
         self.fill_slots(now, out);
+    }
+
+    fn schedule_oneshot(&mut self, shot: OneShot, trigger: Trigger, now: DateTime<Utc>) {
+        let id = shot.id.clone();
+        let due = shot.due.max(now);
+        let entry = self.heap.insert(
+            due,
+            Due::OneShot {
+                id: id.clone(),
+                attempt: 1,
+                trigger,
+            },
+        );
+        self.oneshots.insert(
+            id,
+            ShotState {
+                def: Arc::new(shot),
+                entry: Some(entry),
+                running: false,
+            },
+        );
+    }
+
+    fn on_oneshot_due(
+        &mut self,
+        id: &str,
+        attempt: u32,
+        trigger: Trigger,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        if self.stopping {
+            return;
+        }
+        let Some(shot) = self.oneshots.get_mut(id) else {
+            return;
+        };
+        shot.entry = None;
+        let scheduled = shot.def.due;
+        let mut p = self.new_pending(id, trigger, attempt, scheduled, Duration::ZERO, now);
+        p.oneshot = true;
+        self.enqueue(p, now, out);
+    }
+
+    /// A one-shot's run ended: retry per its policy, or it is done.
+    fn finish_oneshot(
+        &mut self,
+        active: &Active,
+        mut rec: Record,
+        status: RunStatus,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let id = active.pending.job.clone();
+        let retryable = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
+        let mut done = true;
+        if let Some(shot) = self.oneshots.get_mut(&id) {
+            shot.running = false;
+            if retryable && !self.stopping && active.stop.is_none() {
+                let attempt = active.pending.attempt;
+                let policy = shot.def.retry_policy();
+                if let Some(delay) = policy.delay_for(attempt, self.rng.f64()) {
+                    let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
+                    let entry = self.heap.insert(
+                        at,
+                        Due::OneShot {
+                            id: id.clone(),
+                            attempt: attempt + 1,
+                            trigger: Trigger::Retry,
+                        },
+                    );
+                    shot.entry = Some(entry);
+                    rec.detail = Some(json!({
+                        "retry_at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    }));
+                    done = false;
+                } else if policy.attempts > 0 {
+                    rec.detail = Some(json!({ "retries_exhausted": true }));
+                }
+            }
+            if self.stopping && active.stop == Some(StopReason::Shutdown) {
+                // Terminated by shutdown: still pending, it runs again at the
+                // next start (at-least-once).
+                done = false;
+            }
+        }
+        out.push(Action::Record(Box::new(rec)));
+        if done {
+            self.oneshots.remove(&id);
+            out.push(Action::OneShotDone { id });
+        }
     }
 
     fn on_occurrence(
@@ -883,6 +1224,7 @@ impl Engine {
         Pending {
             run: run_id(now, self.run_counter),
             job: name.to_string(),
+            oneshot: false,
             attempt,
             trigger,
             scheduled,
@@ -1018,13 +1360,24 @@ impl Engine {
             let Some(p) = self.ready.pop_front() else {
                 break;
             };
-            let Some(state) = self.jobs.get(&p.job) else {
-                continue;
+            let def = if p.oneshot {
+                match self.oneshots.get_mut(&p.job) {
+                    Some(shot) => {
+                        shot.running = true;
+                        Def::OneShot(shot.def.clone())
+                    }
+                    None => continue,
+                }
+            } else {
+                match self.jobs.get(&p.job) {
+                    Some(state) => Def::Job(state.def.clone()),
+                    None => continue,
+                }
             };
-            let def = state.def.clone();
             out.push(Action::Start(StartRun {
                 run: p.run.clone(),
-                job: def.clone(),
+                name: p.job.clone(),
+                def: def.clone(),
                 attempt: p.attempt,
                 trigger: p.trigger,
                 scheduled: p.scheduled,
@@ -1051,6 +1404,11 @@ impl Engine {
         out: &mut Vec<Action>,
     ) {
         let name = active.pending.job.clone();
+        if active.pending.oneshot {
+            self.finish_oneshot(&active, rec, status, now, out);
+            self.fill_slots(now, out);
+            return;
+        }
         let Some(state) = self.jobs.get_mut(&name) else {
             out.push(Action::Record(Box::new(rec)));
             return;
@@ -1071,11 +1429,7 @@ impl Engine {
             });
         }
         let retryable = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
-        if retryable
-            && !state.removed
-            && !self.stopping
-            && active.pending.trigger != Trigger::Oneshot
-        {
+        if retryable && !state.removed && !self.stopping {
             let attempt = active.pending.attempt;
             let unit = self.rng.f64();
             if let Some(delay) = state.def.retry.delay_for(attempt, unit) {

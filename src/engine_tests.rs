@@ -118,7 +118,7 @@ impl Sim {
                 Action::Start(s) => {
                     self.started.push((
                         s.run.clone(),
-                        s.job.name.clone(),
+                        s.name.clone(),
                         s.scheduled,
                         self.now,
                         s.trigger,
@@ -495,14 +495,14 @@ fn catch_up_policies_after_downtime() {
         .find(|r| r.event == Event::Missed && r.job.as_deref() == Some("none"))
         .unwrap();
     assert_eq!(missed_none.count, Some(4));
-    assert!(s.iter().all(|x| x.job.name != "none"));
+    assert!(s.iter().all(|x| x.name != "none"));
     // once: one catch-up run for the latest missed occurrence.
-    let once_runs: Vec<_> = s.iter().filter(|x| x.job.name == "once").collect();
+    let once_runs: Vec<_> = s.iter().filter(|x| x.name == "once").collect();
     assert_eq!(once_runs.len(), 1);
     assert_eq!(once_runs[0].trigger, Trigger::CatchUp);
     assert_eq!(once_runs[0].scheduled, at("2026-11-29T10:00:00Z"));
     // all: limit 3 → 08, 09, 10 run one after another; 07 recorded missed.
-    let all_runs: Vec<_> = s.iter().filter(|x| x.job.name == "all").collect();
+    let all_runs: Vec<_> = s.iter().filter(|x| x.name == "all").collect();
     assert_eq!(
         all_runs.len(),
         1,
@@ -542,7 +542,7 @@ fn forward_clock_step_applies_catch_up_and_backward_never_repeats() {
     let s = starts(&a);
     assert_eq!(s.len(), 1);
     assert_eq!(
-        (s[0].job.name.as_str(), s[0].trigger),
+        (s[0].name.as_str(), s[0].trigger),
         ("once", Trigger::CatchUp)
     );
     let missed = records(&a)
@@ -640,7 +640,8 @@ fn a_job_due_in_the_same_instant_as_a_reload_runs_exactly_once() {
     let s = starts(&a);
     assert_eq!(s.len(), 1, "fired by the reload's own advance");
     assert_eq!(
-        s[0].job.command, "true",
+        s[0].def.job().unwrap().command,
+        "true",
         "a run already due belongs to the old definition"
     );
     assert!(

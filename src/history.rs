@@ -65,6 +65,8 @@ pub enum RunStatus {
     Killed,
     Skipped,
     Interrupted,
+    /// A pending one-shot cancelled by the operator before it ran.
+    Cancelled,
 }
 
 impl RunStatus {
@@ -80,6 +82,7 @@ impl RunStatus {
             RunStatus::Killed => "killed",
             RunStatus::Skipped => "skipped",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Cancelled => "cancelled",
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod duration;
 pub mod engine;
 pub mod executor;
 pub mod history;
+pub mod oneshot;
 pub mod schedule;
 pub mod state_dir;
 pub mod suggest;

@@ -20,6 +20,10 @@ fn main() {
         Command::Reload => commands::reload::run(g),
         Command::History(a) => commands::history::run(g, a),
         Command::Logs(a) => commands::logs::run(g, a),
+        Command::Submit(a) => commands::submit::submit(g, a),
+        Command::At(a) => commands::submit::at(g, a),
+        Command::Cancel(a) => commands::cancel::run(g, a),
+        Command::Pending(a) => commands::pending::run(g, a),
     };
     std::process::exit(code);
 }

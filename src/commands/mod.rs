@@ -1,14 +1,17 @@
 //! One file per subcommand; each is thin and delegates to the modules.
 
+pub mod cancel;
 pub mod check;
 pub mod history;
 pub mod list;
 pub mod logs;
 pub mod next;
 pub mod pause;
+pub mod pending;
 pub mod reload;
 pub mod run;
 pub mod status;
+pub mod submit;
 pub mod trigger;
 
 use std::path::PathBuf;

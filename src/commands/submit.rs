@@ -1,0 +1,213 @@
+//! `rea submit` and `rea at`: one-shot jobs. The command is stored as an
+//! argv (no shell unless `--shell`), with this shell's working directory and
+//! only the `--env` variables given. The daemon answers once the one-shot is
+//! durable.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration as CDuration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde_json::json;
+
+use crate::cli::{exit, AtArgs, Global, OneShotOpts, SubmitArgs};
+use crate::control::{Request, Submission};
+use crate::oneshot::OneShotRetry;
+
+/// When a one-shot runs.
+enum When {
+    In(std::time::Duration),
+    At(DateTime<Utc>),
+}
+
+pub fn submit(global: &Global, args: &SubmitArgs) -> i32 {
+    let when = match (&args.in_, &args.at) {
+        (Some(d), None) => match crate::duration::parse(d) {
+            Ok(d) => When::In(d),
+            Err(e) => return super::fail(exit::INVALID, format!("--in: {e}")),
+        },
+        (None, Some(t)) => match parse_time(t, args.tz.as_deref(), Utc::now()) {
+            Ok(w) => w,
+            Err(e) => return super::fail(exit::INVALID, e),
+        },
+        _ => return super::fail(exit::INVALID, "say when: --in DURATION or --at TIME"),
+    };
+    send(global, &args.opts, when)
+}
+
+pub fn at(global: &Global, args: &AtArgs) -> i32 {
+    match parse_time(&args.time, args.tz.as_deref(), Utc::now()) {
+        Ok(when) => send(global, &args.opts, when),
+        Err(e) => super::fail(exit::INVALID, e),
+    }
+}
+
+fn duration_ms(flag: &str, v: &Option<String>) -> Result<Option<u64>, String> {
+    v.as_deref()
+        .map(|t| {
+            crate::duration::parse(t)
+                .map(|d| d.as_millis() as u64)
+                .map_err(|e| format!("{flag}: {e}"))
+        })
+        .transpose()
+}
+
+fn send(global: &Global, o: &OneShotOpts, when: When) -> i32 {
+    let mut env = BTreeMap::new();
+    for kv in &o.env {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                env.insert(k.to_string(), v.to_string());
+            }
+            _ => return super::fail(exit::INVALID, format!("--env {kv:?}: write KEY=VALUE")),
+        }
+    }
+    let dir = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            return super::fail(
+                exit::FAILURE,
+                format!("cannot read the working directory: {e}"),
+            )
+        }
+    };
+    let parsed = (|| -> Result<_, String> {
+        Ok((
+            duration_ms("--timeout", &o.timeout)?,
+            duration_ms("--expire", &o.expire)?,
+            duration_ms("--retry-delay", &o.retry_delay)?,
+            duration_ms("--retry-max-delay", &o.retry_max_delay)?,
+        ))
+    })();
+    let (timeout_ms, expire_ms, delay_ms, max_delay_ms) = match parsed {
+        Ok(v) => v,
+        Err(e) => return super::fail(exit::INVALID, e),
+    };
+    let argv = if o.shell {
+        vec![o.command.join(" ")]
+    } else {
+        o.command.clone()
+    };
+    let (at, in_ms) = match when {
+        When::In(d) => (None, Some(d.as_millis() as u64)),
+        When::At(t) => (Some(t), None),
+    };
+    let sub = Submission {
+        name: o.name.clone(),
+        argv,
+        shell: o.shell,
+        dir,
+        env,
+        at,
+        in_ms,
+        expire_ms,
+        timeout_ms,
+        retry: OneShotRetry {
+            attempts: o.retry,
+            delay_ms,
+            max_delay_ms,
+        },
+        tags: o.tags.clone(),
+    };
+    let mut client = match super::connect(global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let resp = match client.request(&Request::Submit(sub)) {
+        Ok(r) => r,
+        Err(e) => return super::client_error(e),
+    };
+    if !resp.ok && resp.code.as_deref() == Some("duplicate") {
+        // Idempotent for callers that retry: say so distinctly.
+        eprintln!("rea: {}", resp.error.unwrap_or_default());
+        return exit::DUPLICATE;
+    }
+    let data = match super::response_data(resp) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    if o.json {
+        println!("{}", json!({ "id": data["id"], "due": data["due"] }));
+    } else {
+        println!("{}", data["id"].as_str().unwrap_or(""));
+    }
+    exit::OK
+}
+
+/// `rea at` times: `now + 30m` / `+30m`, RFC 3339, `YYYY-MM-DD HH:MM[:SS]`
+/// (or with `T`) in `zone`, `HH:MM[:SS]` (the next such time) in `zone`.
+/// `zone` defaults to the machine's (`local`), as `at(1)` does.
+fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When, String> {
+    let t = text.trim();
+    let rel = t.strip_prefix("now").map(str::trim_start).unwrap_or(t);
+    if let Some(d) = rel.strip_prefix('+') {
+        return crate::duration::parse(d.trim())
+            .map(When::In)
+            .map_err(|e| format!("{text:?}: {e}"));
+    }
+    if t == "now" {
+        return Ok(When::In(std::time::Duration::ZERO));
+    }
+    if let Ok(i) = DateTime::parse_from_rfc3339(t) {
+        return Ok(When::At(i.with_timezone(&Utc)));
+    }
+    let tz: Tz = crate::zone::resolve(zone.unwrap_or("local")).map_err(|e| e.message)?;
+    let local = |naive: NaiveDateTime| -> Result<DateTime<Utc>, String> {
+        tz.from_local_datetime(&naive)
+            .earliest()
+            .map(|d| d.with_timezone(&Utc))
+            .ok_or_else(|| format!("{text:?} does not exist in {tz} (a daylight saving gap)"))
+    };
+    for fmt in [
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Ok(n) = NaiveDateTime::parse_from_str(t, fmt) {
+            return local(n).map(When::At);
+        }
+    }
+    for fmt in ["%H:%M:%S", "%H:%M"] {
+        if let Ok(time) = NaiveTime::parse_from_str(t, fmt) {
+            let today: NaiveDate = now.with_timezone(&tz).date_naive();
+            let mut at = local(today.and_time(time))?;
+            if at <= now {
+                at = local((today + CDuration::days(1)).and_time(time))?;
+            }
+            return Ok(When::At(at));
+        }
+    }
+    Err(format!(
+        "cannot read the time {text:?}: write \"14:30\", \"2026-12-01 10:00\", \"2026-12-01T10:00:00+08:00\" or \"now + 30m\""
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn at(text: &str) -> String {
+        match parse_time(text, Some("Asia/Shanghai"), now()).unwrap() {
+            When::At(t) => t.to_rfc3339(),
+            When::In(d) => format!("in {}", d.as_secs()),
+        }
+    }
+
+    #[test]
+    fn reads_the_familiar_spellings() {
+        assert_eq!(at("now + 30m"), "in 1800");
+        assert_eq!(at("+1h"), "in 3600");
+        assert_eq!(at("2026-12-01T10:00:00+08:00"), "2026-12-01T02:00:00+00:00");
+        assert_eq!(at("2026-12-01 10:00"), "2026-12-01T02:00:00+00:00");
+        // 12:00Z is 20:00 in Shanghai: 21:30 is today, 19:00 tomorrow.
+        assert_eq!(at("21:30"), "2026-11-29T13:30:00+00:00");
+        assert_eq!(at("19:00"), "2026-11-30T11:00:00+00:00");
+        assert!(parse_time("teatime", Some("UTC"), now()).is_err());
+    }
+}
