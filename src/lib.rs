@@ -16,4 +16,5 @@ pub mod state_dir;
 pub mod suggest;
 pub mod table;
 pub mod timer;
+pub mod watch;
 pub mod zone;
