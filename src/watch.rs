@@ -145,6 +145,12 @@ enum Input {
 /// Call it *before* loading the file for the first time: the content seen
 /// here is the baseline, so an edit between this call and the load is
 /// reported (a harmless extra reload) instead of lost.
+///
+/// In the daemon's loop: `Modified` → reload (keeping the old config if the
+/// new one is invalid); `Missing` → warn that the file is gone and keep the
+/// last good config; `Warning(m)` → log `m`. Keep the `Watcher` alive for as
+/// long as the receiver is polled: once it is dropped the channel closes and
+/// `recv()` returns `None` at once, every time.
 pub fn watch(file: &Path) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     watch_with(file, Timing::default())
 }
@@ -755,6 +761,29 @@ mod tests {
         // Long enough for a check to find the file missing.
         std::thread::sleep(Duration::from_millis(300));
         fs::write(&file, "a = 2\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+    }
+
+    #[tokio::test]
+    async fn directory_deleted_then_recreated() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("rea");
+        let file = dir.join("jobs.toml");
+        fs::create_dir(&dir).unwrap();
+        fs::write(&file, "a = 1\n").unwrap();
+        let timing = Timing {
+            missing_grace: Duration::from_secs(5),
+            ..Timing::default()
+        };
+        let (_w, mut rx) = watch_with(&file, timing).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        // Long enough for a check to move the watch up to `top`.
+        std::thread::sleep(Duration::from_millis(300));
+        fs::create_dir(&dir).unwrap();
+        fs::write(&file, "a = 2\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+        // And the re-created directory is watched again.
+        fs::write(&file, "a = 3\n").unwrap();
         expect_one(&mut rx, Change::Modified).await;
     }
 
