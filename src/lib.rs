@@ -18,4 +18,5 @@ pub mod state_dir;
 pub mod suggest;
 pub mod table;
 pub mod timer;
+pub mod watch;
 pub mod zone;
