@@ -397,9 +397,13 @@ impl Client {
             v: VERSION,
             request: request.clone(),
         };
-        self.writer
-            .write_all(line(&env).as_bytes())
-            .map_err(|e| ClientError::Io(format!("cannot send to the daemon: {e}")))?;
+        if let Err(e) = self.writer.write_all(line(&env).as_bytes()) {
+            // A daemon that refuses a peer answers and hangs up at once, maybe
+            // before our request went out: its answer says why.
+            return self
+                .read_response()
+                .map_err(|_| ClientError::Io(format!("cannot send to the daemon: {e}")));
+        }
         self.read_response()
     }
 

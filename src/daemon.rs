@@ -88,6 +88,15 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         )),
         state_dir::LockError::Io(m) => StartError::Other(m),
     })?;
+    // Watch before the first load: an edit in between then causes one
+    // harmless extra reload instead of being lost.
+    let (watcher, mut changes) = match crate::watch::watch(&opts.file) {
+        Ok((w, rx)) => (Some(w), rx),
+        Err(e) => {
+            warn!("{e}; the job file is not watched (reload with SIGHUP or `rea reload`)");
+            (None, tokio::sync::mpsc::unbounded_channel().1)
+        }
+    };
     let config = load(&opts).map_err(StartError::Config)?;
     let history = JsonlHistory::open(
         &opts.state_dir,
@@ -196,6 +205,17 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                     error!("timer error: {e}");
                 }
                 actions.extend(d.engine.wake(Utc::now(), changed));
+            },
+            Some(change) = changes.recv(), if watcher.is_some() => match change {
+                crate::watch::Change::Modified => {
+                    info!("the job file changed; reloading");
+                    let _ = d.reload(&mut actions);
+                }
+                crate::watch::Change::Missing => warn!(
+                    file = %opts.file.display(),
+                    "the job file is gone; still running the last good configuration"
+                ),
+                crate::watch::Change::Warning(m) => warn!("{m}"),
             },
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the job file");

@@ -136,7 +136,7 @@ impl Sim {
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
-                Action::Terminate { .. } => {}
+                Action::Terminate { .. } | Action::OneShotDone { .. } => {}
             }
         }
     }
@@ -799,4 +799,114 @@ fn run_ids_are_unique_and_sort_by_time() {
         run_id(at("2026-11-29T00:00:00Z"), 1),
         run_id(at("2026-11-29T00:00:00Z"), 2)
     );
+}
+
+fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {
+    crate::oneshot::OneShot {
+        id: id.into(),
+        argv: vec!["true".into()],
+        shell: false,
+        dir: "/".into(),
+        env: Default::default(),
+        due: at(due),
+        submitted: at("2026-11-29T00:00:00Z"),
+        expire_ms: None,
+        timeout_ms: None,
+        retry: Default::default(),
+        tags: vec![],
+    }
+}
+
+#[test]
+fn one_shots_fire_at_their_instant_and_are_then_done() {
+    let cfg = config(vec![job("j", "@yearly")], 8);
+    let mut engine = Engine::new(&cfg, 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    assert!(engine
+        .submit(shot("o", "2026-11-29T00:30:00Z"), now)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        engine
+            .submit(shot("o", "2026-11-29T00:30:00Z"), now)
+            .unwrap_err(),
+        SubmitError::Duplicate("a one-shot named \"o\" is already pending".into())
+    );
+    assert!(matches!(
+        engine.submit(shot("j", "2026-11-29T00:30:00Z"), now),
+        Err(SubmitError::NameTaken(_))
+    ));
+    assert_eq!(engine.next_wake(), Some(at("2026-11-29T00:30:00Z")));
+    let t = at("2026-11-29T00:30:00Z");
+    let a = engine.wake(t, false);
+    let s = starts(&a);
+    assert_eq!((s[0].name.as_str(), s[0].trigger), ("o", Trigger::Oneshot));
+    engine.spawned(&s[0].run, Ok(Started { pid: 1, at: t }), t);
+    let a = engine.finished(&s[0].run, &outcome(1, t, t, 0), t);
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::OneShotDone { id } if id == "o")));
+    assert_eq!(engine.oneshot_count(), 0);
+}
+
+#[test]
+fn restored_one_shots_catch_up_or_expire() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg, 1);
+    let now = at("2026-11-29T01:00:00Z");
+    engine.start(now, Recovered::default());
+    let mut stale = shot("stale", "2026-11-29T00:00:00Z");
+    stale.expire_ms = Some(60_000);
+    let a = engine.restore(
+        vec![
+            shot("late", "2026-11-29T00:00:00Z"),
+            stale,
+            shot("future", "2026-11-29T02:00:00Z"),
+        ],
+        now,
+    );
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].trigger),
+        ("late", Trigger::CatchUp)
+    );
+    let r = records(&a);
+    assert!(r
+        .iter()
+        .any(|r| r.job.as_deref() == Some("stale") && r.status == Some(RunStatus::Skipped)));
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::OneShotDone { id } if id == "stale")));
+    assert_eq!(engine.oneshot_count(), 2);
+}
+
+#[test]
+fn cancel_removes_a_pending_one_shot_and_refuses_a_running_one_without_kill() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg, 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    engine
+        .submit(shot("p", "2026-11-29T05:00:00Z"), now)
+        .unwrap();
+    engine
+        .submit(shot("r", "2026-11-29T00:00:00Z"), now)
+        .unwrap();
+    let (res, a) = engine.cancel_oneshot("p", false, now).unwrap();
+    assert_eq!(res, CancelResult::Cancelled);
+    assert_eq!(records(&a)[0].status, Some(RunStatus::Cancelled));
+    assert_eq!(engine.next_wake(), None, "its heap entry is gone");
+    assert!(matches!(
+        engine.cancel_oneshot("r", false, now),
+        Err(SubmitError::Running(_))
+    ));
+    let (res, a) = engine.cancel_oneshot("r", true, now).unwrap();
+    assert_eq!(res, CancelResult::Killing);
+    assert!(a.iter().any(|x| matches!(x, Action::Terminate { .. })));
+    assert!(matches!(
+        engine.cancel_oneshot("zz", false, now),
+        Err(SubmitError::Unknown(_))
+    ));
 }

@@ -7,3 +7,5 @@ mod check;
 mod daemon;
 mod live;
 mod next;
+mod oneshot;
+mod reload;

@@ -179,7 +179,8 @@ fn an_invalid_reload_keeps_the_old_jobs_and_shows_a_banner_until_fixed() {
         .code(2)
         .stderr_has("unknown field \"comand\"")
         .stderr_has("last good configuration");
-    assert_eq!(env.events("config_rejected").len(), 1);
+    // The watcher may have rejected the same edit first.
+    assert!(!env.events("config_rejected").is_empty());
     let before = env.runs("tick", "succeeded").len();
     env.wait_until("the old job to keep firing", || {
         env.runs("tick", "succeeded").len() > before + 1
@@ -200,10 +201,14 @@ fn an_invalid_reload_keeps_the_old_jobs_and_shows_a_banner_until_fixed() {
         "banner still shown:\n{}",
         status.stdout
     );
+    // The watcher or SIGHUP (whichever came first) applied the difference.
     let loaded = env.events("config_loaded");
-    let last = loaded.last().unwrap();
-    assert_eq!(last["detail"]["added"], 1);
-    assert_eq!(last["detail"]["removed"], 1);
+    assert!(
+        loaded
+            .iter()
+            .any(|l| l["detail"]["added"] == 1 && l["detail"]["removed"] == 1),
+        "{loaded:?}"
+    );
 }
 
 #[test]
