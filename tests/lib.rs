@@ -7,3 +7,4 @@ mod check;
 mod daemon;
 mod list;
 mod next;
+mod status;

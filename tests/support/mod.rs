@@ -54,9 +54,11 @@ impl Env {
         self.path("jobs.toml")
     }
 
-    /// Writes `jobs.toml` (mode 0600, as a careful admin would).
+    /// Writes `jobs.toml` (mode 0600, as a careful admin would). `@ROOT@`
+    /// stands for the sandbox's absolute path (job `dir`s must be absolute).
     pub fn jobs(&self, toml: &str) -> &Env {
-        self.write("jobs.toml", toml);
+        let root = self.dir.path().display().to_string();
+        self.write("jobs.toml", &toml.replace("@ROOT@", &root));
         fs::set_permissions(self.jobs_path(), fs::Permissions::from_mode(0o600)).expect("chmod");
         self
     }
@@ -154,9 +156,21 @@ impl Env {
             child: Some(child),
             log: self.path(&format!("daemon-{starts_before}.log")),
         };
-        self.wait_until("the daemon to start", || {
-            self.events("daemon_started").len() > starts_before
-        });
+        let mut d = d;
+        let deadline = Instant::now() + PATIENCE;
+        while self.events("daemon_started").len() <= starts_before {
+            if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!(
+                    "rea run exited ({status}) instead of starting; log:\n{}",
+                    d.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the daemon to start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         d
     }
 
