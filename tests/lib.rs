@@ -5,7 +5,9 @@ mod support;
 
 mod check;
 mod daemon;
+mod list;
 mod live;
 mod next;
 mod oneshot;
 mod reload;
+mod status;

@@ -3,9 +3,12 @@
 use crate::cli::{exit, CheckArgs, Global};
 use crate::config;
 
-pub fn run(global: &Global, _args: &CheckArgs) -> i32 {
+pub fn run(global: &Global, args: &CheckArgs) -> i32 {
     let path = super::job_file(global);
-    match config::load(&path) {
+    let options = config::LoadOptions {
+        allow_insecure_permissions: args.allow_insecure,
+    };
+    match config::load_with(&path, options) {
         Ok(cfg) => {
             let n = cfg.jobs.len();
             println!(

@@ -35,10 +35,14 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
                 if e.suggestions.is_empty() {
                     msg.push_str("\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"");
                 } else {
-                    msg.push_str(&format!(
-                        "\n  hint: did you mean {}?",
-                        e.suggestions.join(", ")
-                    ));
+                    // The same phrasing as the job file's zone errors.
+                    let quoted: Vec<String> =
+                        e.suggestions.iter().map(|s| format!("{s:?}")).collect();
+                    let hint = match quoted.as_slice() {
+                        [one] => format!("did you mean {one}?"),
+                        many => format!("did you mean one of {}?", many.join(", ")),
+                    };
+                    msg.push_str(&format!("\n  hint: {hint}"));
                 }
                 return super::fail(exit::INVALID, msg);
             }
@@ -115,6 +119,13 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
         if schedule.is_reboot() {
             eprintln!(
                 "rea: {:?} fires only when the daemon starts",
+                schedule.source()
+            );
+        } else if fires.is_empty() && schedule.next_after(DateTime::UNIX_EPOCH, tz).is_none() {
+            // Nothing since 1970 means nothing ever: the day fields contradict
+            // each other (every single field value is valid by parsing).
+            eprintln!(
+                "rea: {:?} never fires: no date matches its day-of-month, month and day-of-week fields together",
                 schedule.source()
             );
         } else {

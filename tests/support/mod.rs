@@ -54,9 +54,11 @@ impl Env {
         self.path("jobs.toml")
     }
 
-    /// Writes `jobs.toml` (mode 0600, as a careful admin would).
+    /// Writes `jobs.toml` (mode 0600, as a careful admin would). `@ROOT@`
+    /// stands for the sandbox's absolute path (job `dir`s must be absolute).
     pub fn jobs(&self, toml: &str) -> &Env {
-        self.write("jobs.toml", toml);
+        let root = self.dir.path().display().to_string();
+        self.write("jobs.toml", &toml.replace("@ROOT@", &root));
         fs::set_permissions(self.jobs_path(), fs::Permissions::from_mode(0o600)).expect("chmod");
         self
     }
@@ -74,22 +76,57 @@ impl Env {
         fs::read_to_string(self.path(rel)).unwrap_or_default()
     }
 
+    /// Writes `jobs.toml` from raw bytes (mode 0600).
+    pub fn jobs_bytes(&self, bytes: &[u8]) -> &Env {
+        fs::write(self.jobs_path(), bytes).expect("write");
+        fs::set_permissions(self.jobs_path(), fs::Permissions::from_mode(0o600)).expect("chmod");
+        self
+    }
+
     /// `rea ARGS` with the sandbox's job file and state directory.
     pub fn rea(&self, args: &[&str]) -> Run {
+        self.rea_env(
+            args,
+            &[("REA_FILE", self.jobs_path().to_str().expect("utf-8 path"))],
+        )
+    }
+
+    /// `rea ARGS` in the sandbox with the state directory set and exactly
+    /// `vars` added (no `REA_FILE` unless given): for file resolution tests.
+    pub fn rea_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(rea_bin());
         cmd.args(args)
             .current_dir(self.dir.path())
-            .env("REA_FILE", self.jobs_path())
+            .env_remove("REA_FILE")
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
         let out = cmd.output().expect("run rea");
-        Run {
+        let run = Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        };
+        assert!(
+            !run.stderr.contains("panicked"),
+            "rea panicked:\n{}",
+            run.stderr
+        );
+        run
+    }
+
+    /// `rea check -f jobs.toml` (a relative name, so messages start with
+    /// `jobs.toml:`) on `toml`; asserts exit 2 and returns stderr.
+    pub fn check_fails(&self, toml: &str) -> String {
+        self.jobs(toml);
+        let out = self.rea(&["check", "-f", "jobs.toml"]);
+        out.code(2);
+        assert_eq!(out.stdout, "", "nothing on stdout for an invalid file");
+        out.stderr
     }
 
     /// Starts `rea run` and waits until its `daemon_started` line is in the
@@ -119,9 +156,21 @@ impl Env {
             child: Some(child),
             log: self.path(&format!("daemon-{starts_before}.log")),
         };
-        self.wait_until("the daemon to start", || {
-            self.events("daemon_started").len() > starts_before
-        });
+        let mut d = d;
+        let deadline = Instant::now() + PATIENCE;
+        while self.events("daemon_started").len() <= starts_before {
+            if let Some(status) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!(
+                    "rea run exited ({status}) instead of starting; log:\n{}",
+                    d.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the daemon to start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         d
     }
 
