@@ -5,6 +5,7 @@ pub mod backoff;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod crontab;
 pub mod daemon;
 pub mod dispatcher;
 pub mod duration;

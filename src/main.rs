@@ -14,6 +14,7 @@ fn main() {
         Command::List(a) => commands::list::run(g, a),
         Command::Next(a) => commands::next::run(g, a),
         Command::Status(a) => commands::status::run(g, a),
+        Command::Import(a) => commands::import::run(g, a),
     };
     std::process::exit(code);
 }

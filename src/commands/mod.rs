@@ -1,6 +1,7 @@
 //! One file per subcommand; each is thin and delegates to the modules.
 
 pub mod check;
+pub mod import;
 pub mod list;
 pub mod next;
 pub mod run;
