@@ -5,4 +5,5 @@ mod support;
 
 mod check;
 mod daemon;
+mod import;
 mod next;
