@@ -95,6 +95,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Pending one-shot jobs, by due time
     Pending(PendingArgs),
+    /// Convert crontabs (crontab -l, /etc/crontab, /etc/cron.d/*) into a job file
+    Import(ImportArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -323,4 +325,27 @@ pub struct PendingArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Crontabs to convert; "-" reads standard input (e.g. `crontab -l | rea import -`)
+    #[arg(value_name = "FILE|-", required = true)]
+    pub files: Vec<String>,
+    /// Read every file as a system crontab (a user name after the time fields)
+    /// [default: files under /etc, or whose 6th field is always a known user]
+    #[arg(long, conflicts_with = "user")]
+    pub system: bool,
+    /// Read every file as a user crontab (`crontab -l` output)
+    #[arg(long)]
+    pub user: bool,
+    /// Write the job file here instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Overwrite the --output file if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// Zone for jobs without CRON_TZ (cron uses the machine's zone)
+    #[arg(long, value_name = "ZONE", default_value = "local")]
+    pub timezone: String,
 }

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod control;
+pub mod crontab;
 pub mod daemon;
 pub mod dispatcher;
 pub mod duration;

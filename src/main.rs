@@ -24,6 +24,7 @@ fn main() {
         Command::At(a) => commands::submit::at(g, a),
         Command::Cancel(a) => commands::cancel::run(g, a),
         Command::Pending(a) => commands::pending::run(g, a),
+        Command::Import(a) => commands::import::run(g, a),
     };
     std::process::exit(code);
 }

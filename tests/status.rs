@@ -142,7 +142,7 @@ fn names_the_running_daemon() {
     let d = env.daemon();
     env.rea(&["status"])
         .ok()
-        .stdout_has(&format!("daemon: running (pid {});", d.pid()));
+        .stdout_has(&format!("daemon: running (pid {},", d.pid()));
     let v = env.rea(&["status", "--json"]).json();
     assert_eq!(v["daemon"]["running"], true);
     assert_eq!(v["daemon"]["pid"], d.pid());

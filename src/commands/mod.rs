@@ -3,6 +3,7 @@
 pub mod cancel;
 pub mod check;
 pub mod history;
+pub mod import;
 pub mod list;
 pub mod logs;
 pub mod next;

@@ -12,7 +12,11 @@ use crate::state_dir;
 use crate::table::Table;
 
 pub fn run(global: &Global, args: &StatusArgs) -> i32 {
-    match super::connect(global) {
+    let dir = match super::state_dir(global) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    match crate::control::Client::connect(&dir) {
         Ok(mut client) => {
             let request = crate::control::Request::Status {
                 job: args.job.clone(),
@@ -22,8 +26,9 @@ pub fn run(global: &Global, args: &StatusArgs) -> i32 {
                 Err(code) => code,
             }
         }
-        Err(exit::NO_DAEMON) => offline(global, args),
-        Err(code) => code,
+        // No daemon: the offline view says so itself.
+        Err(crate::control::ClientError::NoDaemon(_)) => offline(global, args),
+        Err(e) => super::client_error(e),
     }
 }
 

@@ -1,0 +1,164 @@
+//! `rea import FILE|-...`: crontabs → a job file. Reads the files, decides
+//! each one's format, and prints; the conversion is `crate::crontab`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::cli::{exit, Global, ImportArgs};
+use crate::crontab::{self, Format, Options, Source};
+
+pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
+    if let Some(out) = &args.output {
+        if out.exists() && !args.force {
+            return super::fail(
+                exit::FAILURE,
+                format!("{} exists; pass --force to overwrite it", out.display()),
+            );
+        }
+    }
+    if let Err(e) = crate::zone::resolve(&args.timezone) {
+        return super::fail(exit::INVALID, format!("--timezone: {e}"));
+    }
+    let users = known_users();
+    let mut sources = Vec::new();
+    for file in &args.files {
+        let (name, text) = match read(file) {
+            Ok(read) => read,
+            Err(e) => return super::fail(exit::FAILURE, format!("cannot read {file}: {e}")),
+        };
+        let path = Path::new(file);
+        let format = if args.system {
+            Format::System
+        } else if args.user {
+            Format::User
+        } else if file.starts_with("/etc/") {
+            Format::System
+        } else if crontab::looks_like_system(&String::from_utf8_lossy(&text), &|u| {
+            users.iter().any(|k| k == u)
+        }) {
+            eprintln!(
+                "rea: {name}: read as a system crontab (field 6 is always a user name); pass --user if it is not"
+            );
+            Format::System
+        } else {
+            Format::User
+        };
+        let in_cron_d = file != "-"
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|d| d == "cron.d");
+        sources.push(Source {
+            name,
+            text,
+            format,
+            in_cron_d,
+        });
+    }
+    let options = Options {
+        timezone: args.timezone.clone(),
+    };
+    let import = crontab::import(&sources, &options);
+    let toml = crontab::render(&import);
+
+    // The output must pass `rea check`; if it does not, the converter has a
+    // bug, and writing a broken file would only hide it.
+    let check_path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("<import>"));
+    if let Err(diags) = crate::config::parse(toml.as_bytes(), &check_path) {
+        super::print_diagnostics(&diags);
+        return super::fail(
+            exit::FAILURE,
+            "internal error: the converted job file does not pass `rea check` (please report this with the crontab)",
+        );
+    }
+
+    for d in &import.diagnostics {
+        eprintln!("{d}");
+    }
+    eprintln!(
+        "rea: {} job{} from {} file{}; {} line{} not converted, {} warning{}, {} comment line{} not carried over",
+        import.jobs.len(),
+        plural(import.jobs.len()),
+        sources.len(),
+        plural(sources.len()),
+        import.errors(),
+        plural(import.errors()),
+        import.warnings(),
+        plural(import.warnings()),
+        import.comments,
+        plural(import.comments),
+    );
+
+    match &args.output {
+        None => print!("{toml}"),
+        Some(path) => {
+            if let Err(e) = write_private(path, &toml) {
+                return super::fail(
+                    exit::FAILURE,
+                    format!("cannot write {}: {e}", path.display()),
+                );
+            }
+            eprintln!(
+                "rea: wrote {}; check it with: rea check -f {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    if import.errors() > 0 {
+        exit::INVALID
+    } else {
+        exit::OK
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn read(file: &str) -> std::io::Result<(String, Vec<u8>)> {
+    let mut text = Vec::new();
+    if file == "-" {
+        std::io::stdin().read_to_end(&mut text)?;
+        Ok(("<stdin>".to_string(), text))
+    } else {
+        std::fs::File::open(file)?.read_to_end(&mut text)?;
+        Ok((file.to_string(), text))
+    }
+}
+
+/// User names from `/etc/passwd` (plus root), for telling a system crontab
+/// from a user crontab by its sixth field.
+fn known_users() -> Vec<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let mut users: Vec<String> = passwd
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect();
+    users.push("root".to_string());
+    users
+}
+
+/// Mode 0600: rea refuses a job file that group or others can write.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    let mode = f.metadata()?.permissions().mode() & 0o7777;
+    f.set_permissions(std::fs::Permissions::from_mode(mode & !0o022))?;
+    Ok(())
+}
