@@ -85,6 +85,9 @@ pub enum Command {
     History(HistoryArgs),
     /// The captured output of a job's latest run (or of one run)
     Logs(LogsArgs),
+    /// Write the man pages or the shell completions (for packagers)
+    #[command(hide = true)]
+    Generate(GenerateArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -221,4 +224,22 @@ pub struct LogsArgs {
     /// The whole record as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// rea.1, one rea-COMMAND.1 per subcommand, rea-jobs.5
+    Man,
+    /// bash (rea.bash), zsh (_rea), fish (rea.fish)
+    Completions,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to write
+    #[arg(value_enum)]
+    pub what: Generated,
+    /// The directory to write into (created if missing)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }

@@ -20,6 +20,7 @@ fn main() {
         Command::Reload => commands::reload::run(g),
         Command::History(a) => commands::history::run(g, a),
         Command::Logs(a) => commands::logs::run(g, a),
+        Command::Generate(a) => commands::generate::run(a),
     };
     std::process::exit(code);
 }

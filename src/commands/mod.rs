@@ -1,6 +1,7 @@
 //! One file per subcommand; each is thin and delegates to the modules.
 
 pub mod check;
+pub mod generate;
 pub mod history;
 pub mod list;
 pub mod logs;
