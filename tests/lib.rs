@@ -5,5 +5,6 @@ mod support;
 
 mod check;
 mod daemon;
+mod generated;
 mod live;
 mod next;
