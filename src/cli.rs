@@ -97,6 +97,9 @@ pub enum Command {
     Pending(PendingArgs),
     /// Convert crontabs (crontab -l, /etc/crontab, /etc/cron.d/*) into a job file
     Import(ImportArgs),
+    /// Write the man pages or the shell completions (for packagers)
+    #[command(hide = true)]
+    Generate(GenerateArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -348,4 +351,22 @@ pub struct ImportArgs {
     /// Zone for jobs without CRON_TZ (cron uses the machine's zone)
     #[arg(long, value_name = "ZONE", default_value = "local")]
     pub timezone: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generated {
+    /// rea.1, one rea-COMMAND.1 per subcommand, rea-jobs.5
+    Man,
+    /// bash (rea.bash), zsh (_rea), fish (rea.fish)
+    Completions,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to write
+    #[arg(value_enum)]
+    pub what: Generated,
+    /// The directory to write into (created if missing)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }

@@ -25,6 +25,7 @@ fn main() {
         Command::Cancel(a) => commands::cancel::run(g, a),
         Command::Pending(a) => commands::pending::run(g, a),
         Command::Import(a) => commands::import::run(g, a),
+        Command::Generate(a) => commands::generate::run(a),
     };
     std::process::exit(code);
 }

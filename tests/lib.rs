@@ -5,6 +5,7 @@ mod support;
 
 mod check;
 mod daemon;
+mod generated;
 mod import;
 mod list;
 mod live;

@@ -2,6 +2,7 @@
 
 pub mod cancel;
 pub mod check;
+pub mod generate;
 pub mod history;
 pub mod import;
 pub mod list;

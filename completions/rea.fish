@@ -1,0 +1,176 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_rea_global_optspecs
+    string join \n f/file= state-dir= h/help V/version
+end
+
+function __fish_rea_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_rea_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_rea_using_subcommand
+    set -l cmd (__fish_rea_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c rea -n "__fish_rea_needs_command" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_needs_command" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_needs_command" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_needs_command" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_needs_command" -f -a "run" -d 'Run the daemon in the foreground (for systemd, containers, a terminal)'
+complete -c rea -n "__fish_rea_needs_command" -f -a "check" -d 'Validate the job file; exit 2 with every error as FILE:LINE:COL'
+complete -c rea -n "__fish_rea_needs_command" -f -a "list" -d 'Jobs, their schedules and next fire times'
+complete -c rea -n "__fish_rea_needs_command" -f -a "next" -d 'The next fire instants of a cron expression or of a job'
+complete -c rea -n "__fish_rea_needs_command" -f -a "status" -d 'Live state of jobs (from the daemon, or offline from the history log)'
+complete -c rea -n "__fish_rea_needs_command" -f -a "trigger" -d 'Run a job now through the daemon'
+complete -c rea -n "__fish_rea_needs_command" -f -a "pause" -d 'Stop starting jobs on their schedule (kept across daemon restarts)'
+complete -c rea -n "__fish_rea_needs_command" -f -a "resume" -d 'Undo pause'
+complete -c rea -n "__fish_rea_needs_command" -f -a "reload" -d 'Make the daemon re-read the job file now'
+complete -c rea -n "__fish_rea_needs_command" -f -a "history" -d 'Past runs from the history log, newest first'
+complete -c rea -n "__fish_rea_needs_command" -f -a "logs" -d 'The captured output of a job\'s latest run (or of one run)'
+complete -c rea -n "__fish_rea_needs_command" -f -a "submit" -d 'Run a command once, later: `rea submit --in 30m -- cmd args`'
+complete -c rea -n "__fish_rea_needs_command" -f -a "at" -d 'Run a command once at a time: `rea at 14:30 -- cmd args`'
+complete -c rea -n "__fish_rea_needs_command" -f -a "cancel" -d 'Cancel pending one-shot jobs'
+complete -c rea -n "__fish_rea_needs_command" -f -a "pending" -d 'Pending one-shot jobs, by due time'
+complete -c rea -n "__fish_rea_needs_command" -f -a "import" -d 'Convert crontabs (crontab -l, /etc/crontab, /etc/cron.d/*) into a job file'
+complete -c rea -n "__fish_rea_using_subcommand run" -l log-format -d 'Format of the daemon\'s own log on stderr' -r -f -a "human\t'Aligned text for people'
+json\t'One JSON object per line'"
+complete -c rea -n "__fish_rea_using_subcommand run" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand run" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand run" -l allow-insecure -d 'Accept a job file that group or others can write'
+complete -c rea -n "__fish_rea_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand run" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand check" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
+complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand list" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand list" -l json -d 'Machine-readable output (one JSON array)'
+complete -c rea -n "__fish_rea_using_subcommand list" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand list" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand next" -l tz -d 'Timezone for an expression (a job uses its own) [default: UTC]' -r
+complete -c rea -n "__fish_rea_using_subcommand next" -l after -d 'List fires strictly after this instant (RFC 3339) [default: now]' -r
+complete -c rea -n "__fish_rea_using_subcommand next" -s n -l count -d 'How many fire instants to print' -r
+complete -c rea -n "__fish_rea_using_subcommand next" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand next" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand next" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand next" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand next" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l wait -d 'Follow the run and exit with its exit code'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even if the job\'s overlap policy would skip or queue it'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pause" -l all -d 'Every job'
+complete -c rea -n "__fish_rea_using_subcommand pause" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand pause" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand pause" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand resume" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand resume" -l all -d 'Every job'
+complete -c rea -n "__fish_rea_using_subcommand resume" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand resume" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand resume" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand reload" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand reload" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand reload" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand reload" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand history" -l status -d 'Only runs with this status (repeatable)' -r -f -a "started\t''
+succeeded\t''
+failed\t''
+timed-out\t''
+killed\t''
+skipped\t''
+interrupted\t''
+missed\t''"
+complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema)'
+complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
+complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
+complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand logs" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand submit" -l in -d 'Run after this long ("30m", "1h30m")' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l at -d 'Run at this instant (RFC 3339, "YYYY-MM-DD HH:MM", "HH:MM")' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l tz -d 'Zone for a --at time without an offset [default: local]' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l name -d 'Its id: unique among pending one-shots (a duplicate is refused, so retried submissions are safe) [default: generated]' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l retry -d 'Retries after a failure or timeout' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-delay -d 'Delay before the first retry (doubling after each)' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-max-delay -d 'Cap on the retry delay' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l timeout -d 'Terminate the run after this long' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand submit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand submit" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
+complete -c rea -n "__fish_rea_using_subcommand submit" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand submit" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand submit" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand at" -l tz -d 'Zone for a time without an offset [default: local]' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l name -d 'Its id: unique among pending one-shots (a duplicate is refused, so retried submissions are safe) [default: generated]' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l retry -d 'Retries after a failure or timeout' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l retry-delay -d 'Delay before the first retry (doubling after each)' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l retry-max-delay -d 'Cap on the retry delay' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l timeout -d 'Terminate the run after this long' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand at" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand at" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
+complete -c rea -n "__fish_rea_using_subcommand at" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand at" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand at" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand cancel" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand cancel" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand cancel" -l kill -d 'Also terminate one that is running now'
+complete -c rea -n "__fish_rea_using_subcommand cancel" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand cancel" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At most this many' -r
+complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand pending" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand import" -s o -l output -d 'Write the job file here instead of standard output' -r -F
+complete -c rea -n "__fish_rea_using_subcommand import" -l timezone -d 'Zone for jobs without CRON_TZ (cron uses the machine\'s zone)' -r
+complete -c rea -n "__fish_rea_using_subcommand import" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand import" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand import" -l system -d 'Read every file as a system crontab (a user name after the time fields) [default: files under /etc, or whose 6th field is always a known user]'
+complete -c rea -n "__fish_rea_using_subcommand import" -l user -d 'Read every file as a user crontab (`crontab -l` output)'
+complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite the --output file if it exists'
+complete -c rea -n "__fish_rea_using_subcommand import" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand import" -s V -l version -d 'Print version'

@@ -1,0 +1,236 @@
+//! `rea generate man|completions --out DIR`: writes the man pages and the
+//! shell completions shipped in `man/` and `completions/`. Options and
+//! subcommands come from the clap definitions in `cli`; the prose (FILES,
+//! ENVIRONMENT, EXAMPLES in rea(1), and all of rea-jobs(5)) is hand-written
+//! roff in `man/src/`, built into the binary. Hidden from `--help`: it is
+//! for maintainers and packagers. `tests/generated.rs` fails when a
+//! committed file differs from what this writes, so they cannot drift.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+use clap_mangen::Man;
+
+use crate::cli::{exit, Cli, GenerateArgs, Generated};
+
+/// ENVIRONMENT, FILES and EXAMPLES of rea(1).
+const REA_1_SECTIONS: &str = include_str!("../../man/src/rea.1.in");
+/// All of rea-jobs(5); `{{VERSION}}` is replaced.
+const REA_JOBS_5: &str = include_str!("../../man/src/rea-jobs.5.in");
+
+/// The `.TH` manual name: what `man` prints at the top centre of each page.
+const MANUAL: &str = "rea manual";
+
+/// EXIT STATUS of rea(1), from the constants the commands return, so the
+/// page cannot promise a code the binary does not use.
+const EXIT_STATUSES: &[(i32, &str)] = &[
+    (exit::OK, "Success."),
+    (
+        exit::FAILURE,
+        "A runtime failure: an I/O error, a request the daemon refused, or a \
+         triggered run that ended without an exit code of its own.",
+    ),
+    (
+        exit::INVALID,
+        "The job file is invalid (every error is printed as FILE:LINE:COL), or \
+         the command line is wrong.",
+    ),
+    (
+        exit::NO_DAEMON,
+        "No daemon is running for the state directory (trigger, pause, resume, \
+         reload, submit, at, cancel, pending).",
+    ),
+    (
+        exit::LOCKED,
+        "Another daemon already holds the state directory (rea run).",
+    ),
+    (exit::NOT_FOUND, "No such job, run or pending one-shot."),
+    (
+        exit::DUPLICATE,
+        "rea submit: a one-shot with this --name is already pending (safe to \
+         treat as success when retrying a submission).",
+    ),
+];
+
+pub fn run(args: &GenerateArgs) -> i32 {
+    let written = match args.what {
+        Generated::Man => man_pages(&args.out),
+        Generated::Completions => completions(&args.out),
+    };
+    match written {
+        Ok(files) => {
+            for f in files {
+                println!("{}", f.display());
+            }
+            exit::OK
+        }
+        Err(e) => super::fail(
+            exit::FAILURE,
+            format!("cannot write into {}: {e}", args.out.display()),
+        ),
+    }
+}
+
+/// The command line as users see it: the root command without hidden
+/// subcommands (this one). clap_complete lists hidden subcommands, and clap
+/// cannot remove one, so the root is copied with the visible ones only. A
+/// unit test checks the copy's help is identical to the original's.
+pub fn public_command() -> clap::Command {
+    let full = Cli::command();
+    clap::Command::new("rea")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .propagate_version(full.is_propagate_version_set())
+        .disable_help_subcommand(full.is_disable_help_subcommand_set())
+        .subcommand_required(full.is_subcommand_required_set())
+        .arg_required_else_help(full.is_arg_required_else_help_set())
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+}
+
+/// Writes rea.1, rea-COMMAND.1 for each subcommand, and rea-jobs.5.
+fn man_pages(out: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(out)?;
+    let mut root = public_command();
+    // Building names the subcommands `rea-run` (page names) with the bin
+    // name `rea run` (their synopsis).
+    root.build();
+    let subcommands: Vec<clap::Command> = root.get_subcommands().cloned().collect();
+
+    let mut pages: Vec<(String, String)> = Vec::new();
+    let sub_pages: Vec<String> = subcommands
+        .iter()
+        .map(|s| format!("{}(1)", page_name(s)))
+        .collect();
+    pages.push(("rea.1".into(), rea_1(&root, &sub_pages)?));
+    for sub in subcommands {
+        let man = Man::new(sub.clone());
+        let mut page = render(&man, &page_name(&sub), "1")?;
+        page.push_str(&see_also(&["rea(1)".to_string(), "rea-jobs(5)".into()]));
+        pages.push((man.get_filename(), page));
+    }
+    pages.push((
+        "rea-jobs.5".into(),
+        REA_JOBS_5.replace("{{VERSION}}", env!("CARGO_PKG_VERSION")),
+    ));
+
+    let mut written = Vec::new();
+    for (name, text) in pages {
+        let path = out.join(name);
+        fs::write(&path, text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// rea(1): clap_mangen's page with EXIT STATUS and the hand-written
+/// sections before VERSION, and SEE ALSO last, where readers look for it.
+fn rea_1(root: &clap::Command, sub_pages: &[String]) -> io::Result<String> {
+    let page = render(&Man::new(root.clone()), "rea", "1")?;
+    let mut extra = exit_status();
+    extra.push_str(REA_1_SECTIONS);
+    let at = page.find(".SH VERSION\n").unwrap_or(page.len());
+    let mut out = format!("{}{extra}{}", &page[..at], &page[at..]);
+    let mut refs = sub_pages.to_vec();
+    refs.extend(["rea-jobs(5)", "crontab(5)", "systemd.service(5)"].map(String::from));
+    out.push_str(&see_also(&refs));
+    Ok(out)
+}
+
+fn exit_status() -> String {
+    let mut s = String::from(".SH \"EXIT STATUS\"\n");
+    for (code, meaning) in EXIT_STATUSES {
+        s.push_str(&format!(".TP\n.B {code}\n{meaning}\n"));
+    }
+    s.push_str(
+        ".PP\n\\fBrea trigger \\-\\-wait\\fR exits with the exit code of the run it \
+         followed, or 128+\\fIN\\fR when signal \\fIN\\fR ended it.\n",
+    );
+    s
+}
+
+/// A SEE ALSO section: `\fBname\fR(N)` references, comma-separated.
+fn see_also(refs: &[String]) -> String {
+    let list: Vec<String> = refs
+        .iter()
+        .map(|r| match r.split_once('(') {
+            Some((name, rest)) => format!("\\fB{}\\fR({rest}", name.replace('-', "\\-")),
+            None => r.clone(),
+        })
+        .collect();
+    format!(".SH \"SEE ALSO\"\n{}\n", list.join(",\n"))
+}
+
+/// `rea-run` for the `run` subcommand of a built root command.
+fn page_name(cmd: &clap::Command) -> String {
+    cmd.get_display_name()
+        .unwrap_or_else(|| cmd.get_name())
+        .to_string()
+}
+
+/// Renders a page with our own `.TH` line: clap_mangen writes an empty
+/// date unquoted, which shifts the source and manual into the wrong
+/// arguments. The date stays empty so regenerating is reproducible.
+fn render(man: &Man, title: &str, section: &str) -> io::Result<String> {
+    let mut buf = Vec::new();
+    man.render(&mut buf)?;
+    let page = String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let th = format!(
+        ".TH {} {section} \"\" \"rea {}\" \"{MANUAL}\"",
+        title.to_uppercase(),
+        env!("CARGO_PKG_VERSION")
+    );
+    Ok(page
+        .lines()
+        .map(|l| {
+            if l.starts_with(".TH ") {
+                th.as_str()
+            } else {
+                l
+            }
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect())
+}
+
+/// Writes rea.bash, _rea (zsh) and rea.fish.
+fn completions(out: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(out)?;
+    let mut cmd = public_command();
+    [Shell::Bash, Shell::Zsh, Shell::Fish]
+        .into_iter()
+        .map(|shell| clap_complete::generate_to(shell, &mut cmd, "rea", out))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_public_command_differs_from_the_real_one_only_in_hidden_subcommands() {
+        let mut full = Cli::command();
+        let mut public = public_command();
+        assert_eq!(
+            public.render_long_help().to_string(),
+            full.render_long_help().to_string()
+        );
+        assert_eq!(
+            public.render_version(),
+            full.render_version(),
+            "version differs"
+        );
+        let names = |c: &clap::Command| -> Vec<String> {
+            c.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| s.get_name().to_string())
+                .collect()
+        };
+        assert_eq!(names(&public), names(&full));
+        assert!(full.find_subcommand("generate").is_some());
+        assert!(public.find_subcommand("generate").is_none());
+    }
+}
