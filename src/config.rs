@@ -17,6 +17,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
@@ -32,6 +33,35 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// Jobs in file order.
     pub jobs: Vec<Job>,
+    /// Where each job's fields are written: (job, field) → (line, col);
+    /// field "" is the job's table header. Kept out of `Job` so moving a
+    /// job in the file does not make a reload see it as changed.
+    pub positions: BTreeMap<(String, String), (usize, usize)>,
+}
+
+impl Config {
+    /// A diagnostic at a job's field (or its header when the field is absent).
+    pub fn diagnostic_at(
+        &self,
+        job: &str,
+        field: &str,
+        message: String,
+        hint: Option<String>,
+    ) -> Diagnostic {
+        let (line, col) = self
+            .positions
+            .get(&(job.to_string(), field.to_string()))
+            .or_else(|| self.positions.get(&(job.to_string(), String::new())))
+            .copied()
+            .unwrap_or((1, 1));
+        Diagnostic {
+            file: self.path.display().to_string(),
+            line,
+            col,
+            message,
+            hint,
+        }
+    }
 }
 
 /// `[daemon]`: settings of `rea run` itself.
@@ -46,6 +76,8 @@ pub struct DaemonConfig {
     pub history_max_bytes: u64,
     /// Rotated history files kept (`history.jsonl.1` ..). Default 5.
     pub history_files: u32,
+    /// The sendmail program for `mailto`; None = look in the usual places.
+    pub sendmail: Option<PathBuf>,
 }
 
 impl Default for DaemonConfig {
@@ -55,6 +87,7 @@ impl Default for DaemonConfig {
             shutdown_grace: Duration::from_secs(30),
             history_max_bytes: 64 * 1024 * 1024,
             history_files: 5,
+            sendmail: None,
         }
     }
 }
@@ -90,8 +123,8 @@ pub enum CatchUp {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     pub name: String,
-    /// The parsed schedule.
-    pub schedule: Schedule,
+    /// The parsed schedule; None for a job that only runs `after` others.
+    pub schedule: Option<Schedule>,
     pub command: String,
     /// Shell that runs `command` as `shell -c command`. Default `/bin/sh`.
     pub shell: String,
@@ -119,6 +152,53 @@ pub struct Job {
     pub enabled: bool,
     /// Bytes of stdout+stderr kept per run (head and tail). Default 64 KiB.
     pub output_limit: usize,
+    /// Run as this user (the daemon must be root, or be this user).
+    pub user: Option<String>,
+    /// Mail the run's output here through sendmail, as cron's MAILTO.
+    pub mailto: Vec<String>,
+    pub mail_on: MailOn,
+    /// Hook commands (run with the job's shell, user, dir and env).
+    pub on_failure: Option<String>,
+    pub on_success: Option<String>,
+    pub on_retry_exhausted: Option<String>,
+    /// A hook running longer is terminated. Default 5m.
+    pub hook_timeout: Duration,
+    /// Run when each of these jobs has succeeded (since this job's last
+    /// run so triggered).
+    pub after: Vec<String>,
+}
+
+/// When `mailto` sends a mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MailOn {
+    /// A run that did not succeed (failed, timed out, killed).
+    #[default]
+    Failure,
+    /// Every run that printed something, as cron does.
+    Output,
+    /// Every run.
+    Always,
+}
+
+impl Job {
+    /// The first fire strictly after `after`; None for `@reboot`, jobs
+    /// without a schedule, and schedules that never fire again.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.schedule.as_ref()?.next_after(after, self.timezone)
+    }
+
+    pub fn is_reboot(&self) -> bool {
+        self.schedule.as_ref().is_some_and(Schedule::is_reboot)
+    }
+
+    /// The schedule as written, or `after a, b` for a dependent job.
+    pub fn schedule_text(&self) -> String {
+        match &self.schedule {
+            Some(s) if self.after.is_empty() => s.source().to_string(),
+            Some(s) => format!("{} + after {}", s.source(), self.after.join(", ")),
+            None => format!("after {}", self.after.join(", ")),
+        }
+    }
 }
 
 /// One problem in the file, located. `Display` is
@@ -176,7 +256,15 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagno
     } else {
         check_permissions(path)
     };
-    match (permissions, parse(&bytes, path)) {
+    let parsed = parse(&bytes, path).and_then(|cfg| {
+        let errors = crate::host::check(&cfg).errors;
+        if errors.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(errors)
+        }
+    });
+    match (permissions, parsed) {
         (Ok(()), parsed) => parsed,
         (Err(denied), Ok(_)) => Err(vec![denied]),
         (Err(denied), Err(mut diags)) => {
@@ -278,10 +366,12 @@ pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
     let config = match DeTable::parse(text) {
         Ok(doc) => {
             let (daemon, jobs) = ctx.document(doc.get_ref());
+            ctx.check_dependencies(&jobs);
             Config {
                 path: path.to_path_buf(),
                 daemon,
                 jobs,
+                positions: std::mem::take(&mut ctx.positions),
             }
         }
         Err(e) => {
@@ -482,7 +572,124 @@ const JOB_FIELDS: &[Field] = &[
             }
         },
     },
+    Field {
+        name: "user",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "user") {
+                d.user = Some(s);
+            }
+        },
+    },
+    Field {
+        name: "mailto",
+        inheritable: true,
+        apply: apply_mailto,
+    },
+    Field {
+        name: "mail_on",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            let choices = [
+                ("failure", MailOn::Failure),
+                ("output", MailOn::Output),
+                ("always", MailOn::Always),
+            ];
+            if let Some(m) = ctx.choice(v, "mail_on", &choices) {
+                d.mail_on = m;
+            }
+        },
+    },
+    Field {
+        name: "on_failure",
+        inheritable: true,
+        apply: |ctx, v, d| d.on_failure = ctx.text_field(v, "on_failure"),
+    },
+    Field {
+        name: "on_success",
+        inheritable: true,
+        apply: |ctx, v, d| d.on_success = ctx.text_field(v, "on_success"),
+    },
+    Field {
+        name: "on_retry_exhausted",
+        inheritable: true,
+        apply: |ctx, v, d| d.on_retry_exhausted = ctx.text_field(v, "on_retry_exhausted"),
+    },
+    Field {
+        name: "hook_timeout",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "hook_timeout") {
+                if t.is_zero() {
+                    ctx.error(
+                        v.span().start,
+                        "\"hook_timeout\" must be longer than 0s",
+                        None,
+                    );
+                } else {
+                    d.hook_timeout = t;
+                }
+            }
+        },
+    },
+    Field {
+        name: "after",
+        inheritable: false,
+        apply: |ctx, v, d| {
+            let DeValue::Array(items) = v.get_ref() else {
+                ctx.type_error(v, "an array of job names like [\"extract\"]", None);
+                return;
+            };
+            let mut names = Vec::new();
+            for item in items {
+                if let Some(s) = ctx.string(item, "a job name") {
+                    if !names.iter().any(|n| n == s) {
+                        names.push(s.to_string());
+                    }
+                }
+            }
+            if names.is_empty() {
+                ctx.error(
+                    v.span().start,
+                    "\"after\" lists no job",
+                    Some("write after = [\"extract\"], or remove the field".into()),
+                );
+            }
+            d.after = names;
+        },
+    },
 ];
+
+/// `mailto = "ops@example.com"` or a list; `""` (as cron's MAILTO="") = none.
+fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let mut out = Vec::new();
+    let mut push = |ctx: &mut Ctx, v: &Value, s: &str| {
+        for addr in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            if addr.contains(char::is_whitespace) || addr.starts_with('-') || addr.contains('\0') {
+                ctx.error(
+                    v.span().start,
+                    format!("invalid mail address {addr:?}"),
+                    Some("write mailto = \"ops@example.com\" or a list of addresses".into()),
+                );
+            } else {
+                out.push(addr.to_string());
+            }
+        }
+    };
+    match v.get_ref() {
+        DeValue::String(s) => push(ctx, v, s),
+        DeValue::Array(items) => {
+            for item in items {
+                if let Some(s) = ctx.string(item, "a mail address") {
+                    let s = s.to_string();
+                    push(ctx, item, &s);
+                }
+            }
+        }
+        _ => ctx.type_error(v, "a mail address or a list of them", None),
+    }
+    d.mailto = out;
+}
 
 /// Output is held in memory while a job runs; more than this per run is
 /// surely a typo (and `max_concurrent` multiplies it).
@@ -525,6 +732,22 @@ const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         apply: |ctx, v, d| {
             if let Some(n) = ctx.integer(v, "history_files", 0, 100) {
                 d.history_files = n as u32;
+            }
+        },
+    },
+    SubField {
+        name: "sendmail",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "sendmail") {
+                if Path::new(&s).is_absolute() {
+                    d.sendmail = Some(PathBuf::from(s));
+                } else {
+                    ctx.error(
+                        v.span().start,
+                        format!("\"sendmail\" must be an absolute path, found {s:?}"),
+                        None,
+                    );
+                }
             }
         },
     },
@@ -606,6 +829,16 @@ struct Draft {
     description: Option<String>,
     enabled: bool,
     output_limit: usize,
+    user: Option<String>,
+    mailto: Vec<String>,
+    mail_on: MailOn,
+    on_failure: Option<String>,
+    on_success: Option<String>,
+    on_retry_exhausted: Option<String>,
+    hook_timeout: Duration,
+    after: Vec<String>,
+    /// Byte offset of each field written for this job (for later checks).
+    offsets: BTreeMap<&'static str, usize>,
 }
 
 impl Default for Draft {
@@ -629,6 +862,15 @@ impl Default for Draft {
             description: None,
             enabled: true,
             output_limit: 64 * 1024,
+            user: None,
+            mailto: Vec::new(),
+            mail_on: MailOn::Failure,
+            on_failure: None,
+            on_success: None,
+            on_retry_exhausted: None,
+            hook_timeout: Duration::from_secs(300),
+            after: Vec::new(),
+            offsets: BTreeMap::new(),
         }
     }
 }
@@ -636,9 +878,12 @@ impl Default for Draft {
 impl Draft {
     /// The finished job, if the required fields were read successfully.
     fn into_job(self, name: &str) -> Option<Job> {
+        if self.schedule.is_none() && self.after.is_empty() {
+            return None;
+        }
         Some(Job {
             name: name.to_string(),
-            schedule: self.schedule?,
+            schedule: self.schedule,
             command: self.command?,
             shell: self.shell,
             timezone: self.timezone,
@@ -656,6 +901,14 @@ impl Draft {
             description: self.description,
             enabled: self.enabled,
             output_limit: self.output_limit,
+            user: self.user,
+            mailto: self.mailto,
+            mail_on: self.mail_on,
+            on_failure: self.on_failure,
+            on_success: self.on_success,
+            on_retry_exhausted: self.on_retry_exhausted,
+            hook_timeout: self.hook_timeout,
+            after: self.after,
         })
     }
 }
@@ -873,6 +1126,8 @@ struct Ctx<'a> {
     /// Byte offset of the start of each line.
     line_starts: Vec<usize>,
     diags: Vec<Diagnostic>,
+    /// See `Config::positions`.
+    positions: BTreeMap<(String, String), (usize, usize)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -885,6 +1140,7 @@ impl<'a> Ctx<'a> {
             text,
             line_starts,
             diags: Vec::new(),
+            positions: BTreeMap::new(),
         }
     }
 
@@ -1067,8 +1323,20 @@ impl<'a> Ctx<'a> {
                 continue;
             };
             let mut draft = defaults.clone();
+            draft.offsets.clear();
             self.fields(fields, &mut draft, Some(name));
+            let header = self.position(key.span().start);
+            self.positions
+                .insert((name.to_string(), String::new()), header);
+            for (field, offset) in &draft.offsets {
+                let at = self.position(*offset);
+                self.positions
+                    .insert((name.to_string(), field.to_string()), at);
+            }
             for required in ["schedule", "command"] {
+                if required == "schedule" && fields.contains_key("after") {
+                    continue;
+                }
                 if !fields.contains_key(required) {
                     let example = match required {
                         "schedule" => {
@@ -1095,6 +1363,9 @@ impl<'a> Ctx<'a> {
     fn fields(&mut self, table: &DeTable, draft: &mut Draft, job: Option<&str>) {
         for (key, value) in in_file_order(table) {
             let name = key.get_ref().as_ref();
+            if let Some(field) = JOB_FIELDS.iter().find(|f| f.name == name) {
+                draft.offsets.insert(field.name, key.span().start);
+            }
             match (JOB_FIELDS.iter().find(|f| f.name == name), job) {
                 (Some(field), Some(_)) => (field.apply)(self, value, draft),
                 (Some(field), None) if field.inheritable => (field.apply)(self, value, draft),
@@ -1126,6 +1397,99 @@ impl<'a> Ctx<'a> {
                     let inheritable = JOB_FIELDS.iter().filter(|f| f.inheritable).map(|f| f.name);
                     self.unknown_field(key, inheritable, "fields of [defaults]", elsewhere)
                 }
+            }
+        }
+    }
+
+    /// `after` names jobs of this file, and the dependencies have no cycle.
+    fn check_dependencies(&mut self, jobs: &[Job]) {
+        let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+        let at = |ctx: &Ctx, job: &str| -> (usize, usize) {
+            ctx.positions
+                .get(&(job.to_string(), "after".to_string()))
+                .copied()
+                .unwrap_or((1, 1))
+        };
+        for job in jobs {
+            for dep in &job.after {
+                let problem = if dep == &job.name {
+                    Some((format!("job {:?} cannot run after itself", job.name), None))
+                } else if !names.contains(&dep.as_str()) {
+                    Some((
+                        format!(
+                            "job {:?} runs after {dep:?}, which is not a job of this file",
+                            job.name
+                        ),
+                        crate::suggest::did_you_mean(dep, names.iter().copied()),
+                    ))
+                } else {
+                    None
+                };
+                if let Some((message, hint)) = problem {
+                    let (line, col) = at(self, &job.name);
+                    self.diags.push(Diagnostic {
+                        file: self.file.clone(),
+                        line,
+                        col,
+                        message,
+                        hint,
+                    });
+                }
+            }
+        }
+        // A cycle: depth-first search over `after` edges, reported once at
+        // the job where it was found, naming the whole loop.
+        let index: std::collections::HashMap<&str, &Job> =
+            jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+        let mut state: std::collections::HashMap<&str, u8> = std::collections::HashMap::new();
+        fn visit<'j>(
+            name: &'j str,
+            index: &std::collections::HashMap<&'j str, &'j Job>,
+            state: &mut std::collections::HashMap<&'j str, u8>,
+            path: &mut Vec<&'j str>,
+        ) -> Option<Vec<String>> {
+            match state.get(name) {
+                Some(2) => return None,
+                Some(1) => {
+                    let start = path.iter().position(|n| *n == name).unwrap_or(0);
+                    let mut cycle: Vec<String> =
+                        path[start..].iter().map(|s| s.to_string()).collect();
+                    cycle.push(name.to_string());
+                    return Some(cycle);
+                }
+                _ => {}
+            }
+            state.insert(name, 1);
+            path.push(name);
+            if let Some(job) = index.get(name) {
+                for dep in &job.after {
+                    if dep != name && index.contains_key(dep.as_str()) {
+                        if let Some(c) = visit(dep, index, state, path) {
+                            return Some(c);
+                        }
+                    }
+                }
+            }
+            path.pop();
+            state.insert(name, 2);
+            None
+        }
+        for job in jobs {
+            let mut path = Vec::new();
+            if let Some(cycle) = visit(&job.name, &index, &mut state, &mut path) {
+                let first = cycle[0].clone();
+                let (line, col) = at(self, &first);
+                self.diags.push(Diagnostic {
+                    file: self.file.clone(),
+                    line,
+                    col,
+                    message: format!(
+                        "jobs depend on each other in a cycle: {}",
+                        cycle.join(" → ")
+                    ),
+                    hint: Some("remove one of these \"after\" entries".into()),
+                });
+                break;
             }
         }
     }
@@ -1489,7 +1853,7 @@ mod tests {
         let config = ok(MINIMAL);
         let a = &config.jobs[0];
         assert_eq!(a.name, "a");
-        assert_eq!(a.schedule.source(), "* * * * *");
+        assert_eq!(a.schedule.as_ref().unwrap().source(), "* * * * *");
         assert_eq!(a.command, "true");
         assert_eq!(a.shell, "/bin/sh");
         assert_eq!(a.timezone, Tz::UTC);
@@ -1554,7 +1918,8 @@ command = "date"
                 max_concurrent: 8,
                 shutdown_grace: Duration::from_secs(30),
                 history_max_bytes: 64 << 20,
-                history_files: 5
+                history_files: 5,
+                sendmail: None,
             }
         );
         let j = job(&config, "sync-orders");
@@ -1701,7 +2066,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail\n"
         );
     }
 

@@ -6,6 +6,7 @@
 //! job file) arrives here as an event; nothing here decides policy.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,10 +16,12 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
 
+use crate::config::Job;
 use crate::config::{self, Config};
 use crate::control::{self, Incoming, Reply, Request, Response, Selector};
 use crate::engine::{
-    Action, CancelResult, Def, Engine, JobStatus, Recovered, StartRun, SubmitError, TriggerResult,
+    Action, AfterRun, CancelResult, Def, Engine, JobStatus, Recovered, StartRun, SubmitError,
+    TriggerResult,
 };
 use crate::executor::{self, Outcome, Program, RunHandle, RunSpec};
 use crate::history::{
@@ -59,6 +62,12 @@ enum Msg {
 
 /// Runs the daemon until SIGTERM/SIGINT. Blocks the calling thread.
 pub fn run(opts: Options) -> Result<(), StartError> {
+    // A history write past RLIMIT_FSIZE must fail with EFBIG (and go to the
+    // backlog) rather than kill the daemon; jobs get the default back.
+    // SAFETY: setting a signal disposition to SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     // One thread: the loop is the only owner of state, and child processes
     // are awaited through pidfds, so more threads would buy nothing.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -69,12 +78,16 @@ pub fn run(opts: Options) -> Result<(), StartError> {
 }
 
 fn load(opts: &Options) -> Result<Config, Vec<config::Diagnostic>> {
-    config::load_with(
+    let cfg = config::load_with(
         &opts.file,
         config::LoadOptions {
             allow_insecure_permissions: opts.allow_insecure,
         },
-    )
+    )?;
+    for w in crate::host::check(&cfg).warnings {
+        warn!("{w}");
+    }
+    Ok(cfg)
 }
 
 async fn main_loop(opts: Options) -> Result<(), StartError> {
@@ -731,6 +744,7 @@ impl Loop {
                     self.notify_waiters(&rec);
                 }
                 Action::OneShotDone { id } => self.journal.del(&id),
+                Action::AfterRun(a) => self.after_run(*a),
                 Action::Terminate { run } => {
                     if let Some(h) = self.handles.get(&run) {
                         h.terminate();
@@ -789,6 +803,181 @@ impl Loop {
         }
     }
 
+    /// Hooks and mail of a finished run. They run beside the jobs (outside
+    /// `max_concurrent`), are never retried, and their failures are only
+    /// logged: a hook can never cause another run or another hook.
+    fn after_run(&mut self, a: AfterRun) {
+        let job = a.job.clone();
+        let rec = a.record;
+        let run = rec.run.clone().unwrap_or_default();
+        let user = match job.user.as_deref().map(crate::host::user).transpose() {
+            Ok(u) => u,
+            Err(e) => {
+                error!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot run hooks or mail: {e}"
+                );
+                return;
+            }
+        };
+        if a.mail {
+            self.send_mail(&job, &rec);
+        }
+        if a.hooks.is_empty() {
+            return;
+        }
+        let tmp = self.opts.state_dir.join("tmp");
+        let output_file = tmp.join(format!("{run}.out"));
+        let written = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&tmp)
+            .and_then(|_| {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&output_file)?;
+                std::io::Write::write_all(&mut f, rec.output.as_deref().unwrap_or("").as_bytes())
+            });
+        if let Err(e) = written {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "cannot write the output file for hooks: {e}"
+            );
+        }
+        let mut env: Vec<(String, String)> = user_env(user.as_ref());
+        env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+        env.push(("REA_JOB".into(), job.name.clone()));
+        env.push(("REA_RUN_ID".into(), run.clone()));
+        env.push(("REA_STATUS".into(), status.to_string()));
+        env.push((
+            "REA_EXIT_CODE".into(),
+            rec.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        ));
+        env.push(("REA_ATTEMPT".into(), rec.attempt.unwrap_or(1).to_string()));
+        env.push((
+            "REA_DURATION_MS".into(),
+            rec.duration_ms.unwrap_or(0).to_string(),
+        ));
+        env.push(("REA_OUTPUT_FILE".into(), output_file.display().to_string()));
+        let hooks = a.hooks;
+        tokio::spawn(async move {
+            for (hook, command) in hooks {
+                let mut env = env.clone();
+                env.push(("REA_HOOK".into(), hook.name().to_string()));
+                let spec = RunSpec {
+                    program: Program::Shell {
+                        shell: job.shell.clone(),
+                        script: command,
+                    },
+                    env,
+                    dir: job.dir.clone(),
+                    timeout: Some(job.hook_timeout),
+                    kill_grace: job.kill_grace,
+                    output_limit: 16 * 1024,
+                    stdin: None,
+                    user: user.clone(),
+                };
+                let name = hook.name();
+                match executor::spawn(spec) {
+                    Err(e) => warn!(
+                        job = job.name.as_str(),
+                        run = run.as_str(),
+                        hook = name,
+                        "hook could not start: {e}"
+                    ),
+                    Ok((_, _, fut)) => {
+                        let o = fut.await;
+                        let first = o.output.text.lines().next().unwrap_or("").to_string();
+                        match (o.timed_out, o.termination) {
+                            (false, executor::Termination::Exited(0)) => {
+                                info!(
+                                    job = job.name.as_str(),
+                                    run = run.as_str(),
+                                    hook = name,
+                                    "hook succeeded"
+                                )
+                            }
+                            (true, _) => warn!(
+                                job = job.name.as_str(),
+                                run = run.as_str(),
+                                hook = name,
+                                "hook timed out after {}",
+                                crate::duration::format(job.hook_timeout)
+                            ),
+                            (_, t) => warn!(
+                                job = job.name.as_str(),
+                                run = run.as_str(),
+                                hook = name,
+                                output = first.as_str(),
+                                "hook failed ({t:?})"
+                            ),
+                        }
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&output_file);
+        });
+    }
+
+    /// The run's output through sendmail, as cron mails MAILTO.
+    fn send_mail(&mut self, job: &Job, rec: &Record) {
+        let run = rec.run.clone().unwrap_or_default();
+        let Some(sendmail) = crate::host::sendmail_for(&self.config) else {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "no sendmail ({}): mail to {} not sent",
+                crate::host::sendmail_places(),
+                job.mailto.join(", ")
+            );
+            return;
+        };
+        let mut argv = vec![
+            sendmail.display().to_string(),
+            "-i".to_string(),
+            "--".to_string(),
+        ];
+        argv.extend(job.mailto.iter().cloned());
+        let spec = RunSpec {
+            program: Program::Argv(argv),
+            env: Vec::new(),
+            dir: None,
+            timeout: Some(Duration::from_secs(60)),
+            kill_grace: Duration::from_secs(5),
+            output_limit: 4096,
+            stdin: Some(mail_message(job, rec).into_bytes()),
+            user: None,
+        };
+        let name = job.name.clone();
+        match executor::spawn(spec) {
+            Err(e) => warn!(
+                job = name.as_str(),
+                run = run.as_str(),
+                "cannot start sendmail: {e}"
+            ),
+            Ok((_, _, fut)) => {
+                tokio::spawn(async move {
+                    let o = fut.await;
+                    if o.termination != executor::Termination::Exited(0) {
+                        warn!(
+                            job = name.as_str(),
+                            run = run.as_str(),
+                            output = o.output.text.trim(),
+                            "sendmail failed ({:?})",
+                            o.termination
+                        );
+                    }
+                });
+            }
+        }
+    }
+
     fn spawn(&mut self, start: StartRun) -> Result<executor::Started, String> {
         let (program, env_base, dir, timeout, kill_grace, output_limit) = match &start.def {
             Def::Job(job) => (
@@ -811,10 +1000,14 @@ impl Loop {
                 ONESHOT_OUTPUT_LIMIT,
             ),
         };
-        let mut env: Vec<(String, String)> = env_base
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let user = match &start.def {
+            Def::Job(job) => job.user.as_deref().map(crate::host::user).transpose()?,
+            Def::OneShot(_) => None,
+        };
+        // As cron does for a crontab's owner: the user database says who
+        // the job is; the job's own env may still override.
+        let mut env: Vec<(String, String)> = user_env(user.as_ref());
+        env.extend(env_base.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.push(("REA_JOB".into(), start.name.clone()));
         env.push(("REA_RUN_ID".into(), start.run.clone()));
         env.push((
@@ -831,6 +1024,7 @@ impl Loop {
             kill_grace,
             output_limit,
             stdin: None,
+            user,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles.insert(start.run.clone(), handle);
@@ -845,6 +1039,66 @@ impl Loop {
         });
         Ok(started)
     }
+}
+
+/// A plain-text mail about a run, headers included (for `sendmail -i`).
+fn mail_message(job: &Job, rec: &Record) -> String {
+    let host = crate::host::hostname();
+    let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+    let how = match (rec.exit_code, rec.signal) {
+        (Some(c), _) => format!(" (exit {c})"),
+        (None, Some(s)) => format!(" (signal {s})"),
+        _ => String::new(),
+    };
+    let output = rec.output.as_deref().unwrap_or("");
+    let mut m = String::new();
+    m.push_str(&format!("To: {}\n", job.mailto.join(", ")));
+    m.push_str(&format!(
+        "Subject: rea: {} {status}{how} on {host}\n",
+        job.name
+    ));
+    m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    m.push_str(&format!(
+        "X-Rea-Run: {}\n\n",
+        rec.run.as_deref().unwrap_or("")
+    ));
+    m.push_str(&format!("job:       {}\n", job.name));
+    m.push_str(&format!("command:   {}\n", job.command));
+    m.push_str(&format!(
+        "run:       {} (attempt {}, trigger {})\n",
+        rec.run.as_deref().unwrap_or(""),
+        rec.attempt.unwrap_or(1),
+        rec.trigger.map(trigger_name).unwrap_or_default()
+    ));
+    m.push_str(&format!("status:    {status}{how}\n"));
+    if let Some(r) = &rec.reason {
+        m.push_str(&format!("reason:    {r}\n"));
+    }
+    m.push_str(&format!("scheduled: {}\n", fmt_time(rec.scheduled)));
+    m.push_str(&format!("started:   {}\n", fmt_time(rec.started)));
+    m.push_str(&format!("duration:  {} ms\n", rec.duration_ms.unwrap_or(0)));
+    m.push_str(&format!("host:      {host}\n\n"));
+    m.push_str(&format!(
+        "output ({} bytes written):\n",
+        rec.output_bytes.unwrap_or(0)
+    ));
+    m.push_str(output);
+    if !output.ends_with('\n') {
+        m.push('\n');
+    }
+    m
+}
+
+/// HOME, USER, LOGNAME and SHELL of a job's user.
+fn user_env(user: Option<&crate::host::User>) -> Vec<(String, String)> {
+    let Some(u) = user else { return Vec::new() };
+    vec![
+        ("HOME".into(), u.home.display().to_string()),
+        ("USER".into(), u.name.clone()),
+        ("LOGNAME".into(), u.name.clone()),
+        ("SHELL".into(), u.shell.display().to_string()),
+    ]
 }
 
 fn oneshot_json(s: &crate::engine::OneShotStatus) -> Value {

@@ -44,6 +44,37 @@ pub enum Action {
     /// A one-shot is done for good (ran, cancelled or expired): remove it
     /// from the durable journal.
     OneShotDone { id: String },
+    /// A job's run ended: run its hooks and send its mail, as decided here.
+    AfterRun(Box<AfterRun>),
+}
+
+/// Side effects of a finished run that the job file asks for.
+#[derive(Debug, Clone)]
+pub struct AfterRun {
+    pub job: Arc<Job>,
+    pub record: Record,
+    /// Hook commands to run, in order.
+    pub hooks: Vec<(Hook, String)>,
+    /// Mail the output to the job's `mailto`.
+    pub mail: bool,
+}
+
+/// Which hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Success,
+    Failure,
+    RetryExhausted,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Success => "on_success",
+            Hook::Failure => "on_failure",
+            Hook::RetryExhausted => "on_retry_exhausted",
+        }
+    }
 }
 
 /// What a run executes: a job of the file, or a one-shot.
@@ -177,6 +208,8 @@ struct JobState {
     waiting: VecDeque<Pending>,
     consecutive_failures: u32,
     last: Option<LastRun>,
+    /// Jobs of its `after` list that succeeded since it last ran for them.
+    deps_done: BTreeSet<String>,
 }
 
 /// A job's live state as `rea status` shows it.
@@ -350,7 +383,7 @@ impl Engine {
             if !state.def.enabled {
                 continue;
             }
-            if state.def.schedule.is_reboot() {
+            if state.def.is_reboot() {
                 self.dispatch(
                     &name,
                     Trigger::Reboot,
@@ -906,6 +939,37 @@ impl Engine {
         self.fill_slots(now, out);
     }
 
+    /// `name` succeeded: jobs that run `after` it (and all their other
+    /// dependencies) start now.
+    fn dependents_of(&mut self, name: &str, now: DateTime<Utc>, out: &mut Vec<Action>) {
+        if self.stopping {
+            return;
+        }
+        let mut ready = Vec::new();
+        for (dep_name, state) in self.jobs.iter_mut() {
+            if state.removed || !state.def.enabled || !state.def.after.iter().any(|a| a == name) {
+                continue;
+            }
+            state.deps_done.insert(name.to_string());
+            if state.def.after.iter().all(|a| state.deps_done.contains(a)) {
+                state.deps_done.clear();
+                ready.push(dep_name.clone());
+            }
+        }
+        for dep in ready {
+            if self.paused.contains(&dep) {
+                let p = self.new_pending(&dep, Trigger::Dependency, 1, now, Duration::ZERO, now);
+                out.push(skip_record(
+                    &p,
+                    "the job is paused (rea resume to resume)",
+                    now,
+                ));
+                continue;
+            }
+            self.dispatch(&dep, Trigger::Dependency, 1, now, Duration::ZERO, now, out);
+        }
+    }
+
     fn schedule_oneshot(&mut self, shot: OneShot, trigger: Trigger, now: DateTime<Utc>) {
         let id = shot.id.clone();
         let due = shot.due.max(now);
@@ -1056,7 +1120,7 @@ impl Engine {
         let mut kept = VecDeque::new();
         let mut count = 0u64;
         let mut cursor = after;
-        while let Some(next) = def.schedule.next_after(cursor, def.timezone) {
+        while let Some(next) = def.next_after(cursor) {
             if next > now || count >= MISSED_COUNT_CAP {
                 break;
             }
@@ -1187,15 +1251,11 @@ impl Engine {
         let Some(state) = self.jobs.get_mut(name) else {
             return;
         };
-        if state.removed
-            || !state.def.enabled
-            || state.def.schedule.is_reboot()
-            || state.next.is_some()
-        {
+        if state.removed || !state.def.enabled || state.def.is_reboot() || state.next.is_some() {
             return;
         }
         let after = state.last_occurrence.map_or(now, |l| l.max(now));
-        let Some(at) = state.def.schedule.next_after(after, state.def.timezone) else {
+        let Some(at) = state.def.next_after(after) else {
             return;
         };
         let jitter = sample_jitter(&mut self.rng, state.def.jitter);
@@ -1453,7 +1513,21 @@ impl Engine {
                 rec.detail = Some(json!({ "retries_exhausted": true }));
             }
         }
+        let exhausted = rec
+            .detail
+            .as_ref()
+            .is_some_and(|d| d["retries_exhausted"] == true);
+        let after_run = after_run(&state.def, &rec, status, exhausted);
         out.push(Action::Record(Box::new(rec)));
+        if let Some(a) = after_run {
+            out.push(Action::AfterRun(Box::new(a)));
+        }
+        if status == RunStatus::Succeeded {
+            self.dependents_of(&name, now, out);
+        }
+        let Some(state) = self.jobs.get_mut(&name) else {
+            return;
+        };
         if state.removed && state.active == 0 {
             self.jobs.remove(&name);
         } else {
@@ -1496,8 +1570,47 @@ impl JobState {
             waiting: VecDeque::new(),
             consecutive_failures: 0,
             last: None,
+            deps_done: BTreeSet::new(),
         }
     }
+}
+
+/// The hooks and mail a finished run calls for.
+fn after_run(def: &Arc<Job>, rec: &Record, status: RunStatus, exhausted: bool) -> Option<AfterRun> {
+    let mut hooks = Vec::new();
+    let failed = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
+    if status == RunStatus::Succeeded {
+        if let Some(h) = &def.on_success {
+            hooks.push((Hook::Success, h.clone()));
+        }
+    }
+    if failed {
+        if let Some(h) = &def.on_failure {
+            hooks.push((Hook::Failure, h.clone()));
+        }
+        if exhausted {
+            if let Some(h) = &def.on_retry_exhausted {
+                hooks.push((Hook::RetryExhausted, h.clone()));
+            }
+        }
+    }
+    let mail = !def.mailto.is_empty()
+        && match def.mail_on {
+            crate::config::MailOn::Failure => {
+                matches!(
+                    status,
+                    RunStatus::Failed | RunStatus::TimedOut | RunStatus::Killed
+                )
+            }
+            crate::config::MailOn::Output => rec.output.as_deref().is_some_and(|o| !o.is_empty()),
+            crate::config::MailOn::Always => status != RunStatus::Skipped,
+        };
+    (!hooks.is_empty() || mail).then(|| AfterRun {
+        job: def.clone(),
+        record: rec.clone(),
+        hooks,
+        mail,
+    })
 }
 
 fn sample_jitter(rng: &mut fastrand::Rng, max: Duration) -> Duration {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 fn job(name: &str, expr: &str) -> Job {
     Job {
         name: name.into(),
-        schedule: Schedule::parse(expr).expect("valid expression"),
+        schedule: Some(Schedule::parse(expr).expect("valid expression")),
         command: "true".into(),
         shell: "/bin/sh".into(),
         timezone: chrono_tz::UTC,
@@ -29,6 +29,14 @@ fn job(name: &str, expr: &str) -> Job {
         description: None,
         enabled: true,
         output_limit: 65536,
+        user: None,
+        mailto: vec![],
+        mail_on: Default::default(),
+        on_failure: None,
+        on_success: None,
+        on_retry_exhausted: None,
+        hook_timeout: Duration::from_secs(300),
+        after: vec![],
     }
 }
 
@@ -40,6 +48,7 @@ fn config(jobs: Vec<Job>, max_concurrent: usize) -> Config {
             ..DaemonConfig::default()
         },
         jobs,
+        positions: Default::default(),
     }
 }
 
@@ -136,7 +145,7 @@ impl Sim {
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
-                Action::Terminate { .. } | Action::OneShotDone { .. } => {}
+                Action::Terminate { .. } | Action::OneShotDone { .. } | Action::AfterRun(_) => {}
             }
         }
     }

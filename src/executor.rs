@@ -85,6 +85,9 @@ pub struct RunSpec {
     pub output_limit: usize,
     /// Fed to the child's stdin, then closed; None = /dev/null.
     pub stdin: Option<Vec<u8>>,
+    /// Run as this user (uid, gid and supplementary groups), as cron does
+    /// for a crontab's owner. Needs root; None = the daemon's own user.
+    pub user: Option<crate::host::User>,
 }
 
 /// The child is running.
@@ -246,6 +249,34 @@ pub fn spawn(
             .process_group(0);
         if let Some(dir) = &spec.dir {
             command.current_dir(dir);
+        }
+        let identity = match &spec.user {
+            Some(u) => Some((
+                std::ffi::CString::new(u.name.clone())
+                    .map_err(|_| format!("invalid user name {:?}", u.name))?,
+                u.uid,
+                u.gid,
+            )),
+            None => None,
+        };
+        // SAFETY: the closure runs between fork and exec in the child and
+        // calls only async-signal-safe functions on memory prepared before
+        // the fork (the CString above); it allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                // The daemon ignores SIGXFSZ (so a full disk fails a history
+                // write instead of killing it); a job gets the default back.
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                if let Some((name, uid, gid)) = &identity {
+                    if libc::initgroups(name.as_ptr(), *gid as _) != 0
+                        || libc::setgid(*gid) != 0
+                        || libc::setuid(*uid) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
         }
         command
             .spawn()
@@ -899,6 +930,7 @@ mod tests {
             kill_grace: Duration::from_millis(200),
             output_limit: 64 * 1024,
             stdin: None,
+            user: None,
         }
     }
 
@@ -1335,5 +1367,36 @@ mod tests {
         assert!(stat_is_live_member(stat, 777));
         assert!(!stat_is_live_member(stat, 4242));
         assert!(!stat_is_live_member("4242 (z) Z 1 777 777", 777));
+    }
+}
+
+#[cfg(test)]
+mod user_tests {
+    use super::*;
+
+    /// As root, a job runs with the user's uid, gid and groups.
+    #[tokio::test]
+    async fn a_job_runs_as_its_user() {
+        if !crate::host::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let nobody = crate::host::user("nobody").expect("nobody exists");
+        let spec = RunSpec {
+            program: Program::Shell {
+                shell: "/bin/sh".into(),
+                script: "id -u; id -g".into(),
+            },
+            env: Vec::new(),
+            dir: Some("/".into()),
+            timeout: Some(Duration::from_secs(20)),
+            kill_grace: Duration::from_millis(200),
+            output_limit: 4096,
+            stdin: None,
+            user: Some(nobody.clone()),
+        };
+        let (_, _, fut) = spawn(spec).expect("spawn");
+        let o = fut.await;
+        assert_eq!(o.output.text, format!("{}\n{}\n", nobody.uid, nobody.gid));
     }
 }

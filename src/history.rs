@@ -52,6 +52,8 @@ pub enum Trigger {
     CatchUp,
     Reboot,
     Oneshot,
+    /// The jobs named in its `after` succeeded.
+    Dependency,
 }
 
 /// The states of a run. `Started` is the only non-final one.

@@ -13,6 +13,7 @@ pub mod duration;
 pub mod engine;
 pub mod executor;
 pub mod history;
+pub mod host;
 pub mod oneshot;
 pub mod schedule;
 pub mod state_dir;

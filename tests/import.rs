@@ -254,7 +254,7 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         let zone = cron_tz.unwrap_or_else(|| "UTC".to_string());
         assert_eq!(job.timezone_name, zone, "{rel}:{n}");
         if fields.first().map(String::as_str) == Some("@reboot") {
-            assert!(job.schedule.is_reboot(), "{rel}:{n}");
+            assert!(job.is_reboot(), "{rel}:{n}");
             continue;
         }
         let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
@@ -265,6 +265,8 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         let expected = brute_force(&line, utc, local);
         let actual: Vec<DateTime<Utc>> = job
             .schedule
+            .as_ref()
+            .expect("imported jobs have a schedule")
             .iter_after(start - Duration::seconds(1), job.timezone)
             .take_while(|t| *t < end)
             .collect();

@@ -4,6 +4,7 @@
 mod support;
 
 mod check;
+mod cron_features;
 mod daemon;
 mod generated;
 mod import;

@@ -81,6 +81,7 @@ fn json_schema_is_stable() {
     let jobs = v.as_array().expect("an array");
     assert_eq!(jobs.len(), 4);
     let keys = [
+        "after",
         "command",
         "description",
         "enabled",

@@ -10,6 +10,9 @@ pub fn run(global: &Global, args: &CheckArgs) -> i32 {
     };
     match config::load_with(&path, options) {
         Ok(cfg) => {
+            for w in crate::host::check(&cfg).warnings {
+                eprintln!("{}", super::warning_text(&w));
+            }
             let n = cfg.jobs.len();
             println!(
                 "{}: {n} job{} OK",

@@ -17,14 +17,11 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
             .jobs
             .iter()
             .map(|j| {
-                let next = if j.enabled {
-                    j.schedule.next_after(now, j.timezone)
-                } else {
-                    None
-                };
+                let next = if j.enabled { j.next_after(now) } else { None };
                 json!({
                     "name": j.name,
-                    "schedule": j.schedule.source(),
+                    "schedule": j.schedule_text(),
+                    "after": j.after,
                     "timezone": j.timezone_name,
                     "command": j.command,
                     "next": next.map(|t| super::rfc3339_in(t, j.timezone)),
@@ -41,10 +38,10 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
     for j in &cfg.jobs {
         let (abs, rel) = if !j.enabled {
             ("-".to_string(), String::new())
-        } else if j.schedule.is_reboot() {
+        } else if j.is_reboot() {
             ("at daemon start".to_string(), String::new())
         } else {
-            match j.schedule.next_after(now, j.timezone) {
+            match j.next_after(now) {
                 Some(t) => (
                     t.with_timezone(&j.timezone)
                         .format("%Y-%m-%d %H:%M:%S %Z")
@@ -61,7 +58,7 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
         flags.extend(j.tags.iter().map(|t| format!("#{t}")));
         table.row([
             j.name.clone(),
-            j.schedule.source().to_string(),
+            j.schedule_text(),
             j.timezone_name.clone(),
             abs,
             rel,

@@ -41,6 +41,13 @@ pub fn load_config(global: &Global) -> Result<Config, i32> {
     })
 }
 
+/// `FILE:LINE:COL: warning: message` (and the hint line).
+pub fn warning_text(d: &config::Diagnostic) -> String {
+    let mut w = d.clone();
+    w.message = format!("warning: {}", w.message);
+    w.to_string()
+}
+
 pub fn print_diagnostics(diags: &[config::Diagnostic]) {
     for d in diags {
         eprintln!("{d}");

@@ -82,8 +82,18 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
                 job.timezone_name
             );
         }
+        let Some(schedule) = job.schedule.clone() else {
+            return super::fail(
+                exit::OK,
+                format!(
+                    "job {:?} has no schedule of its own: it runs after {}",
+                    job.name,
+                    job.after.join(", ")
+                ),
+            );
+        };
         (
-            job.schedule.clone(),
+            schedule,
             job.timezone,
             job.timezone_name.clone(),
             Some(job.name.clone()),

@@ -226,7 +226,7 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
         };
         let next = if !j.enabled {
             "disabled".to_string()
-        } else if j.schedule.is_reboot() {
+        } else if j.is_reboot() {
             "at daemon start".to_string()
         } else {
             next_fire(j, now)
@@ -250,5 +250,5 @@ fn next_fire(j: &crate::config::Job, now: DateTime<Utc>) -> Option<DateTime<Utc>
     if !j.enabled {
         return None;
     }
-    j.schedule.next_after(now, j.timezone)
+    j.next_after(now)
 }

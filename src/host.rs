@@ -1,0 +1,185 @@
+//! Facts about the machine that a job file depends on but cannot say
+//! itself: who we run as, the user database, where `sendmail` is. Kept apart
+//! from `config` (which reads only the job file) so validation of the file
+//! stays pure and these lookups are explicit.
+
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+
+/// An entry of the user database, as cron uses it to run a job as a user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+    pub shell: PathBuf,
+}
+
+/// Whether this process runs as root (and may switch users).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Our own user name, if the user database knows it.
+pub fn current_user_name() -> Option<String> {
+    user_by_uid(rustix::process::geteuid().as_raw()).map(|u| u.name)
+}
+
+/// Looks a user up by name (getpwnam_r).
+pub fn user(name: &str) -> Result<User, String> {
+    let c = CString::new(name).map_err(|_| format!("invalid user name {name:?}"))?;
+    lookup(&|pwd, buf, len, out| unsafe { libc::getpwnam_r(c.as_ptr(), pwd, buf, len, out) })
+        .ok_or_else(|| format!("no user {name:?} on this machine"))
+}
+
+fn user_by_uid(uid: u32) -> Option<User> {
+    lookup(&|pwd, buf, len, out| unsafe { libc::getpwuid_r(uid, pwd, buf, len, out) })
+}
+
+type PwCall<'a> =
+    dyn Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32 + 'a;
+
+fn lookup(call: &PwCall) -> Option<User> {
+    let mut size = 1024usize;
+    loop {
+        let mut buf = vec![0 as libc::c_char; size];
+        // SAFETY: passwd is plain data; getpw*_r fills it, pointing its
+        // strings into `buf`, which outlives every read below.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        let rc = call(&mut pwd, buf.as_mut_ptr(), buf.len(), &mut out);
+        if rc == libc::ERANGE && size < (1 << 20) {
+            size *= 4;
+            continue;
+        }
+        if rc != 0 || out.is_null() {
+            return None;
+        }
+        let text = |p: *const libc::c_char| -> String {
+            if p.is_null() {
+                String::new()
+            } else {
+                // SAFETY: non-null strings from getpw*_r are NUL-terminated in `buf`.
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        return Some(User {
+            name: text(pwd.pw_name),
+            uid: pwd.pw_uid,
+            gid: pwd.pw_gid,
+            home: PathBuf::from(text(pwd.pw_dir)),
+            shell: PathBuf::from(text(pwd.pw_shell)),
+        });
+    }
+}
+
+/// Where cron (and every MTA package) puts sendmail.
+const SENDMAIL: &[&str] = &["/usr/sbin/sendmail", "/usr/lib/sendmail"];
+
+/// The sendmail program, if one is installed.
+pub fn sendmail() -> Option<PathBuf> {
+    SENDMAIL
+        .iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .map(Path::to_path_buf)
+}
+
+/// The sendmail a job file uses: `[daemon] sendmail`, else the usual one.
+pub fn sendmail_for(cfg: &crate::config::Config) -> Option<PathBuf> {
+    match &cfg.daemon.sendmail {
+        Some(p) => p.exists().then(|| p.clone()),
+        None => sendmail(),
+    }
+}
+
+/// The places `sendmail` is looked for, for messages.
+pub fn sendmail_places() -> String {
+    SENDMAIL.join(" or ")
+}
+
+/// The machine's host name, for mail subjects.
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// What the machine says about a valid job file.
+#[derive(Debug, Default)]
+pub struct Check {
+    /// The file cannot work here (a user that does not exist, or that this
+    /// daemon may not switch to).
+    pub errors: Vec<crate::config::Diagnostic>,
+    /// It works, but not entirely as written (mail without sendmail).
+    pub warnings: Vec<crate::config::Diagnostic>,
+}
+
+/// Checks the job file against this machine: `user` must exist, and unless
+/// we are root it must be our own user; `mailto` needs a sendmail.
+pub fn check(cfg: &crate::config::Config) -> Check {
+    let mut out = Check::default();
+    let root = is_root();
+    let me = current_user_name();
+    let mut mail_warned = false;
+    for job in &cfg.jobs {
+        if let Some(name) = &job.user {
+            match user(name) {
+                Err(e) => out.errors.push(cfg.diagnostic_at(
+                    &job.name,
+                    "user",
+                    e,
+                    Some("create the user, or fix the name (see /etc/passwd)".into()),
+                )),
+                Ok(_) if !root && me.as_deref() != Some(name.as_str()) => {
+                    out.errors.push(cfg.diagnostic_at(
+                        &job.name,
+                        "user",
+                        format!(
+                            "job {:?} runs as {name:?}, but rea runs as {:?} and only root can switch users",
+                            job.name,
+                            me.clone().unwrap_or_else(|| "an unknown user".into())
+                        ),
+                        Some("run the daemon as root, or remove \"user\"".into()),
+                    ))
+                }
+                Ok(_) => {}
+            }
+        }
+        if !job.mailto.is_empty() && !mail_warned && sendmail_for(cfg).is_none() {
+            mail_warned = true;
+            out.warnings.push(cfg.diagnostic_at(
+                &job.name,
+                "mailto",
+                format!(
+                    "job {:?} mails its output, but there is no sendmail ({}): no mail will be sent",
+                    job.name,
+                    cfg.daemon
+                        .sendmail
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(sendmail_places)
+                ),
+                Some("install a mail transfer agent (e.g. msmtp-mta, postfix, exim4) or remove \"mailto\"".into()),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_exists_and_nobody_does_not_exist_twice() {
+        let root = user("root").expect("root is in every user database");
+        assert_eq!(root.uid, 0);
+        assert!(user("no-such-user-rea-test")
+            .unwrap_err()
+            .contains("no user"));
+        assert!(user("a\0b").is_err());
+    }
+}
