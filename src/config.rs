@@ -1813,7 +1813,7 @@ mod tests {
             Ok(config) => config,
             Err(diags) => panic!("{}", render(&diags)),
         };
-        assert_eq!(config.jobs.len(), 12);
+        assert_eq!(config.jobs.len(), 13);
         assert_eq!(config.daemon.max_concurrent, 4);
         let names: Vec<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(

@@ -1149,6 +1149,7 @@ fn job_json(s: &JobStatus) -> Value {
         "retry_at": s.retry_at.map(fmt),
         "next_fire": s.next_fire.map(fmt),
         "consecutive_failures": s.consecutive_failures,
+        "after": s.after,
         "last": s.last.as_ref().map(|l| json!({
             "run": l.run,
             "status": l.status.as_str(),

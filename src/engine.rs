@@ -226,6 +226,8 @@ pub struct JobStatus {
     pub queued: usize,
     pub consecutive_failures: u32,
     pub last: Option<LastRun>,
+    /// Jobs it runs after (its `after` list).
+    pub after: Vec<String>,
 }
 
 /// Why a one-shot submission or cancellation was refused.
@@ -730,6 +732,7 @@ impl Engine {
             queued: s.waiting.len() + in_ready,
             consecutive_failures: s.consecutive_failures,
             last: s.last.clone(),
+            after: s.def.after.clone(),
         })
     }
 

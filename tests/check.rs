@@ -8,7 +8,7 @@ fn the_shipped_example_passes() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/jobs.example.toml");
     env.rea(&["check", "-f", example])
         .ok()
-        .stdout_has("12 jobs OK");
+        .stdout_has("13 jobs OK");
 }
 
 #[test]

@@ -48,6 +48,9 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
                         .to_string(),
                     super::relative(t, now),
                 ),
+                None if j.schedule.is_none() => {
+                    ("when its dependencies succeed".to_string(), String::new())
+                }
                 None => ("never".to_string(), String::new()),
             }
         };

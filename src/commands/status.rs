@@ -109,8 +109,16 @@ fn live(data: &serde_json::Value, json: bool) -> i32 {
             state
         };
         let last = &j["last"];
+        let after: Vec<&str> = j["after"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str())
+            .collect();
         let next = if j["paused"] == true || j["enabled"] == false {
             "-".to_string()
+        } else if j["next_fire"].is_null() && !after.is_empty() {
+            format!("after {}", after.join(", "))
         } else {
             ago(j["next_fire"].as_str(), now)
         };
@@ -228,6 +236,8 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
             "disabled".to_string()
         } else if j.is_reboot() {
             "at daemon start".to_string()
+        } else if j.schedule.is_none() {
+            format!("after {}", j.after.join(", "))
         } else {
             next_fire(j, now)
                 .map(|t| super::relative(t, now))
