@@ -46,6 +46,8 @@ pub struct DaemonConfig {
     pub history_max_bytes: u64,
     /// Rotated history files kept (`history.jsonl.1` ..). Default 5.
     pub history_files: u32,
+    /// Where `GET /metrics` (Prometheus) is served. Default: nowhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -55,6 +57,7 @@ impl Default for DaemonConfig {
             shutdown_grace: Duration::from_secs(30),
             history_max_bytes: 64 * 1024 * 1024,
             history_files: 5,
+            metrics: None,
         }
     }
 }
@@ -525,6 +528,24 @@ const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         apply: |ctx, v, d| {
             if let Some(n) = ctx.integer(v, "history_files", 0, 100) {
                 d.history_files = n as u32;
+            }
+        },
+    },
+    SubField {
+        name: "metrics",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a string like \"127.0.0.1:9746\"") {
+                match s.parse() {
+                    Ok(addr) => d.metrics = Some(addr),
+                    Err(_) => ctx.error(
+                        v.span().start,
+                        format!("invalid metrics address {s:?}"),
+                        Some(
+                            "write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)"
+                                .to_string(),
+                        ),
+                    ),
+                }
             }
         },
     },
@@ -1554,7 +1575,8 @@ command = "date"
                 max_concurrent: 8,
                 shutdown_grace: Duration::from_secs(30),
                 history_max_bytes: 64 << 20,
-                history_files: 5
+                history_files: 5,
+                metrics: None
             }
         );
         let j = job(&config, "sync-orders");
@@ -1701,7 +1723,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, metrics\n"
         );
     }
 
@@ -2182,6 +2204,23 @@ retry = { attempts = 101 }
     fn duplicate_tags_collapse() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\ntags = [\"x\", \"y\", \"x\"]\n");
         assert_eq!(config.jobs[0].tags, ["x", "y"]);
+    }
+
+    #[test]
+    fn metrics_address() {
+        let config = ok("[daemon]\nmetrics = \"127.0.0.1:9746\"\n");
+        assert_eq!(config.daemon.metrics, Some(([127, 0, 0, 1], 9746).into()));
+        let config = ok("[daemon]\nmetrics = \"[::1]:0\"\n");
+        assert_eq!(config.daemon.metrics.map(|a| a.is_ipv6()), Some(true));
+        assert_eq!(ok("[daemon]\n").daemon.metrics, None);
+        assert_eq!(
+            errors("[daemon]\nmetrics = \"localhost:9746\"\n"),
+            "jobs.toml:2:11: invalid metrics address \"localhost:9746\"\n  hint: write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmetrics = 9746\n"),
+            "jobs.toml:2:11: expected a string like \"127.0.0.1:9746\", found an integer\n"
+        );
     }
 }
 

@@ -13,6 +13,8 @@ pub mod duration;
 pub mod engine;
 pub mod executor;
 pub mod history;
+pub mod metrics;
+pub mod notify;
 pub mod oneshot;
 pub mod schedule;
 pub mod state_dir;
