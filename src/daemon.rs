@@ -125,11 +125,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             "ignored unreadable lines in the one-shot journal (a torn last write)"
         );
     }
-    let listener = control::bind(&opts.state_dir).map_err(StartError::Other)?;
-    // Bound now, so a taken metrics address fails the start.
+    // Bound now, so a taken metrics address fails the start
+    // (before the control socket, which would be left behind).
     let (mut metrics, mut scrapes) = crate::metrics::start(&config)
         .await
         .map_err(StartError::Other)?;
+    let listener = control::bind(&opts.state_dir).map_err(StartError::Other)?;
 
     let (recovered, summaries) = recover(&opts, &config, paused);
     let started_at = Utc::now();

@@ -175,7 +175,7 @@ impl Metrics {
         let last_success = Family::<JobLabel, F64Gauge>::default();
         r.register_with_unit(
             "last_success_timestamp",
-            "When the job's last successful run ended (Unix time; seeded from the history log at start)",
+            "When the job's last successful run started (Unix time; seeded from the history log at start)",
             Unit::Seconds,
             last_success.clone(),
         );
@@ -373,8 +373,10 @@ impl Metrics {
                 series.duration.observe(ms as f64 / 1000.0);
             }
         }
+        // The start, as the history's summaries have it: a daily job's
+        // successes are then 24 h apart however long each one took.
         if status == RunStatus::Succeeded {
-            let at = rec.ended.unwrap_or(rec.ts);
+            let at = rec.started.unwrap_or(rec.ts);
             self.set_last_success(job, at);
         }
     }
@@ -691,6 +693,7 @@ mod tests {
         r.status = Some(status);
         r.trigger = Some(trigger);
         r.duration_ms = ms;
+        r.started = Some(at(10));
         if status.is_final() {
             r.ended = Some(at(20));
         }
@@ -801,11 +804,11 @@ mod tests {
             &text,
             "rea_run_duration_seconds_bucket{job=\"bad\",le=\"+Inf\"} 2",
         );
-        // Last success: only the job that succeeded, at its end.
-        let ended = unix_seconds(at(20));
+        // Last success: only the job that succeeded, when it started.
+        let started = unix_seconds(at(10));
         has(
             &text,
-            &format!("rea_last_success_timestamp_seconds{{job=\"good\"}} {ended:.1}"),
+            &format!("rea_last_success_timestamp_seconds{{job=\"good\"}} {started:.1}"),
         );
         assert_eq!(
             samples(&text, "rea_last_success_timestamp_seconds").len(),

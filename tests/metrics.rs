@@ -254,4 +254,35 @@ fn a_taken_address_stops_the_start_with_a_clear_message() {
         "{stderr}"
     );
     assert!(env.events("daemon_started").is_empty());
+    assert!(
+        !env.state().join("rea.sock").exists(),
+        "no control socket left behind"
+    );
+}
+
+#[test]
+fn the_last_success_survives_a_restart() {
+    let env = Env::new();
+    env.jobs("[daemon]\nmetrics = \"127.0.0.1:0\"\n[jobs.yearly]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    env.rea(&["trigger", "yearly", "--wait"]).ok();
+    let before = value(
+        &scrape(&endpoint(&d)),
+        "rea_last_success_timestamp_seconds{job=\"yearly\"}",
+    )
+    .expect("a last success after the triggered run");
+    assert_eq!(d.stop(), 0);
+
+    let d = env.daemon();
+    let text = scrape(&endpoint(&d));
+    assert_eq!(
+        value(&text, "rea_last_success_timestamp_seconds{job=\"yearly\"}"),
+        Some(before),
+        "seeded from the history log:\n{text}"
+    );
+    assert_eq!(
+        value(&text, "rea_runs_total{job=\"yearly\",status=\"succeeded\"}"),
+        Some(0.0),
+        "counters start at zero"
+    );
 }
