@@ -78,6 +78,8 @@ pub struct DaemonConfig {
     pub history_files: u32,
     /// The sendmail program for `mailto`; None = look in the usual places.
     pub sendmail: Option<PathBuf>,
+    /// Where `GET /metrics` (Prometheus) is served. Default: nowhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -88,6 +90,7 @@ impl Default for DaemonConfig {
             history_max_bytes: 64 * 1024 * 1024,
             history_files: 5,
             sendmail: None,
+            metrics: None,
         }
     }
 }
@@ -747,6 +750,24 @@ const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
                         format!("\"sendmail\" must be an absolute path, found {s:?}"),
                         None,
                     );
+                }
+            }
+        },
+    },
+    SubField {
+        name: "metrics",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a string like \"127.0.0.1:9746\"") {
+                match s.parse() {
+                    Ok(addr) => d.metrics = Some(addr),
+                    Err(_) => ctx.error(
+                        v.span().start,
+                        format!("invalid metrics address {s:?}"),
+                        Some(
+                            "write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)"
+                                .to_string(),
+                        ),
+                    ),
                 }
             }
         },
@@ -1920,6 +1941,7 @@ command = "date"
                 history_max_bytes: 64 << 20,
                 history_files: 5,
                 sendmail: None,
+                metrics: None,
             }
         );
         let j = job(&config, "sync-orders");
@@ -2066,7 +2088,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics\n"
         );
     }
 
@@ -2547,6 +2569,23 @@ retry = { attempts = 101 }
     fn duplicate_tags_collapse() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\ntags = [\"x\", \"y\", \"x\"]\n");
         assert_eq!(config.jobs[0].tags, ["x", "y"]);
+    }
+
+    #[test]
+    fn metrics_address() {
+        let config = ok("[daemon]\nmetrics = \"127.0.0.1:9746\"\n");
+        assert_eq!(config.daemon.metrics, Some(([127, 0, 0, 1], 9746).into()));
+        let config = ok("[daemon]\nmetrics = \"[::1]:0\"\n");
+        assert_eq!(config.daemon.metrics.map(|a| a.is_ipv6()), Some(true));
+        assert_eq!(ok("[daemon]\n").daemon.metrics, None);
+        assert_eq!(
+            errors("[daemon]\nmetrics = \"localhost:9746\"\n"),
+            "jobs.toml:2:11: invalid metrics address \"localhost:9746\"\n  hint: write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmetrics = 9746\n"),
+            "jobs.toml:2:11: expected a string like \"127.0.0.1:9746\", found an integer\n"
+        );
     }
 }
 

@@ -138,12 +138,20 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             "ignored unreadable lines in the one-shot journal (a torn last write)"
         );
     }
+    // Bound now, so a taken metrics address fails the start
+    // (before the control socket, which would be left behind).
+    let (mut metrics, mut scrapes) = crate::metrics::start(&config)
+        .await
+        .map_err(StartError::Other)?;
     let listener = control::bind(&opts.state_dir).map_err(StartError::Other)?;
 
     let (recovered, summaries) = recover(&opts, &config, paused);
     let started_at = Utc::now();
     let mut engine = Engine::new(&config, fastrand::u64(..));
     for (name, s) in summaries {
+        if let (Some(m), Some(at)) = (metrics.as_mut(), s.last_success) {
+            m.seed_last_success(&name, at);
+        }
         if let Some(last) = s.last.as_ref().and_then(last_run_of) {
             engine.seed_last(&name, last, s.consecutive_failures as u32);
         }
@@ -163,6 +171,8 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         last_reload: started_at,
         config_error: None,
         journal: replayed.journal,
+        metrics,
+        notify: crate::notify::Notifier::from_env(),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
@@ -191,9 +201,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut sigint = sig(SignalKind::interrupt())?;
     let mut sighup = sig(SignalKind::hangup())?;
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
+    d.execute(&mut actions);
+    d.notify_ready();
 
     loop {
         d.execute(&mut actions);
+        d.notify_summary();
         if shutdown_deadline.is_some() && d.engine.running() == 0 {
             break;
         }
@@ -234,6 +247,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 info!("SIGHUP: reloading the job file");
                 let _ = d.reload(&mut actions);
             },
+            Some(scrape) = scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
             Some(incoming) = ctl_rx.recv() => {
                 let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
                 d.incoming(incoming, &mut batch, &mut actions);
@@ -319,6 +333,10 @@ struct Loop {
     config_error: Option<(DateTime<Utc>, Vec<String>)>,
     /// Durable pending one-shots.
     journal: Journal,
+    /// The Prometheus endpoint's metrics (`[daemon] metrics`), if served.
+    metrics: Option<crate::metrics::Metrics>,
+    /// systemd's `NOTIFY_SOCKET`, if set.
+    notify: crate::notify::Notifier,
 }
 
 impl Loop {
@@ -338,6 +356,10 @@ impl Loop {
             );
             self.engine.shutdown();
             *deadline = Some(tokio::time::Instant::now() + grace);
+            self.notify.stopping(&format!(
+                "stopping: waiting for {} running job(s)",
+                self.engine.running()
+            ));
         } else {
             warn!(signal = name, "second signal: terminating running jobs now");
             actions.extend(self.engine.terminate_all());
@@ -347,12 +369,14 @@ impl Loop {
     /// Re-reads the job file. An invalid file changes nothing but the banner.
     fn reload(&mut self, actions: &mut VecDeque<Action>) -> Result<Value, Vec<String>> {
         let now = Utc::now();
-        match load(&self.opts) {
+        self.notify.reloading();
+        let result = match load(&self.opts) {
             Ok(cfg) => {
                 if self.config_error.take().is_some() {
                     info!("the job file is valid again");
                 }
                 actions.extend(self.engine.reload(&cfg, now));
+                crate::metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
                 self.history
                     .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
                 self.config = cfg;
@@ -377,7 +401,9 @@ impl Loop {
                 self.config_error = Some((now, errors.clone()));
                 Err(errors)
             }
-        }
+        };
+        self.notify_ready();
+        result
     }
 
     /// Answers one control request.
@@ -739,6 +765,9 @@ impl Loop {
         while let Some(action) = actions.pop_front() {
             match action {
                 Action::Record(rec) => {
+                    if let Some(m) = &mut self.metrics {
+                        m.observe(&rec);
+                    }
                     log_record(&rec);
                     self.append(&rec);
                     self.notify_waiters(&rec);
@@ -800,6 +829,9 @@ impl Loop {
             // Scheduling goes on: the record waits in the writer's backlog and
             // is written when the disk accepts it again.
             error!("cannot write the history log (kept in memory, retried on the next write): {e}");
+            if let Some(m) = &self.metrics {
+                m.history_write_error();
+            }
         }
     }
 
@@ -1099,6 +1131,43 @@ fn user_env(user: Option<&crate::host::User>) -> Vec<(String, String)> {
         ("LOGNAME".into(), u.name.clone()),
         ("SHELL".into(), u.shell.display().to_string()),
     ]
+}
+
+/// The Prometheus endpoint and systemd notification.
+impl Loop {
+    /// A scrape is about to render: bring the state gauges up to date.
+    fn on_scrape(&mut self, scrape: crate::metrics::Scrape) {
+        if let Some(m) = &self.metrics {
+            m.refresh(
+                &self.engine,
+                self.config_error.is_none(),
+                self.history.backlog_len(),
+            );
+        }
+        scrape.done();
+    }
+
+    fn notify_ready(&mut self) {
+        if self.notify.enabled() {
+            let line = crate::notify::status_line(
+                self.config.jobs.len(),
+                self.engine.next_wake(),
+                self.config_error.as_ref().map(|(_, e)| e.len()),
+            );
+            self.notify.ready(&line);
+        }
+    }
+
+    /// Once per loop iteration; sends only when the summary changed.
+    fn notify_summary(&mut self) {
+        if self.notify.enabled() {
+            self.notify.summary(
+                self.config.jobs.len(),
+                self.engine.next_wake(),
+                self.config_error.as_ref().map(|(_, e)| e.len()),
+            );
+        }
+    }
 }
 
 fn oneshot_json(s: &crate::engine::OneShotStatus) -> Value {

@@ -242,6 +242,8 @@ pub fn spawn(
         let mut command = Command::new(program);
         command
             .args(&args)
+            // A job must not talk to systemd as if it were rea.
+            .env_remove(crate::notify::NOTIFY_SOCKET)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin)
             .stdout(Stdio::from(out_write))

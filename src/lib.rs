@@ -14,6 +14,8 @@ pub mod engine;
 pub mod executor;
 pub mod history;
 pub mod host;
+pub mod metrics;
+pub mod notify;
 pub mod oneshot;
 pub mod schedule;
 pub mod state_dir;

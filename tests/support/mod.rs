@@ -136,6 +136,11 @@ impl Env {
     }
 
     pub fn daemon_with(&self, extra: &[&str]) -> Daemon {
+        self.daemon_with_env(extra, &[])
+    }
+
+    /// `daemon_with`, with `vars` added to the daemon's environment.
+    pub fn daemon_with_env(&self, extra: &[&str], vars: &[(&str, &str)]) -> Daemon {
         let starts_before = self.events("daemon_started").len();
         let log =
             fs::File::create(self.path(&format!("daemon-{starts_before}.log"))).expect("log file");
@@ -147,6 +152,7 @@ impl Env {
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
