@@ -154,13 +154,10 @@ fn time_cmd(dir: &TempDir, args: &[&str], reps: usize) -> (Duration, u64) {
     }
     let _ = warm.stdout;
     let mut walls = Vec::new();
-    let mut rss = 0;
     for _ in 0..reps {
-        let c = util::measure(&mut util::rea(dir, args));
-        walls.push(c.wall);
-        rss = rss.max(c.max_rss_kb);
+        walls.push(util::measure(&mut util::rea(dir, args)).wall);
     }
-    (util::median(&walls), rss)
+    (util::median(&walls), util::peak_rss_kb(dir, args))
 }
 
 pub fn queries(s: &Settings) -> Vec<Figure> {

@@ -123,6 +123,33 @@ pub fn measure(cmd: &mut Command) -> ChildCost {
     }
 }
 
+/// Peak RSS of `rea ARGS` in kB. Linux carries the parent's RSS into a
+/// vforked child's `ru_maxrss` at exec, so a child of this (possibly large)
+/// process would report our size; `/usr/bin/time` is a small parent that
+/// forks, so its `%M` is rea's own. Falls back to wait4 without it.
+pub fn peak_rss_kb(dir: &TempDir, args: &[&str]) -> u64 {
+    let time = Path::new("/usr/bin/time");
+    if !time.is_file() {
+        return measure(&mut rea(dir, args)).max_rss_kb;
+    }
+    let out = dir.path().join("time-output");
+    let mut c = Command::new(time);
+    c.arg("-f").arg("%M").arg("-o").arg(&out).arg(rea_bin());
+    c.arg("-f")
+        .arg(dir.jobs())
+        .arg("--state-dir")
+        .arg(dir.state())
+        .args(args);
+    c.env_remove("REA_FILE")
+        .env_remove("REA_STATE_DIR")
+        .stdin(Stdio::null());
+    let _ = measure(&mut c);
+    fs::read_to_string(&out)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| l.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
 fn wait4(child: &Child) -> (ExitStatus, libc::rusage) {
     let mut status = 0;
     // SAFETY: rusage is plain old data; wait4 fills it for our own child.
