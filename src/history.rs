@@ -1137,7 +1137,16 @@ impl HistoryReader for JsonlReader {
         // The bool: a success was seen, so the failure streak is complete.
         let mut summaries: HashMap<String, (JobSummary, bool)> = HashMap::new();
         self.scan(
-            |_| Pre::Parse,
+            // Half of a log is `started` lines, which never count here: skip
+            // them before the parse. The pattern cannot occur inside a string
+            // value (its quotes would be escaped there).
+            |line| {
+                if line.contains(r#""status":"started""#) {
+                    Pre::Skip
+                } else {
+                    Pre::Parse
+                }
+            },
             |head: RunHead| {
                 let (Event::Run, Some(job), Some(status)) = (head.event, &head.job, head.status)
                 else {
@@ -1849,6 +1858,29 @@ mod tests {
         assert_eq!(last.run.as_deref(), Some("r7"));
         let b = &summaries["b"];
         assert_eq!((b.total_runs, b.consecutive_failures), (1, 0));
+    }
+
+    #[test]
+    fn job_summaries_skip_started_lines_but_not_outputs_that_mention_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), 1 << 20, 2).expect("open");
+        let mut sneaky = run(2, "a", "r2", RunStatus::Failed, Trigger::Schedule);
+        sneaky.output = Some(r#"{"status":"started"}"#.into());
+        for r in [
+            run(1, "a", "r2", RunStatus::Started, Trigger::Schedule),
+            sneaky,
+            run(3, "b", "r3", RunStatus::Started, Trigger::Schedule),
+        ] {
+            h.append(&r).expect("append");
+        }
+        let summaries = h.reader().job_summaries().expect("scan");
+        let a = &summaries["a"];
+        assert_eq!((a.total_runs, a.consecutive_failures), (1, 1));
+        assert_eq!(a.last.as_ref().map(|l| l.status), Some(RunStatus::Failed));
+        assert!(
+            !summaries.contains_key("b"),
+            "a run in progress is no result"
+        );
     }
 
     #[test]
