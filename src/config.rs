@@ -31,8 +31,9 @@ pub struct Config {
     /// The path as the user gave it (used in messages and status).
     pub path: PathBuf,
     pub daemon: DaemonConfig,
-    /// Jobs in file order.
-    pub jobs: Vec<Job>,
+    /// Jobs in file order, shared with the daemon's engine (no copy per
+    /// job: a 100,000-job file is loaded once).
+    pub jobs: Vec<std::sync::Arc<Job>>,
     /// Where each job's fields are written: (job, field) → (line, col);
     /// field "" is the job's table header. Kept out of `Job` so moving a
     /// job in the file does not make a reload see it as changed.
@@ -938,8 +939,17 @@ fn apply_schedule(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     let Some(expr) = ctx.string(v, "a cron expression like \"*/15 * * * *\"") else {
         return;
     };
+    // Large files repeat a few expressions many times: parse each once and
+    // share its compiled matcher.
+    if let Some(known) = ctx.schedules.get(expr) {
+        d.schedule = Some(known.clone());
+        return;
+    }
     match Schedule::parse(expr) {
-        Ok(schedule) => d.schedule = Some(schedule),
+        Ok(schedule) => {
+            ctx.schedules.insert(expr.to_string(), schedule.clone());
+            d.schedule = Some(schedule);
+        }
         Err(e) => {
             let at = schedule_error_offset(ctx.text, v.span(), expr, &e);
             ctx.error(at, e.message, e.hint);
@@ -1149,6 +1159,8 @@ struct Ctx<'a> {
     diags: Vec<Diagnostic>,
     /// See `Config::positions`.
     positions: BTreeMap<(String, String), (usize, usize)>,
+    /// Expressions already parsed in this file.
+    schedules: std::collections::HashMap<String, Schedule>,
 }
 
 impl<'a> Ctx<'a> {
@@ -1162,6 +1174,7 @@ impl<'a> Ctx<'a> {
             line_starts,
             diags: Vec::new(),
             positions: BTreeMap::new(),
+            schedules: std::collections::HashMap::new(),
         }
     }
 
@@ -1261,7 +1274,7 @@ impl<'a> Ctx<'a> {
         self.error(span.start, format!("invalid TOML: {message}"), Some(hint));
     }
 
-    fn document(&mut self, root: &DeTable) -> (DaemonConfig, Vec<Job>) {
+    fn document(&mut self, root: &DeTable) -> (DaemonConfig, Vec<std::sync::Arc<Job>>) {
         let mut daemon = DaemonConfig::default();
         let mut defaults = Draft::default();
         // [defaults] applies to every job wherever it appears in the file.
@@ -1322,7 +1335,7 @@ impl<'a> Ctx<'a> {
         (daemon, jobs)
     }
 
-    fn jobs(&mut self, value: &Value, defaults: &Draft) -> Vec<Job> {
+    fn jobs(&mut self, value: &Value, defaults: &Draft) -> Vec<std::sync::Arc<Job>> {
         let DeValue::Table(table) = value.get_ref() else {
             let hint = value.get_ref().is_array().then(|| {
                 "write each job as [jobs.NAME] with a unique NAME, not [[jobs]]".to_string()
@@ -1373,7 +1386,7 @@ impl<'a> Ctx<'a> {
                 }
             }
             if let Some(job) = draft.into_job(name) {
-                jobs.push(job);
+                jobs.push(std::sync::Arc::new(job));
             }
         }
         jobs
@@ -1423,7 +1436,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// `after` names jobs of this file, and the dependencies have no cycle.
-    fn check_dependencies(&mut self, jobs: &[Job]) {
+    fn check_dependencies(&mut self, jobs: &[std::sync::Arc<Job>]) {
         let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
         let at = |ctx: &Ctx, job: &str| -> (usize, usize) {
             ctx.positions
@@ -1461,7 +1474,7 @@ impl<'a> Ctx<'a> {
         // A cycle: depth-first search over `after` edges, reported once at
         // the job where it was found, naming the whole loop.
         let index: std::collections::HashMap<&str, &Job> =
-            jobs.iter().map(|j| (j.name.as_str(), j)).collect();
+            jobs.iter().map(|j| (j.name.as_str(), &**j)).collect();
         let mut state: std::collections::HashMap<&str, u8> = std::collections::HashMap::new();
         fn visit<'j>(
             name: &'j str,

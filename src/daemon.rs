@@ -62,12 +62,6 @@ enum Msg {
 
 /// Runs the daemon until SIGTERM/SIGINT. Blocks the calling thread.
 pub fn run(opts: Options) -> Result<(), StartError> {
-    // A history write past RLIMIT_FSIZE must fail with EFBIG (and go to the
-    // backlog) rather than kill the daemon; jobs get the default back.
-    // SAFETY: setting a signal disposition to SIG_IGN has no preconditions.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
     // One thread: the loop is the only owner of state, and child processes
     // are awaited through pidfds, so more threads would buy nothing.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -200,6 +194,10 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut sigterm = sig(SignalKind::terminate())?;
     let mut sigint = sig(SignalKind::interrupt())?;
     let mut sighup = sig(SignalKind::hangup())?;
+    // A history write past RLIMIT_FSIZE must fail with EFBIG (the record then
+    // waits in the backlog) instead of SIGXFSZ killing the daemon. A handler,
+    // not SIG_IGN: exec resets handled signals, so jobs keep the default.
+    let mut sigxfsz = sig(SignalKind::from_raw(libc::SIGXFSZ))?;
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     d.execute(&mut actions);
     d.notify_ready();
@@ -243,6 +241,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 ),
                 crate::watch::Change::Warning(m) => warn!("{m}"),
             },
+            _ = sigxfsz.recv() => warn!("a write went past the file size limit (RLIMIT_FSIZE); the history keeps the records in memory"),
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the job file");
                 let _ = d.reload(&mut actions);
@@ -294,7 +293,7 @@ fn recover(
         warn!("cannot read the history log for interrupted runs: {e}");
         Vec::new()
     });
-    let summaries = reader.job_summaries().unwrap_or_default();
+    let summaries = reader.recent_summaries(&names).unwrap_or_default();
     (
         Recovered {
             last_occurrences,
@@ -881,7 +880,7 @@ impl Loop {
                 "cannot write the output file for hooks: {e}"
             );
         }
-        let mut env: Vec<(String, String)> = user_env(user.as_ref());
+        let mut env: Vec<(String, String)> = user_env(user.as_ref(), &job.shell);
         env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
         env.push(("REA_JOB".into(), job.name.clone()));
@@ -1032,13 +1031,16 @@ impl Loop {
                 ONESHOT_OUTPUT_LIMIT,
             ),
         };
-        let user = match &start.def {
-            Def::Job(job) => job.user.as_deref().map(crate::host::user).transpose()?,
-            Def::OneShot(_) => None,
+        let (user, shell) = match &start.def {
+            Def::Job(job) => (
+                job.user.as_deref().map(crate::host::user).transpose()?,
+                job.shell.as_str(),
+            ),
+            Def::OneShot(_) => (None, "/bin/sh"),
         };
         // As cron does for a crontab's owner: the user database says who
         // the job is; the job's own env may still override.
-        let mut env: Vec<(String, String)> = user_env(user.as_ref());
+        let mut env: Vec<(String, String)> = user_env(user.as_ref(), shell);
         env.extend(env_base.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.push(("REA_JOB".into(), start.name.clone()));
         env.push(("REA_RUN_ID".into(), start.run.clone()));
@@ -1122,14 +1124,16 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     m
 }
 
-/// HOME, USER, LOGNAME and SHELL of a job's user.
-fn user_env(user: Option<&crate::host::User>) -> Vec<(String, String)> {
+/// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the
+/// user database, and SHELL = the shell that runs the command (not the
+/// user's login shell).
+fn user_env(user: Option<&crate::host::User>, shell: &str) -> Vec<(String, String)> {
     let Some(u) = user else { return Vec::new() };
     vec![
         ("HOME".into(), u.home.display().to_string()),
         ("USER".into(), u.name.clone()),
         ("LOGNAME".into(), u.name.clone()),
-        ("SHELL".into(), u.shell.display().to_string()),
+        ("SHELL".into(), shell.to_string()),
     ]
 }
 

@@ -345,7 +345,7 @@ impl Engine {
             engine.order.push(job.name.clone());
             engine
                 .jobs
-                .insert(job.name.clone(), JobState::new(Arc::new(job.clone())));
+                .insert(job.name.clone(), JobState::new(job.clone()));
         }
         engine
     }
@@ -523,10 +523,10 @@ impl Engine {
         for job in &config.jobs {
             let name = job.name.clone();
             match self.jobs.get_mut(&name) {
-                Some(state) if !state.removed && *state.def == *job => unchanged += 1,
+                Some(state) if !state.removed && *state.def == **job => unchanged += 1,
                 Some(state) => {
                     let was_removed = state.removed;
-                    state.def = Arc::new(job.clone());
+                    state.def = job.clone();
                     state.removed = false;
                     if let Some(id) = state.next.take() {
                         self.heap.cancel(id);
@@ -546,8 +546,7 @@ impl Engine {
                 }
                 None => {
                     added += 1;
-                    self.jobs
-                        .insert(name.clone(), JobState::new(Arc::new(job.clone())));
+                    self.jobs.insert(name.clone(), JobState::new(job.clone()));
                     self.schedule_next(&name, now);
                 }
             }

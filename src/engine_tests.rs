@@ -47,7 +47,7 @@ fn config(jobs: Vec<Job>, max_concurrent: usize) -> Config {
             max_concurrent,
             ..DaemonConfig::default()
         },
-        jobs,
+        jobs: jobs.into_iter().map(Arc::new).collect(),
         positions: Default::default(),
     }
 }

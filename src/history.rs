@@ -803,6 +803,16 @@ pub trait HistoryReader {
     /// Per-job totals over the whole history, keyed by job name.
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>>;
 
+    /// Like `job_summaries`, but may stop reading once every job in `jobs`
+    /// has its last run and a success (so its failure streak is known): what
+    /// `rea status` and the daemon's start need, without reading a huge log
+    /// to its beginning. `total_runs` and `skipped` then count only what was
+    /// read.
+    fn recent_summaries(&self, jobs: &HashSet<String>) -> io::Result<HashMap<String, JobSummary>> {
+        let _ = jobs;
+        self.job_summaries()
+    }
+
     /// Lines the last call skipped because they did not parse (a torn last
     /// line after kill -9, garbage). Lines a query's cheap pre-filter ruled
     /// out are never parsed, so they are not counted. Backends that cannot
@@ -1134,8 +1144,28 @@ impl HistoryReader for JsonlReader {
     }
 
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+        self.summaries_until(None)
+    }
+
+    fn recent_summaries(&self, jobs: &HashSet<String>) -> io::Result<HashMap<String, JobSummary>> {
+        self.summaries_until(Some(jobs))
+    }
+
+    fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+}
+
+impl JsonlReader {
+    /// Per-job summaries, newest first; with `stop_when`, reading ends once
+    /// each of those jobs has a complete failure streak.
+    fn summaries_until(
+        &self,
+        stop_when: Option<&HashSet<String>>,
+    ) -> io::Result<HashMap<String, JobSummary>> {
         // The bool: a success was seen, so the failure streak is complete.
         let mut summaries: HashMap<String, (JobSummary, bool)> = HashMap::new();
+        let mut open: usize = stop_when.map_or(usize::MAX, HashSet::len);
         self.scan(
             // Half of a log is `started` lines, which never count here: skip
             // them before the parse. The pattern cannot occur inside a string
@@ -1183,7 +1213,13 @@ impl HistoryReader for JsonlReader {
                         if summary.last_success.is_none() {
                             summary.last_success = Some(head.started.unwrap_or(head.ts));
                         }
+                        if !*streak_done && stop_when.is_some_and(|w| w.contains(job.as_str())) {
+                            open = open.saturating_sub(1);
+                        }
                         *streak_done = true;
+                        if open == 0 {
+                            return ControlFlow::Break(());
+                        }
                     }
                     RunStatus::Failed | RunStatus::TimedOut if !*streak_done => {
                         summary.consecutive_failures += 1;
@@ -1198,9 +1234,43 @@ impl HistoryReader for JsonlReader {
             .map(|(job, (summary, _))| (job, summary))
             .collect())
     }
+}
 
-    fn malformed(&self) -> u64 {
-        self.malformed.load(Ordering::Relaxed)
+#[cfg(test)]
+mod recent_tests {
+    use super::*;
+
+    #[test]
+    fn recent_summaries_stop_once_every_job_has_a_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = JsonlHistory::open(dir.path(), 1 << 30, 1).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-11-29T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let run = |job: &str, status: RunStatus, i: i64| {
+            let mut r = Record::new(Event::Run, t0 + chrono::Duration::seconds(i));
+            r.job = Some(job.into());
+            r.run = Some(format!("r{i}"));
+            r.status = Some(status);
+            r
+        };
+        // Old history: many runs of `a` that a bounded read never reaches.
+        for i in 0..100 {
+            h.append(&run("a", RunStatus::Failed, i)).unwrap();
+        }
+        h.append(&run("a", RunStatus::Succeeded, 100)).unwrap();
+        h.append(&run("b", RunStatus::Succeeded, 101)).unwrap();
+        h.append(&run("a", RunStatus::Failed, 102)).unwrap();
+        let reader = JsonlReader::new(dir.path());
+        let jobs: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        let recent = reader.recent_summaries(&jobs).unwrap();
+        assert_eq!(recent["a"].consecutive_failures, 1);
+        assert_eq!(recent["a"].last.as_ref().unwrap().status, RunStatus::Failed);
+        assert_eq!(recent["b"].consecutive_failures, 0);
+        assert_eq!(recent["a"].total_runs, 2, "stopped at a's success");
+        let all = reader.job_summaries().unwrap();
+        assert_eq!(all["a"].total_runs, 102);
+        assert_eq!(all["a"].consecutive_failures, 1);
     }
 }
 

@@ -39,7 +39,8 @@ pub struct Schedule {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Cron(Box<CronSchedule>),
+    /// Shared: jobs with the same expression share one compiled matcher.
+    Cron(std::sync::Arc<CronSchedule>),
     /// `@every`: whole seconds, at least one.
     Every(u64),
     Reboot,
@@ -203,7 +204,7 @@ impl Schedule {
         let kind = if trimmed.starts_with('@') {
             parse_macro(trimmed, lead)?
         } else {
-            Kind::Cron(Box::new(parse_cron(expr)?))
+            Kind::Cron(std::sync::Arc::new(parse_cron(expr)?))
         };
         Ok(Schedule {
             source: expr.to_string(),
@@ -317,7 +318,7 @@ fn parse_macro(trimmed: &str, lead: usize) -> Result<Kind, ScheduleError> {
         ));
     }
     match known {
-        Some((_, expansion)) => Ok(Kind::Cron(Box::new(parse_cron(expansion)?))),
+        Some((_, expansion)) => Ok(Kind::Cron(std::sync::Arc::new(parse_cron(expansion)?))),
         None => Ok(Kind::Reboot),
     }
 }

@@ -114,12 +114,10 @@ fn json_schema() {
                 "last",
                 "last_success",
                 "name",
-                "next_fire",
-                "total_runs"
+                "next_fire"
             ]
         );
     }
-    assert_eq!(jobs[0]["total_runs"], 1);
     assert_eq!(jobs[0]["consecutive_failures"], 0);
     assert!(jobs[0]["last_success"].is_string());
     assert_eq!(jobs[0]["last"]["status"], "succeeded");

@@ -158,7 +158,9 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
         }
     }
     let reader = JsonlReader::new(&dir);
-    let summaries = match reader.job_summaries() {
+    let names: std::collections::HashSet<String> =
+        cfg.jobs.iter().map(|j| j.name.clone()).collect();
+    let summaries = match reader.recent_summaries(&names) {
         Ok(s) => s,
         Err(e) => {
             return super::fail(
@@ -187,7 +189,6 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
                     "enabled": j.enabled,
                     "next_fire": next.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
                     "consecutive_failures": s.consecutive_failures,
-                    "total_runs": s.total_runs,
                     "last_success": s.last_success.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
                     "last": s.last,
                 })
