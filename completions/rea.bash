@@ -253,12 +253,16 @@ _rea() {
             return 0
             ;;
         rea__subcmd__import)
-            opts="-o -f -h -V --system --user --output --force --timezone --file --state-dir --help --version"
+            opts="-o -f -h -V --system --user --owner --output --force --timezone --file --state-dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --owner)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --output)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

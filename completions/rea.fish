@@ -165,6 +165,7 @@ complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where 
 complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand import" -l owner -d 'The user whose crontab this is: its jobs get `user = NAME`. `crontab -l -u alice` output does not say whose it is, so without --owner the jobs have no `user` and run as rea\'s user. Needs --user' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -s o -l output -d 'Write the job file here instead of standard output' -r -F
 complete -c rea -n "__fish_rea_using_subcommand import" -l timezone -d 'Zone for jobs without CRON_TZ (cron uses the machine\'s zone)' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F

@@ -342,6 +342,11 @@ pub struct ImportArgs {
     /// Read every file as a user crontab (`crontab -l` output)
     #[arg(long)]
     pub user: bool,
+    /// The user whose crontab this is: its jobs get `user = NAME`.
+    /// `crontab -l -u alice` output does not say whose it is, so without
+    /// --owner the jobs have no `user` and run as rea's user. Needs --user
+    #[arg(long, value_name = "NAME", requires = "user")]
+    pub owner: Option<String>,
     /// Write the job file here instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,

@@ -22,6 +22,11 @@
 //! reported as a [`Diagnostic`] naming the file and line. Whatever cron
 //! would have ignored or done differently is converted anyway and reported
 //! as a warning, so nothing is lost silently.
+//!
+//! A system crontab's user becomes the job's `user`, and `MAILTO` becomes
+//! `mailto` with `mail_on = "output"`. Whether those users exist here is
+//! not this module's business: it never looks at the machine, so the same
+//! crontab converts the same way everywhere (`rea check` looks).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -56,6 +61,11 @@ pub struct Options {
     /// Zone for jobs without `CRON_TZ`: cron reads schedules in the
     /// machine's zone, so `rea import` defaults to `"local"`.
     pub timezone: String,
+    /// The owner of the user crontabs (`--owner`): their jobs get this
+    /// `user`. A user crontab does not name its owner (`crontab -l -u
+    /// alice` prints the same text as alice's own `crontab -l`), so without
+    /// it their jobs have no `user` and run as rea's own user.
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,15 +120,21 @@ pub struct Job {
     pub stdin: Option<String>,
     pub description: Option<String>,
     /// Every variable the crontab set above this entry, except the ones
-    /// mapped to fields (`SHELL`, `CRON_TZ`) or unsupported (mail).
+    /// mapped to fields (`SHELL`, `CRON_TZ`, `MAILTO`) and the other mail
+    /// settings.
     pub env: BTreeMap<String, String>,
     pub shell: Option<String>,
     pub timezone: String,
     /// `HOME` when the crontab sets it: cron runs the job in `$HOME`.
     pub dir: Option<String>,
-    /// System crontabs: the user the job ran as (not supported by rea yet).
+    /// The user the job ran as: a system crontab's user field, or
+    /// [`Options::owner`] for user crontabs.
     pub user: Option<String>,
-    /// `MAILTO` and friends in force for this entry (not supported yet).
+    /// `MAILTO` in force for this entry; empty when unset or `""` (rea then
+    /// mails nothing, see [`render`]'s header).
+    pub mailto: Vec<String>,
+    /// Mail settings rea has no field for (`MAILFROM`, ..., and a `MAILTO`
+    /// rea cannot use), kept as comments.
     pub mail: BTreeMap<String, String>,
     pub enabled: bool,
 }
@@ -154,12 +170,15 @@ impl Import {
 /// set `PATH` ran with exactly this, so the import says so explicitly.
 pub const CRON_DEFAULT_PATH: &str = "/usr/bin:/bin";
 
-/// Variables cron reads to mail a job's output. rea does not mail.
-const MAIL_VARS: [&str; 4] = [
-    "MAILTO",
-    "MAILFROM",
-    "CONTENT_TYPE",
-    "CONTENT_TRANSFER_ENCODING",
+/// Variables cron reads to mail a job's output that rea's mail has no
+/// setting for (`MAILTO` becomes `mailto`), and what rea does instead.
+const MAIL_VARS: [(&str, &str); 3] = [
+    ("MAILFROM", "rea's mails are sent as the user rea runs as"),
+    ("CONTENT_TYPE", "rea's mails are text/plain; charset=utf-8"),
+    (
+        "CONTENT_TRANSFER_ENCODING",
+        "rea's mails are text/plain; charset=utf-8",
+    ),
 ];
 
 /// cron's macros (case-sensitive in cron) and what rea calls them.
@@ -195,6 +214,7 @@ struct FileState {
     env: BTreeMap<String, String>,
     shell: Option<String>,
     cron_tz: Option<String>,
+    mailto: Vec<String>,
     mail: BTreeMap<String, String>,
     /// Comment lines directly above the current line.
     comments: Vec<String>,
@@ -290,33 +310,6 @@ fn convert_file(source: &Source, options: &Options, names: &mut HashSet<String>,
     flush_comments(&mut state, out);
 
     let jobs = out.jobs.len() - first_job;
-    // One warning per user per file: the same words on every line of
-    // /etc/crontab would bury the warnings that matter.
-    let mut users: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for job in &out.jobs[first_job..] {
-        if let Some(u) = &job.user {
-            users.entry(u.as_str()).or_default().push(job.origin.1);
-        }
-    }
-    let user_warnings: Vec<Diagnostic> = users
-        .iter()
-        .map(|(user, lines)| {
-            let list: Vec<String> = lines.iter().map(usize::to_string).collect();
-            warning(
-                file,
-                lines[0],
-                format!(
-                    "{} job{} ran as user {user:?} (line{} {}): rea runs every job as the user rea runs as (not supported by this rea version); kept as a comment",
-                    lines.len(),
-                    plural(lines.len()),
-                    plural(lines.len()),
-                    list.join(", ")
-                ),
-                Some("run rea as that user, or wrap the command (e.g. runuser -u USER -- ...)".to_string()),
-            )
-        })
-        .collect();
-    out.diagnostics.extend(user_warnings);
     let bad = out.diagnostics[first_diag..]
         .iter()
         .filter(|d| d.severity == Severity::Error)
@@ -559,15 +552,35 @@ fn assign(
                 ));
             }
         },
-        _ if MAIL_VARS.contains(&name.as_str()) => {
+        "MAILTO" => {
+            state.mail.remove(&name);
+            match mail_addresses(&value) {
+                Ok(list) => state.mailto = list,
+                Err(bad) => {
+                    out.diagnostics.push(warning(
+                        file,
+                        n,
+                        format!("MAILTO={value}: {bad:?} is not an address rea can mail (it has a space or starts with \"-\"); kept as a comment, and the jobs below send no mail"),
+                        Some("write MAILTO=ops@example.com, or several addresses separated by commas".to_string()),
+                    ));
+                    state.mailto.clear();
+                    state.mail.insert(name, value);
+                }
+            }
+        }
+        _ if MAIL_VARS.iter().any(|(v, _)| *v == name) => {
             if value.is_empty() {
                 state.mail.remove(&name);
             } else {
+                let instead = MAIL_VARS
+                    .iter()
+                    .find(|(v, _)| *v == name)
+                    .map_or("", |(_, instead)| *instead);
                 out.diagnostics.push(warning(
                     file,
                     n,
-                    format!("{name}={value}: rea does not send mail (not supported by this rea version); kept as a comment on the jobs below"),
-                    Some("rea keeps every run's output in its history: see `rea logs JOB`".to_string()),
+                    format!("{name}={value}: not supported by this rea version ({instead}); kept as a comment on the jobs below"),
+                    None,
                 ));
                 state.mail.insert(name, value);
             }
@@ -584,6 +597,21 @@ fn assign(
             state.env.insert(name, value);
         }
     }
+}
+
+/// `MAILTO`'s addresses, as cron hands them to sendmail: separated by
+/// commas, blanks around them dropped; none for `""`. Err is the first
+/// address `rea check` would refuse (see `config`'s `mailto`), which cron
+/// could not have mailed either without passing it through a shell.
+fn mail_addresses(value: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for addr in value.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+        if addr.contains(char::is_whitespace) || addr.starts_with('-') || addr.contains('\0') {
+            return Err(addr.to_string());
+        }
+        out.push(addr.to_string());
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------
@@ -767,7 +795,8 @@ fn build_job(
         shell: state.shell.clone().filter(|s| s != "/bin/sh"),
         timezone: state.cron_tz.clone().unwrap_or(options.timezone.clone()),
         dir,
-        user: entry.user,
+        user: entry.user.or_else(|| options.owner.clone()),
+        mailto: state.mailto.clone(),
         mail: state.mail.clone(),
         enabled: true,
     }
@@ -1216,6 +1245,65 @@ pub fn command_with_stdin(command: &str, stdin: &str) -> String {
     }
 }
 
+fn toml_array(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|i| toml_string(i)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// The header's review notes: how the converted jobs differ from cron in
+/// what rea does with users, directories and mail. Only what this file
+/// contains is mentioned, and each sentence stays true of every job.
+fn header(import: &Import) -> String {
+    let jobs = &import.jobs;
+    let mut users: Vec<&str> = jobs.iter().filter_map(|j| j.user.as_deref()).collect();
+    users.sort_unstable();
+    users.dedup();
+    let ownerless = jobs.iter().any(|j| j.user.is_none());
+    let mut notes = vec!["Review before use.".to_string()];
+    if !users.is_empty() {
+        notes.push(format!(
+            "Jobs run as their `user` ({}) with its groups, HOME, USER and LOGNAME, as under cron; for that the rea daemon must run as root, as cron does. `rea check` verifies that these users exist on this machine.",
+            users.join(", ")
+        ));
+    }
+    if ownerless {
+        notes.push(
+            "Jobs without `user` come from a user crontab, which does not name its owner: they run as the user rea runs as (`rea import --user --owner NAME` sets it).".to_string(),
+        );
+    }
+    notes.push(
+        "cron ran each job in its user's home directory; rea runs it in rea's working directory unless `dir` says otherwise.".to_string(),
+    );
+    notes.push(
+        "Without MAILTO, cron mailed a job's output to the user it ran as; rea mails only the addresses in `mailto`, so jobs without it send no mail. Every run's output is kept in rea's history (`rea logs JOB`).".to_string(),
+    );
+    let mut out = String::new();
+    for note in notes {
+        out.push_str(&wrap_comment(&note, 78));
+    }
+    out.push('\n');
+    out
+}
+
+/// `text` as `# ` comment lines of at most `width` characters (longer words
+/// stay whole).
+fn wrap_comment(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::from("#");
+    for word in text.split(' ') {
+        if line.len() > 1 && line.len() + 1 + word.len() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
 /// The job file: a header, `[defaults]` holding what every job shares, then
 /// one table per job preceded by `# FILE:LINE`.
 pub fn render(import: &Import) -> String {
@@ -1225,12 +1313,7 @@ pub fn render(import: &Import) -> String {
     for src in &import.sources {
         s.push_str(&format!("#   {src}\n"));
     }
-    s.push_str(
-        "# Review before use. Under cron, each job ran as its crontab's user (see the\n\
-         # `# user =` comments), in that user's home directory with HOME, LOGNAME and\n\
-         # USER set, and its output was mailed; rea runs jobs as its own user, in its\n\
-         # working directory, and keeps their output in its history (`rea logs JOB`).\n\n",
-    );
+    s.push_str(&header(import));
     // [defaults]: the zone of the conversion, and every environment
     // variable that all jobs have with the same value.
     let mut common: BTreeMap<String, String> =
@@ -1246,6 +1329,9 @@ pub fn render(import: &Import) -> String {
     };
     let shell = shared(&|j| j.shell.clone());
     let dir = shared(&|j| j.dir.clone());
+    let user = shared(&|j| j.user.clone());
+    let mailto = shared(&|j| (!j.mailto.is_empty()).then(|| toml_array(&j.mailto)));
+    let mails = jobs.iter().any(|j| !j.mailto.is_empty());
     s.push_str("[defaults]\n");
     s.push_str(&format!(
         "timezone = {}{}\n",
@@ -1264,6 +1350,15 @@ pub fn render(import: &Import) -> String {
             "dir = {}   # HOME: cron runs jobs there\n",
             toml_string(d)
         ));
+    }
+    if let Some(u) = &user {
+        s.push_str(&format!("user = {}\n", toml_string(u)));
+    }
+    if let Some(m) = &mailto {
+        s.push_str(&format!("mailto = {m}   # MAILTO\n"));
+    }
+    if mails {
+        s.push_str("mail_on = \"output\"   # as cron: mail whenever a job prints something\n");
     }
     if !common.is_empty() {
         s.push_str(&format!("env = {}\n", inline_table(&common)));
@@ -1318,16 +1413,17 @@ pub fn render(import: &Import) -> String {
         if !j.enabled {
             s.push_str("enabled = false   # cron never ran this file (see the import warnings)\n");
         }
-        if let Some(u) = &j.user {
-            s.push_str(&format!(
-                "# user = {}   (not supported by this rea version: rea runs every job as its own user)\n",
-                toml_string(u)
-            ));
+        if user.is_none() {
+            if let Some(u) = &j.user {
+                s.push_str(&format!("user = {}\n", toml_string(u)));
+            }
+        }
+        if mailto.is_none() && !j.mailto.is_empty() {
+            s.push_str(&format!("mailto = {}   # MAILTO\n", toml_array(&j.mailto)));
         }
         for (k, v) in &j.mail {
             s.push_str(&format!(
-                "# {} = {}   (not supported by this rea version: rea does not mail output; see `rea logs`)\n",
-                k.to_ascii_lowercase(),
+                "# {k}={}   (not converted; see the import warnings)\n",
                 toml_string(v)
             ));
         }
@@ -1342,6 +1438,7 @@ mod tests {
     fn opts() -> Options {
         Options {
             timezone: "UTC".to_string(),
+            owner: None,
         }
     }
 
@@ -1661,7 +1758,9 @@ mod tests {
 
     #[test]
     fn warning_texts() {
-        has(&user("MAILTO=ops@example.com\n@daily x\n"), "tab:1: warning: MAILTO=ops@example.com: rea does not send mail (not supported by this rea version); kept as a comment on the jobs below\n  hint: rea keeps every run's output in its history: see `rea logs JOB`");
+        has(&user("MAILFROM=cron@example.com\n@daily x\n"), "tab:1: warning: MAILFROM=cron@example.com: not supported by this rea version (rea's mails are sent as the user rea runs as); kept as a comment on the jobs below");
+        has(&user("CONTENT_TYPE=text/html\n"), "tab:1: warning: CONTENT_TYPE=text/html: not supported by this rea version (rea's mails are text/plain; charset=utf-8); kept as a comment on the jobs below");
+        has(&user("MAILTO=ops@example.com,-oi\n@daily x\n"), "tab:1: warning: MAILTO=ops@example.com,-oi: \"-oi\" is not an address rea can mail (it has a space or starts with \"-\"); kept as a comment, and the jobs below send no mail\n  hint: write MAILTO=ops@example.com, or several addresses separated by commas");
         has(&user("RANDOM_DELAY=5\n"), "tab:1: warning: RANDOM_DELAY (cronie) is kept in the environment but does not delay jobs in rea\n  hint: set jitter = \"5m\"");
         has(&user("A=\n"), "tab:1: warning: cron does not accept an empty unquoted value (A=) and reports this line as an error; converted as A=\"\"");
         has(&user("@Daily x\n"), "tab:1: warning: cron's macros are lowercase and cron refuses \"@Daily\"; converted as @daily");
@@ -1673,12 +1772,67 @@ mod tests {
         );
         has(&user("0 1 * * * x\r\n"), "tab:1: warning: the line ends with a carriage return (Windows line ending); cron would pass it to the shell as part of the line; removed");
         has(&user("0 1 * * * x"), "tab:1: warning: the file does not end with a newline: cron refuses its last line (\"premature EOF\"); converted anyway");
-        has(&system_at("s", "0 1 * * * root a\n0 2 * * * root b\n", false), "s:1: warning: 2 jobs ran as user \"root\" (lines 1, 2): rea runs every job as the user rea runs as (not supported by this rea version); kept as a comment");
         has(&user("0 1 * * * a\nbad line\n"), "tab: warning: 1 line could not be converted; cron ignores a crontab with a bad line, so the 1 converted job may never have run under cron");
         let old = system_at("/etc/cron.d/x.dpkg-old", "0 1 * * * root a\n", true);
         has(&old, "/etc/cron.d/x.dpkg-old: warning: cron ignores files in cron.d whose names contain anything but letters, digits, \"_\" and \"-\" (like \"x.dpkg-old\"), so its 1 job never ran; converted with enabled = false");
         assert!(!old.jobs[0].enabled);
         assert!(system_at("/etc/cron.d/x_y-z", "0 1 * * * root a\n", true).jobs[0].enabled);
+    }
+
+    #[test]
+    fn users_and_mail_are_fields_not_warnings() {
+        let i = system_at(
+            "s",
+            "MAILTO=a@b\n0 1 * * * root a\n0 2 * * * www-data b\n",
+            false,
+        );
+        assert_eq!(messages(&i), Vec::<String>::new());
+        assert_eq!(i.jobs[1].user.as_deref(), Some("www-data"));
+        assert_eq!(i.jobs[1].mailto, ["a@b"]);
+        assert!(i.jobs[1].mail.is_empty());
+    }
+
+    #[test]
+    fn mailto_lists_and_empty_mailto() {
+        let i = user("MAILTO= a@b , c ,\n@daily a\nMAILTO=\"\"\n@daily b\nMAILTO=d\n@daily c\n");
+        assert_eq!(i.jobs[0].mailto, ["a@b", "c"]);
+        assert!(i.jobs[1].mailto.is_empty());
+        assert_eq!(i.jobs[2].mailto, ["d"]);
+        // An unusable MAILTO mails nothing and is kept as a comment until a
+        // later MAILTO replaces it.
+        let i = user("MAILTO=a b\n@daily a\nMAILTO=c\n@daily b\n");
+        assert!(i.jobs[0].mailto.is_empty());
+        assert_eq!(i.jobs[0].mail["MAILTO"], "a b");
+        assert_eq!(i.jobs[1].mailto, ["c"]);
+        assert!(i.jobs[1].mail.is_empty());
+    }
+
+    #[test]
+    fn the_owner_becomes_the_user_of_user_crontab_jobs_only() {
+        let owner = Options {
+            owner: Some("alice".to_string()),
+            ..opts()
+        };
+        let i = import(
+            &[
+                Source {
+                    name: "tab".into(),
+                    text: b"@daily a\n".to_vec(),
+                    format: Format::User,
+                    in_cron_d: false,
+                },
+                Source {
+                    name: "/etc/crontab".into(),
+                    text: b"@daily root b\n".to_vec(),
+                    format: Format::System,
+                    in_cron_d: false,
+                },
+            ],
+            &owner,
+        );
+        assert_eq!(i.jobs[0].user.as_deref(), Some("alice"));
+        assert_eq!(i.jobs[1].user.as_deref(), Some("root"));
+        assert_eq!(user("@daily a\n").jobs[0].user, None);
     }
 
     #[test]
@@ -1716,7 +1870,69 @@ mod tests {
         assert_eq!(j.shell, "/bin/bash");
         assert_eq!(j.description.as_deref(), Some("say \"hi\""));
         assert_eq!(cfg.jobs[1].timezone_name, "America/New_York");
-        assert!(toml.contains("# mailto = \"a@b\"   (not supported by this rea version"));
+        assert_eq!(j.mailto, ["a@b"]);
+        assert_eq!(j.mail_on, crate::config::MailOn::Output);
+        assert_eq!(j.user, None);
+        assert!(
+            toml.contains("[defaults]\ntimezone = \"UTC\"\nshell = \"/bin/bash\"\nmailto = [\"a@b\"]   # MAILTO\nmail_on = \"output\"   # as cron: mail whenever a job prints something\n"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("\n# Jobs without `user` come from a user crontab"),
+            "{toml}"
+        );
+        assert!(!toml.contains("Jobs run as their `user`"), "{toml}");
+    }
+
+    #[test]
+    fn users_and_mail_render_as_fields() {
+        let i = system_at(
+            "s",
+            "MAILFROM=cron@x\n0 1 * * * root a\nMAILTO=ops@x,dev@x\n0 2 * * * www-data b\n",
+            false,
+        );
+        let toml = render(&i);
+        let cfg = crate::config::parse(toml.as_bytes(), std::path::Path::new("out.toml"))
+            .unwrap_or_else(|d| panic!("{toml}\n{d:#?}"));
+        assert_eq!(cfg.jobs[0].user.as_deref(), Some("root"));
+        assert!(cfg.jobs[0].mailto.is_empty());
+        assert_eq!(cfg.jobs[1].user.as_deref(), Some("www-data"));
+        assert_eq!(cfg.jobs[1].mailto, ["ops@x", "dev@x"]);
+        assert_eq!(cfg.jobs[1].mail_on, crate::config::MailOn::Output);
+        assert!(
+            toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("user = \"www-data\"\nmailto = [\"ops@x\", \"dev@x\"]   # MAILTO\n"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("# Jobs run as their `user` (root, www-data) with its groups"),
+            "{toml}"
+        );
+        assert!(!toml.contains("Jobs without `user`"), "{toml}");
+        assert!(!toml.contains("not supported"), "{toml}");
+        // Shared by every job: [defaults].
+        let toml = render(&system_at(
+            "s",
+            "MAILTO=o@x\n@daily root a\n@daily root b\n",
+            false,
+        ));
+        assert!(
+            toml.contains("[defaults]\ntimezone = \"UTC\"\nuser = \"root\"\nmailto = [\"o@x\"]   # MAILTO\nmail_on = \"output\""),
+            "{toml}"
+        );
+        assert!(!toml.contains("\nuser = \"root\"\n\n"), "{toml}");
+        assert_eq!(toml.matches("user = ").count(), 1, "{toml}");
+    }
+
+    #[test]
+    fn header_comment_lines_are_short() {
+        let i = system_at("s", "@daily root a\n", false);
+        for line in render(&i).lines().take_while(|l| l.starts_with('#')) {
+            assert!(line.chars().count() <= 78, "{line:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `rea import`: crontabs through the real binary. Every entry line of every
-//! fixture is either converted or reported, the output passes `rea check`,
-//! and each converted job fires at exactly the instants the crontab line
-//! would over a year, checked against a brute-force matcher written here,
-//! independently of `rea::schedule`.
+//! fixture is either converted or reported, with the user and `MAILTO` of
+//! its line; the output passes `rea check` (or fails it only for users this
+//! machine lacks); and each converted job fires at exactly the instants the
+//! crontab line would over a year, checked against a brute-force matcher
+//! written here, independently of `rea::schedule`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -160,10 +161,21 @@ fn brute_force(line: &Line, utc: &[DateTime<Utc>], local: &[NaiveDateTime]) -> V
 // ---------------------------------------------------------------------------
 // Reading the fixtures and the output.
 
-/// `(line number, time fields, CRON_TZ in force)` of every line that is
-/// neither blank, a comment, nor an assignment.
-fn entry_lines(text: &str) -> Vec<(usize, Vec<String>, Option<String>)> {
+/// A line that is neither blank, a comment, nor an assignment.
+struct EntryLine {
+    n: usize,
+    fields: Vec<String>,
+    /// CRON_TZ in force.
+    tz: Option<String>,
+    /// MAILTO's addresses in force (none when unset or "").
+    mailto: Vec<String>,
+    /// The word after the schedule: a system crontab's user.
+    sixth: String,
+}
+
+fn entry_lines(text: &str) -> Vec<EntryLine> {
     let mut tz = None;
+    let mut mailto = Vec::new();
     let mut out = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.trim_end_matches('\r').trim_start();
@@ -176,8 +188,22 @@ fn entry_lines(text: &str) -> Vec<(usize, Vec<String>, Option<String>)> {
             if let Some(v) = line.strip_prefix("CRON_TZ=") {
                 tz = Some(v.trim().to_string());
             }
+            if let Some(v) = line.strip_prefix("MAILTO=") {
+                mailto = v
+                    .trim()
+                    .trim_matches('"')
+                    .split(',')
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
             continue;
         }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let sixth = words
+            .get(if first.starts_with('@') { 1 } else { 5 })
+            .unwrap_or(&"")
+            .to_string();
         let fields: Vec<String> = if first.starts_with('@') {
             let expansion = match first {
                 "@yearly" | "@annually" => "0 0 1 1 *",
@@ -194,7 +220,13 @@ fn entry_lines(text: &str) -> Vec<(usize, Vec<String>, Option<String>)> {
                 .map(str::to_string)
                 .collect()
         };
-        out.push((i + 1, fields, tz.clone()));
+        out.push(EntryLine {
+            n: i + 1,
+            fields,
+            tz: tz.clone(),
+            mailto: mailto.clone(),
+            sixth,
+        });
     }
     out
 }
@@ -219,8 +251,35 @@ fn origins(toml: &str, file: &str) -> BTreeMap<usize, String> {
     map
 }
 
+/// Runs `rea check` on an imported file. The import cannot know which users
+/// exist where the file will run, so the only errors allowed are about
+/// users: one this machine does not have, or (when the tests do not run as
+/// root) one rea may not switch to.
+fn check_but_for_users(env: &Env, file: &str) {
+    let run = env.rea(&["check", "-f", file]);
+    if run.code == 0 {
+        return;
+    }
+    assert_eq!(run.code, 2, "{run:?}");
+    let errors: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with(file) && !l.ends_with(" error") && !l.ends_with(" errors"))
+        .collect();
+    assert!(!errors.is_empty(), "{run:?}");
+    for e in errors {
+        let absent = e.split("no user \"").nth(1).and_then(|r| {
+            r.strip_suffix("\" on this machine")
+                .filter(|u| rea::host::user(u).is_err())
+        });
+        let foreign = !rea::host::is_root() && e.ends_with("only root can switch users");
+        assert!(absent.is_some() || foreign, "rea check: {e}\n{run:?}");
+    }
+}
+
 /// Imports one fixture, checks the output with `rea check`, and compares
-/// every entry line with its job over 2026. Returns the number of jobs.
+/// every entry line with its job over 2026, and its user and mail with the
+/// line's. Returns the number of jobs.
 fn import_and_compare(rel: &str, system: bool) -> usize {
     let env = Env::new();
     let path = fixture(rel);
@@ -232,7 +291,7 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
     }
     let run = env.rea(&args);
     assert!(run.code == 0 || run.code == 2, "{rel}: {run:?}");
-    env.rea(&["check", "-f", &out]).ok();
+    check_but_for_users(&env, &out);
 
     let toml = env.read("out.toml");
     let cfg = rea::config::parse(toml.as_bytes(), Path::new(&out)).expect("valid output");
@@ -241,7 +300,14 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
     let mut zones: BTreeMap<String, (Vec<DateTime<Utc>>, Vec<NaiveDateTime>)> = BTreeMap::new();
     let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let end = Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap();
-    for (n, fields, cron_tz) in entry_lines(&text) {
+    for EntryLine {
+        n,
+        fields,
+        tz: cron_tz,
+        mailto,
+        sixth,
+    } in entry_lines(&text)
+    {
         let Some(name) = by_line.get(&n) else {
             assert!(
                 run.stderr.contains(&format!("{file}:{n}: not converted: ")),
@@ -253,6 +319,12 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         let job = cfg.jobs.iter().find(|j| &j.name == name).expect("job");
         let zone = cron_tz.unwrap_or_else(|| "UTC".to_string());
         assert_eq!(job.timezone_name, zone, "{rel}:{n}");
+        let user = system.then_some(sixth);
+        assert_eq!(job.user, user, "{rel}:{n}");
+        assert_eq!(job.mailto, mailto, "{rel}:{n}");
+        if !mailto.is_empty() {
+            assert_eq!(job.mail_on, rea::config::MailOn::Output, "{rel}:{n}");
+        }
         if fields.first().map(String::as_str) == Some("@reboot") {
             assert!(job.is_reboot(), "{rel}:{n}");
             continue;
@@ -340,24 +412,114 @@ fn all_debian_files_at_once_print_toml_to_stdout_and_the_report_to_stderr() {
     ] {
         assert!(run.stdout.contains(name), "{name} missing:\n{}", run.stdout);
     }
-    assert!(run.stdout.contains("timezone = \"local\""));
+    assert!(run.stdout.contains(
+        "[defaults]\ntimezone = \"local\"   # cron reads schedules in the machine's zone\nuser = \"root\"\n"
+    ));
     assert!(run
         .stdout
-        .contains("# user = \"root\"   (not supported by this rea version"));
+        .contains("# Jobs run as their `user` (root) with its groups"));
+    assert!(!run.stdout.contains("not supported"), "{}", run.stdout);
+    assert!(!run.stderr.contains("not supported"), "{}", run.stderr);
     run.stderr_has("broken:3: not converted: schedule \"0 5/10 * * *\": step without a range")
         .stderr_has("broken:4: not converted: schedule \"0 22-2 * * *\": backwards range")
         .stderr_has("backup.dpkg-old: warning: cron ignores files in cron.d")
         .stderr_has("nonewline:1: warning: the file does not end with a newline")
-        .stderr_has("rea: 16 jobs from 9 files; 6 lines not converted");
+        .stderr_has("rea: 16 jobs from 9 files; 6 lines not converted")
+        .stderr_has("rea: jobs run as root (`user`): the daemon must run as root for that, as cron does; `rea check` also verifies that these users exist on this machine\n");
+    let all = env.path("all.toml");
     env.write("all.toml", &run.stdout);
+    std::fs::set_permissions(&all, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    check_but_for_users(&env, all.to_str().unwrap());
+    if rea::host::is_root() {
+        env.rea(&["check", "-f", all.to_str().unwrap()])
+            .ok()
+            .stdout_has("16 jobs OK");
+    }
+}
+
+#[test]
+fn mailto_becomes_mailto_and_users_become_user() {
+    let env = Env::new();
+    let tab = env.write(
+        "crontab",
+        "MAILTO=ops@example.com,dev@example.com\nMAILFROM=cron@example.com\n@daily root /bin/a\n@daily www-data /bin/b\nMAILTO=\"\"\n@daily nobody /bin/c\n",
+    );
+    let out = env.path("out.toml");
+    let out = out.to_str().unwrap();
+    let run = env.rea(&["import", "--system", tab.to_str().unwrap(), "-o", out]);
+    run.ok()
+        .stderr_has(":2: warning: MAILFROM=cron@example.com: not supported by this rea version")
+        .stderr_has("rea: 3 jobs from 1 file; 0 lines not converted, 1 warning,")
+        .stderr_has("rea: jobs run as nobody, root, www-data (`user`)");
+    assert!(!run.stderr.contains("MAILTO"), "{}", run.stderr);
+    let text = env.read("out.toml");
+    assert!(
+        text.contains("mail_on = \"output\"   # as cron: mail whenever a job prints something\n"),
+        "{text}"
+    );
+    assert!(text.contains("[jobs.a]\nschedule = \"@daily\"\ncommand = \"/bin/a\"\nuser = \"root\"\nmailto = [\"ops@example.com\", \"dev@example.com\"]   # MAILTO\n# MAILFROM=\"cron@example.com\"   (not converted; see the import warnings)\n"), "{text}");
+    assert!(
+        text.contains(
+            "[jobs.c]\nschedule = \"@daily\"\ncommand = \"/bin/c\"\nuser = \"nobody\"\n# MAILFROM"
+        ),
+        "{text}"
+    );
+    check_but_for_users(&env, out);
+    let cfg = rea::config::parse(text.as_bytes(), Path::new(out)).expect("valid");
+    let users: Vec<Option<&str>> = cfg.jobs.iter().map(|j| j.user.as_deref()).collect();
+    assert_eq!(users, [Some("root"), Some("www-data"), Some("nobody")]);
+    assert_eq!(cfg.jobs[1].mailto, ["ops@example.com", "dev@example.com"]);
+    assert!(cfg.jobs[2].mailto.is_empty());
+}
+
+#[test]
+fn a_user_crontab_runs_as_its_owner_only_when_told() {
+    let env = Env::new();
+    let tab = env.write("tab", "@daily /bin/a\n");
+    let tab = tab.to_str().unwrap();
+    let run = env.rea(&["import", "--user", "--owner", "alice", tab]);
+    run.ok().stderr_has("rea: jobs run as alice (`user`)");
+    assert!(
+        run.stdout
+            .contains("[defaults]\ntimezone = \"local\"   # cron reads schedules in the machine's zone\nuser = \"alice\"\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("Jobs without `user`"),
+        "{}",
+        run.stdout
+    );
+    let out = env.path("alice.toml");
     env.rea(&[
-        "check",
-        "-f",
-        env.path("all.toml").to_str().unwrap(),
-        "--allow-insecure",
+        "import",
+        "--user",
+        "--owner",
+        "alice",
+        tab,
+        "-o",
+        out.to_str().unwrap(),
     ])
-    .ok()
-    .stdout_has("16 jobs OK");
+    .ok();
+    check_but_for_users(&env, out.to_str().unwrap());
+
+    let run = env.rea(&["import", "--user", tab]);
+    run.ok();
+    assert!(!run.stdout.contains("user ="), "{}", run.stdout);
+    assert!(!run.stderr.contains("jobs run as"), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("# Jobs without `user` come from a user crontab, which does not name its owner:\n# they run as the user rea runs as (`rea import --user --owner NAME` sets it).\n"),
+        "{}",
+        run.stdout
+    );
+
+    env.rea(&["import", "--owner", "alice", tab])
+        .code(2)
+        .stderr_has("--user");
+    env.rea(&["import", "--user", "--owner", "a b", tab])
+        .code(2)
+        .stderr_has("--owner: \"a b\" is not a user name");
 }
 
 #[test]

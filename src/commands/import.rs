@@ -19,6 +19,15 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
     if let Err(e) = crate::zone::resolve(&args.timezone) {
         return super::fail(exit::INVALID, format!("--timezone: {e}"));
     }
+    if let Some(owner) = &args.owner {
+        if owner.is_empty() || owner.contains(|c: char| c.is_whitespace() || c == ':' || c == '\0')
+        {
+            return super::fail(
+                exit::INVALID,
+                format!("--owner: {owner:?} is not a user name"),
+            );
+        }
+    }
     let users = known_users();
     let mut sources = Vec::new();
     for file in &args.files {
@@ -57,12 +66,15 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
     }
     let options = Options {
         timezone: args.timezone.clone(),
+        owner: args.owner.clone(),
     };
     let import = crontab::import(&sources, &options);
     let toml = crontab::render(&import);
 
     // The output must pass `rea check`; if it does not, the converter has a
-    // bug, and writing a broken file would only hide it.
+    // bug, and writing a broken file would only hide it. `config::parse`
+    // does not look at the machine, so neither does this: the users are
+    // for `rea check` to verify where the file will run.
     let check_path = args
         .output
         .clone()
@@ -91,6 +103,19 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
         import.comments,
         plural(import.comments),
     );
+    let mut users: Vec<&str> = import
+        .jobs
+        .iter()
+        .filter_map(|j| j.user.as_deref())
+        .collect();
+    users.sort_unstable();
+    users.dedup();
+    if !users.is_empty() {
+        eprintln!(
+            "rea: jobs run as {} (`user`): the daemon must run as root for that, as cron does; `rea check` also verifies that these users exist on this machine",
+            users.join(", ")
+        );
+    }
 
     match &args.output {
         None => print!("{toml}"),
