@@ -33,10 +33,14 @@ fn columns_are_aligned_and_flags_shown() {
     out.ok();
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{}", out.stdout);
-    assert_eq!(
-        lines[0],
-        "NAME                SCHEDULE      ZONE           NEXT                                FLAGS"
+    // The NEXT column's width depends on the clock ("in 9h5m" vs "in
+    // 17h48m"), so only the columns before it are compared to the letter.
+    assert!(
+        lines[0].starts_with("NAME                SCHEDULE      ZONE           NEXT  "),
+        "{}",
+        lines[0]
     );
+    assert!(lines[0].ends_with("  FLAGS"), "{}", lines[0]);
     // Every column starts where its header starts.
     let col = |h: &str| lines[0].find(h).unwrap();
     for line in &lines[1..] {
