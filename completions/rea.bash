@@ -185,7 +185,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__check)
-            opts="-f -h -V --allow-insecure --file --state-dir --help --version"
+            opts="-f -h -V --allow-insecure --json --file --state-dir --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

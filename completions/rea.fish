@@ -54,6 +54,7 @@ complete -c rea -n "__fish_rea_using_subcommand run" -s V -l version -d 'Print v
 complete -c rea -n "__fish_rea_using_subcommand check" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
+complete -c rea -n "__fish_rea_using_subcommand check" -l json -d 'Machine-readable output (for editors and CI): every error and warning with its position; the exit status is the same'
 complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F

@@ -125,6 +125,10 @@ pub struct CheckArgs {
     /// Accept a job file that group or others can write
     #[arg(long)]
     pub allow_insecure: bool,
+    /// Machine-readable output (for editors and CI): every error and warning
+    /// with its position; the exit status is the same
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

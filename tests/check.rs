@@ -340,3 +340,30 @@ fn a_missing_job_file() {
         "jobs.toml:1:1: cannot read the job file: No such file or directory (os error 2)\njobs.toml: 1 error\n",
     );
 }
+
+#[test]
+fn json_output_lists_every_error_with_its_position() {
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@daily\"\ncomand = \"true\"\n");
+    let out = env.rea(&["check", "--json"]);
+    out.code(2);
+    let v = out.json();
+    assert_eq!(v["ok"], false);
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{v}");
+    let unknown = errors
+        .iter()
+        .find(|e| e["message"] == "unknown field \"comand\"")
+        .unwrap();
+    assert_eq!(
+        (unknown["line"].as_u64(), unknown["col"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert_eq!(unknown["hint"], "did you mean \"command\"?");
+    env.jobs("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    let v = env.rea(&["check", "--json"]).json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["jobs"].as_u64()),
+        (Some(true), Some(1))
+    );
+}
