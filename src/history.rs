@@ -72,6 +72,17 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// The final statuses of a scheduled job's run (`cancelled` only
+    /// happens to one-shots).
+    pub const FINAL: [RunStatus; 6] = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Killed,
+        RunStatus::Skipped,
+        RunStatus::Interrupted,
+    ];
+
     pub fn is_final(self) -> bool {
         self != RunStatus::Started
     }

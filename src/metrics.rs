@@ -50,14 +50,7 @@ use crate::history::{Event, Record, RunStatus, Trigger};
 /// zero for every job so that `increase(rea_runs_total{status="failed"}[1h])`
 /// sees the first failure (a series born at 1 has no increase).
 /// `cancelled` only happens to one-shots.
-const FINAL: [RunStatus; 6] = [
-    RunStatus::Succeeded,
-    RunStatus::Failed,
-    RunStatus::TimedOut,
-    RunStatus::Killed,
-    RunStatus::Skipped,
-    RunStatus::Interrupted,
-];
+const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
 /// Upper bounds of `rea_run_duration_seconds`: 10 ms to 1 h, about three
 /// per decade (cron jobs range from `true` to nightly backups).

@@ -7,14 +7,7 @@ use crate::cli::{exit, Global, HistoryArgs, StatusFilter};
 use crate::history::{Event, HistoryReader, JsonlReader, Query, Record, RunStatus};
 use crate::table::Table;
 
-const FINAL: [RunStatus; 6] = [
-    RunStatus::Succeeded,
-    RunStatus::Failed,
-    RunStatus::TimedOut,
-    RunStatus::Killed,
-    RunStatus::Skipped,
-    RunStatus::Interrupted,
-];
+const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
 /// `--since`: a duration back from now, an RFC 3339 instant, or a UTC date.
 pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
