@@ -57,8 +57,21 @@ enum Msg {
     Finished { run: String, outcome: Box<Outcome> },
 }
 
+/// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
+extern "C" fn on_sigxfsz(_: libc::c_int) {}
+
 /// Runs the daemon until SIGTERM/SIGINT. Blocks the calling thread.
 pub fn run(opts: Options) -> Result<(), StartError> {
+    // Under a file-size limit (`ulimit -f`, systemd's LimitFSIZE=) a write
+    // past it raises SIGXFSZ, whose default action kills the daemon. With
+    // the signal handled, the write fails with EFBIG instead and scheduling
+    // goes on while history records wait in the backlog. Handled, not
+    // ignored: exec resets handled signals to the default, so jobs keep
+    // the usual SIGXFSZ semantics, whereas SIG_IGN would be inherited.
+    // SAFETY: the handler does nothing, and no other thread exists yet.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, on_sigxfsz as *const () as libc::sighandler_t);
+    }
     // One thread: the loop is the only owner of state, and child processes
     // are awaited through pidfds, so more threads would buy nothing.
     let rt = tokio::runtime::Builder::new_current_thread()
