@@ -13,3 +13,4 @@ mod next;
 mod oneshot;
 mod reload;
 mod status;
+mod torture;

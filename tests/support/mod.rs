@@ -136,10 +136,21 @@ impl Env {
     }
 
     pub fn daemon_with(&self, extra: &[&str]) -> Daemon {
+        self.daemon_configured(extra, |_| {})
+    }
+
+    /// [`Env::daemon_with`], with `configure` applied to the command last
+    /// (extra environment, resource limits in a `pre_exec` hook, ...).
+    pub fn daemon_configured(
+        &self,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let starts_before = self.events("daemon_started").len();
         let log =
             fs::File::create(self.path(&format!("daemon-{starts_before}.log"))).expect("log file");
-        let child = Command::new(rea_bin())
+        let mut command = Command::new(rea_bin());
+        command
             .arg("run")
             .args(extra)
             .current_dir(self.dir.path())
@@ -149,9 +160,9 @@ impl Env {
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn rea run");
+            .stderr(log);
+        configure(&mut command);
+        let child = command.spawn().expect("spawn rea run");
         let d = Daemon {
             child: Some(child),
             log: self.path(&format!("daemon-{starts_before}.log")),
