@@ -5,7 +5,8 @@
 //! fixed seed, printed, and `REA_TORTURE_SEED=N` replays another.
 //!
 //! Already covered elsewhere and not repeated here: the control socket is
-//! 0600 in a 0700 directory (`live.rs`, `the_socket_is_private`).
+//! 0600 in a 0700 directory and refuses other users
+//! (`live.rs`, `the_socket_refuses_other_users`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
