@@ -60,8 +60,21 @@ enum Msg {
     Finished { run: String, outcome: Box<Outcome> },
 }
 
+/// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
+extern "C" fn on_sigxfsz(_: libc::c_int) {}
+
 /// Runs the daemon until SIGTERM/SIGINT. Blocks the calling thread.
 pub fn run(opts: Options) -> Result<(), StartError> {
+    // Under a file-size limit (`ulimit -f`, systemd's LimitFSIZE=) a write
+    // past it raises SIGXFSZ, whose default action kills the daemon. With
+    // the signal handled, the write fails with EFBIG instead and scheduling
+    // goes on while history records wait in the backlog. Handled, not
+    // ignored: exec resets handled signals to the default, so jobs keep
+    // the usual SIGXFSZ semantics, whereas SIG_IGN would be inherited.
+    // SAFETY: the handler does nothing, and no other thread exists yet.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, on_sigxfsz as *const () as libc::sighandler_t);
+    }
     // One thread: the loop is the only owner of state, and child processes
     // are awaited through pidfds, so more threads would buy nothing.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -194,10 +207,6 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut sigterm = sig(SignalKind::terminate())?;
     let mut sigint = sig(SignalKind::interrupt())?;
     let mut sighup = sig(SignalKind::hangup())?;
-    // A history write past RLIMIT_FSIZE must fail with EFBIG (the record then
-    // waits in the backlog) instead of SIGXFSZ killing the daemon. A handler,
-    // not SIG_IGN: exec resets handled signals, so jobs keep the default.
-    let mut sigxfsz = sig(SignalKind::from_raw(libc::SIGXFSZ))?;
     let mut shutdown_deadline: Option<tokio::time::Instant> = None;
     d.execute(&mut actions);
     d.notify_ready();
@@ -241,7 +250,6 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 ),
                 crate::watch::Change::Warning(m) => warn!("{m}"),
             },
-            _ = sigxfsz.recv() => warn!("a write went past the file size limit (RLIMIT_FSIZE); the history keeps the records in memory"),
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the job file");
                 let _ = d.reload(&mut actions);

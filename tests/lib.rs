@@ -16,3 +16,4 @@ mod notify;
 mod oneshot;
 mod reload;
 mod status;
+mod torture;

@@ -136,15 +136,32 @@ impl Env {
     }
 
     pub fn daemon_with(&self, extra: &[&str]) -> Daemon {
-        self.daemon_with_env(extra, &[])
+        self.daemon_configured(extra, |_| {})
     }
 
     /// `daemon_with`, with `vars` added to the daemon's environment.
     pub fn daemon_with_env(&self, extra: &[&str], vars: &[(&str, &str)]) -> Daemon {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.daemon_configured(extra, move |c| {
+            c.envs(vars);
+        })
+    }
+
+    /// [`Env::daemon_with`], with `configure` applied to the command last
+    /// (extra environment, resource limits in a `pre_exec` hook, ...).
+    pub fn daemon_configured(
+        &self,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let starts_before = self.events("daemon_started").len();
         let log =
             fs::File::create(self.path(&format!("daemon-{starts_before}.log"))).expect("log file");
-        let child = Command::new(rea_bin())
+        let mut command = Command::new(rea_bin());
+        command
             .arg("run")
             .args(extra)
             .current_dir(self.dir.path())
@@ -152,12 +169,11 @@ impl Env {
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
             .env("RUST_LOG", "info")
-            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn rea run");
+            .stderr(log);
+        configure(&mut command);
+        let child = command.spawn().expect("spawn rea run");
         let d = Daemon {
             child: Some(child),
             log: self.path(&format!("daemon-{starts_before}.log")),
