@@ -695,6 +695,21 @@ fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     d.mailto = out;
 }
 
+/// Messages quote the offending value; a megabyte of it would flood the
+/// terminal, the log and the `config_rejected` history line, so long
+/// messages keep their start and say how much was cut.
+fn shorten(message: String) -> String {
+    const MAX: usize = 300;
+    if message.len() <= MAX {
+        return message;
+    }
+    let mut cut = MAX;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} more bytes)", &message[..cut], message.len() - cut)
+}
+
 /// Output is held in memory while a job runs; more than this per run is
 /// surely a typo (and `max_concurrent` multiplies it).
 const MAX_OUTPUT_LIMIT: u64 = 1 << 30;
@@ -1200,8 +1215,8 @@ impl<'a> Ctx<'a> {
             file: self.file.clone(),
             line,
             col,
-            message: message.into(),
-            hint,
+            message: shorten(message.into()),
+            hint: hint.map(shorten),
         });
     }
 
@@ -2285,6 +2300,14 @@ retry = { jitter = 0, max_delay = "1h" }
              jobs.toml:6:25: expected a string, found an integer\n\
              jobs.toml:7:9: invalid environment variable name \"A=B\"\n  hint: names must be non-empty and contain no \"=\" or NUL\n"
         );
+    }
+
+    #[test]
+    fn huge_values_are_not_repeated_in_full() {
+        let big = "x".repeat(100_000);
+        let text = errors(&format!("[defaults]\ntimeout = \"{big}\"\n"));
+        assert!(text.len() < 1000, "{} bytes", text.len());
+        assert!(text.contains("more bytes)"), "{text}");
     }
 
     #[test]
