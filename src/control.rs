@@ -27,6 +27,11 @@ use tokio::sync::{mpsc, oneshot};
 /// Protocol version spoken by this build.
 pub const VERSION: u32 = 1;
 
+/// Requests a connection forwards (and answers it writes) before it lets
+/// other tasks run: the daemon loop then group-commits up to this many
+/// submissions at once.
+const READ_SLICE: u32 = 1024;
+
 /// Longest request line accepted; a peer sending more is cut off.
 const MAX_LINE: usize = 1 << 20;
 
@@ -228,7 +233,11 @@ pub async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) 
         let tx = tx.clone();
         tokio::spawn(async move {
             if allowed {
-                connection(stream, tx).await;
+                // Outside tokio's cooperative budget, which would make the
+                // reader yield every ~40 requests and so cut a pipelined
+                // burst into tiny group commits; `connection` yields on its
+                // own every READ_SLICE requests instead.
+                tokio::task::coop::unconstrained(connection(stream, tx)).await;
             } else {
                 let (_, mut w) = stream.into_split();
                 let r = Response::err(
@@ -260,39 +269,81 @@ enum Queued {
 async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
     let (r, mut w) = stream.into_split();
     let (order_tx, mut order_rx) = mpsc::channel::<Queued>(4096);
-    let writer = tokio::spawn(async move {
-        while let Some(q) = order_rx.recv().await {
-            let reply = match q {
-                Queued::Ready(resp) => Reply::Done(resp),
-                Queued::Waiting(rx) => match rx.await {
-                    Ok(r) => r,
-                    Err(_) => Reply::Done(Response::err("refused", "the daemon is shutting down")),
-                },
-            };
-            let ok = match reply {
-                Reply::Done(resp) => w.write_all(line(&resp).as_bytes()).await.is_ok(),
-                Reply::Follow(first, rest) => {
-                    let mut ok = w.write_all(line(&first).as_bytes()).await.is_ok();
-                    if ok {
+    // Answers that are ready go out together in one write, and the writer
+    // frees the queue as fast as the loop answers: draining it one line per
+    // budget slice made a pipelining client's burst trickle in ~40 requests
+    // at a time, each its own group commit and fdatasync.
+    let writer = tokio::spawn(tokio::task::coop::unconstrained(async move {
+        let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut slice = 0u32;
+        while let Some(first) = order_rx.recv().await {
+            let mut next = Some(first);
+            while let Some(q) = next.take() {
+                let reply = match q {
+                    Queued::Ready(resp) => Reply::Done(resp),
+                    Queued::Waiting(mut rx) => match rx.try_recv() {
+                        Ok(r) => r,
+                        Err(oneshot::error::TryRecvError::Closed) => {
+                            Reply::Done(Response::err("refused", "the daemon is shutting down"))
+                        }
+                        Err(oneshot::error::TryRecvError::Empty) => {
+                            // Nothing may sit unsent while we wait.
+                            if !flush(&mut w, &mut out).await {
+                                return;
+                            }
+                            match rx.await {
+                                Ok(r) => r,
+                                Err(_) => Reply::Done(Response::err(
+                                    "refused",
+                                    "the daemon is shutting down",
+                                )),
+                            }
+                        }
+                    },
+                };
+                match reply {
+                    Reply::Done(resp) => out.extend_from_slice(line(&resp).as_bytes()),
+                    Reply::Follow(first, rest) => {
+                        out.extend_from_slice(line(&first).as_bytes());
+                        if !flush(&mut w, &mut out).await {
+                            return;
+                        }
                         let second = match rest.await {
                             Ok(v) => Response::ok(v),
                             Err(_) => {
                                 Response::err("refused", "the daemon stopped before the run ended")
                             }
                         };
-                        ok = w.write_all(line(&second).as_bytes()).await.is_ok();
+                        out.extend_from_slice(line(&second).as_bytes());
                     }
-                    ok
                 }
-            };
-            if !ok {
+                if out.len() >= 64 * 1024 && !flush(&mut w, &mut out).await {
+                    return;
+                }
+                slice += 1;
+                if slice == READ_SLICE {
+                    slice = 0;
+                    if !flush(&mut w, &mut out).await {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                next = order_rx.try_recv().ok();
+            }
+            if !flush(&mut w, &mut out).await {
                 return;
             }
         }
-    });
+    }));
     let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, r);
     let mut buf = Vec::new();
+    let mut slice = 0u32;
     loop {
+        slice += 1;
+        if slice == READ_SLICE {
+            slice = 0;
+            tokio::task::yield_now().await;
+        }
         buf.clear();
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
         match tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf).await {
@@ -333,6 +384,16 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
     }
     drop(order_tx);
     let _ = writer.await;
+}
+
+/// Writes and empties `out`; false once the peer is gone.
+async fn flush(w: &mut tokio::net::unix::OwnedWriteHalf, out: &mut Vec<u8>) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let ok = w.write_all(out).await.is_ok();
+    out.clear();
+    ok
 }
 
 fn parse_request(bytes: &[u8]) -> Result<Request, Response> {

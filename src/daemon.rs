@@ -449,11 +449,9 @@ impl Loop {
             Request::Pending { tag, limit } => {
                 let list: Vec<Value> = self
                     .engine
-                    .oneshots()
-                    .into_iter()
-                    .filter(|s| tag.as_ref().is_none_or(|t| s.def.tags.contains(t)))
-                    .take(limit.unwrap_or(usize::MAX))
-                    .map(|s| oneshot_json(&s))
+                    .oneshots_first(tag.as_deref(), limit.unwrap_or(usize::MAX))
+                    .iter()
+                    .map(oneshot_json)
                     .collect();
                 Reply::Done(Response::ok(json!({
                     "pending": self.engine.oneshot_count(),

@@ -10,19 +10,38 @@
 //! bound.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use chrono::{DateTime, Utc};
 
-/// Identifies one inserted entry; needed to cancel it.
+/// Identifies one inserted entry; needed to cancel it. The sequence number
+/// tells a live entry from a later one that reuses its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EntryId(u64);
+pub struct EntryId {
+    seq: u64,
+    slot: u32,
+}
+
+/// Where a payload waits. Slots are reused through a free list, so finding
+/// an entry is an index, not a hash lookup (a map keyed by sequence number
+/// cost twice the memory at a million entries and a cache miss per hash).
+#[derive(Debug)]
+struct Slot<T> {
+    seq: u64,
+    due: DateTime<Utc>,
+    /// None while the slot is free.
+    payload: Option<T>,
+}
 
 /// A min-heap of payloads by due instant.
 #[derive(Debug)]
 pub struct Dispatcher<T> {
-    heap: BinaryHeap<Reverse<(DateTime<Utc>, u64)>>,
-    live: HashMap<u64, (DateTime<Utc>, T)>,
+    /// `(due, seq, slot)`: ordered by due then by insertion; a key whose
+    /// slot no longer holds its `seq` is stale.
+    heap: BinaryHeap<Reverse<(DateTime<Utc>, u64, u32)>>,
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    live: usize,
     next_seq: u64,
 }
 
@@ -30,7 +49,9 @@ impl<T> Default for Dispatcher<T> {
     fn default() -> Self {
         Dispatcher {
             heap: BinaryHeap::new(),
-            live: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
             next_seq: 0,
         }
     }
@@ -45,16 +66,51 @@ impl<T> Dispatcher<T> {
     pub fn insert(&mut self, due: DateTime<Utc>, payload: T) -> EntryId {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse((due, seq)));
-        self.live.insert(seq, (due, payload));
-        EntryId(seq)
+        let filled = Slot {
+            seq,
+            due,
+            payload: Some(payload),
+        };
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = filled;
+                i
+            }
+            None => {
+                // More than 4 billion entries at once would not fit in memory.
+                let i = u32::try_from(self.slots.len()).expect("dispatcher slot index");
+                self.slots.push(filled);
+                i
+            }
+        };
+        self.heap.push(Reverse((due, seq, slot)));
+        self.live += 1;
+        EntryId { seq, slot }
+    }
+
+    fn slot(&self, id: EntryId) -> Option<&Slot<T>> {
+        self.slots
+            .get(id.slot as usize)
+            .filter(|s| s.seq == id.seq && s.payload.is_some())
+    }
+
+    /// Empties a live slot and returns its payload.
+    fn take(&mut self, id: EntryId) -> Option<T> {
+        let s = self.slots.get_mut(id.slot as usize)?;
+        if s.seq != id.seq {
+            return None;
+        }
+        let payload = s.payload.take()?;
+        self.free.push(id.slot);
+        self.live -= 1;
+        Some(payload)
     }
 
     /// Removes an entry; returns its payload if it was still pending.
     /// O(1) now, the heap key is dropped lazily.
     pub fn cancel(&mut self, id: EntryId) -> Option<T> {
-        let removed = self.live.remove(&id.0).map(|(_, p)| p);
-        if removed.is_some() && self.heap.len() > 64 && self.heap.len() > 2 * self.live.len() {
+        let removed = self.take(id);
+        if removed.is_some() && self.heap.len() > 64 && self.heap.len() > 2 * self.live {
             self.compact();
         }
         removed
@@ -62,51 +118,62 @@ impl<T> Dispatcher<T> {
 
     /// The due instant of a pending entry.
     pub fn due_of(&self, id: EntryId) -> Option<DateTime<Utc>> {
-        self.live.get(&id.0).map(|(d, _)| *d)
+        self.slot(id).map(|s| s.due)
     }
 
     /// The payload of a pending entry.
     pub fn get(&self, id: EntryId) -> Option<&T> {
-        self.live.get(&id.0).map(|(_, p)| p)
+        self.slot(id).and_then(|s| s.payload.as_ref())
     }
 
     /// The earliest pending due instant.
     pub fn next_due(&mut self) -> Option<DateTime<Utc>> {
         self.drop_stale_top();
-        self.heap.peek().map(|Reverse((due, _))| *due)
+        self.heap.peek().map(|Reverse((due, _, _))| *due)
     }
 
     /// Removes and returns the earliest entry if it is due at or before `now`.
     pub fn pop_due(&mut self, now: DateTime<Utc>) -> Option<(EntryId, DateTime<Utc>, T)> {
         self.drop_stale_top();
-        let Reverse((due, seq)) = *self.heap.peek()?;
+        let Reverse((due, seq, slot)) = *self.heap.peek()?;
         if due > now {
             return None;
         }
         self.heap.pop();
-        let (due, payload) = self.live.remove(&seq)?;
-        Some((EntryId(seq), due, payload))
+        let id = EntryId { seq, slot };
+        let payload = self.take(id)?;
+        Some((id, due, payload))
     }
 
     /// Number of pending (not cancelled) entries.
     pub fn len(&self) -> usize {
-        self.live.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.live == 0
     }
 
     /// Pending entries in no particular order (status views).
     pub fn iter(&self) -> impl Iterator<Item = (EntryId, DateTime<Utc>, &T)> {
-        self.live
-            .iter()
-            .map(|(seq, (due, p))| (EntryId(*seq), *due, p))
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.payload.as_ref().map(|p| {
+                (
+                    EntryId {
+                        seq: s.seq,
+                        slot: i as u32,
+                    },
+                    s.due,
+                    p,
+                )
+            })
+        })
     }
 
     fn drop_stale_top(&mut self) {
-        while let Some(Reverse((_, seq))) = self.heap.peek() {
-            if self.live.contains_key(seq) {
+        while let Some(Reverse((_, seq, slot))) = self.heap.peek() {
+            let s = &self.slots[*slot as usize];
+            if s.seq == *seq && s.payload.is_some() {
                 break;
             }
             self.heap.pop();
@@ -115,9 +182,11 @@ impl<T> Dispatcher<T> {
 
     fn compact(&mut self) {
         let keys: Vec<_> = self
-            .live
+            .slots
             .iter()
-            .map(|(seq, (due, _))| Reverse((*due, *seq)))
+            .enumerate()
+            .filter(|(_, s)| s.payload.is_some())
+            .map(|(i, s)| Reverse((s.due, s.seq, i as u32)))
             .collect();
         self.heap = BinaryHeap::from(keys);
     }
@@ -169,6 +238,25 @@ mod tests {
         assert_eq!(d.pop_due(t(100)).map(|e| e.0), Some(b));
         assert!(d.is_empty());
         assert_eq!(d.next_due(), None);
+    }
+
+    #[test]
+    fn a_reused_slot_does_not_answer_to_the_old_id() {
+        let mut d = Dispatcher::new();
+        let old = d.insert(t(1), "old");
+        assert_eq!(d.cancel(old), Some("old"));
+        let new = d.insert(t(5), "new");
+        assert_eq!(new.slot, old.slot, "the freed slot is reused");
+        assert_eq!(d.get(old), None);
+        assert_eq!(d.due_of(old), None);
+        assert_eq!(d.cancel(old), None);
+        assert_eq!(d.get(new), Some(&"new"));
+        // The old key is still in the heap; it must not surface the new entry early.
+        assert!(d.pop_due(t(1)).is_none());
+        assert_eq!(d.pop_due(t(5)).map(|e| (e.0, e.2)), Some((new, "new")));
+        assert_eq!(d.cancel(new), None);
+        assert!(d.is_empty());
+        assert_eq!(d.iter().count(), 0);
     }
 
     #[test]

@@ -884,6 +884,35 @@ impl Engine {
         v
     }
 
+    /// The first `limit` pending one-shots by due time, only those tagged
+    /// `tag` if given: `oneshots` without sorting all of them (a `pending`
+    /// request with a million waiting sorted a million to show a few).
+    pub fn oneshots_first(&self, tag: Option<&str>, limit: usize) -> Vec<OneShotStatus> {
+        let mut v: Vec<&ShotState> = self
+            .oneshots
+            .values()
+            .filter(|s| tag.is_none_or(|t| s.def.tags.iter().any(|x| x == t)))
+            .collect();
+        let order = |a: &&ShotState, b: &&ShotState| {
+            a.def
+                .due
+                .cmp(&b.def.due)
+                .then_with(|| a.def.id.cmp(&b.def.id))
+        };
+        if limit < v.len() {
+            v.select_nth_unstable_by(limit, order);
+            v.truncate(limit);
+        }
+        v.sort_by(order);
+        v.into_iter()
+            .map(|s| OneShotStatus {
+                def: s.def.clone(),
+                next_attempt_at: s.entry.and_then(|e| self.heap.due_of(e)),
+                running: s.running,
+            })
+            .collect()
+    }
+
     /// One pending one-shot.
     pub fn oneshot(&self, id: &str) -> Option<OneShotStatus> {
         self.oneshots.get(id).map(|s| OneShotStatus {

@@ -919,3 +919,34 @@ fn cancel_removes_a_pending_one_shot_and_refuses_a_running_one_without_kill() {
         Err(SubmitError::Unknown(_))
     ));
 }
+
+#[test]
+fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg, 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    for i in 0..200 {
+        let mut s = shot(
+            &format!("s{i:03}"),
+            &format!("2026-11-30T{:02}:{:02}:00Z", (i * 7) % 24, i % 60),
+        );
+        if i % 3 == 0 {
+            s.tags = vec!["orders".into()];
+        }
+        engine.submit(s, now).unwrap();
+    }
+    let ids = |v: Vec<OneShotStatus>| v.into_iter().map(|s| s.def.id.clone()).collect::<Vec<_>>();
+    let all = ids(engine.oneshots());
+    assert_eq!(ids(engine.oneshots_first(None, usize::MAX)), all);
+    assert_eq!(ids(engine.oneshots_first(None, 5)), all[..5]);
+    assert!(engine.oneshots_first(None, 0).is_empty());
+    let tagged: Vec<String> = engine
+        .oneshots()
+        .into_iter()
+        .filter(|s| s.def.tags.iter().any(|t| t == "orders"))
+        .map(|s| s.def.id.clone())
+        .take(10)
+        .collect();
+    assert_eq!(ids(engine.oneshots_first(Some("orders"), 10)), tagged);
+}

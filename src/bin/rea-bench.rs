@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release --bin rea-bench -- all [--quick]
-//! cargo run --release --bin rea-bench -- precision|idle|scale|throughput|queries|footprint|heap
+//! cargo run --release --bin rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots
 //! ```
 
 use std::path::PathBuf;
@@ -18,6 +18,8 @@ use clap::{Parser, ValueEnum};
 mod alloc;
 #[path = "rea_bench/daemon_parts.rs"]
 mod daemon_parts;
+#[path = "rea_bench/oneshots.rs"]
+mod oneshots;
 #[path = "rea_bench/queries.rs"]
 mod queries;
 #[path = "rea_bench/report.rs"]
@@ -44,6 +46,7 @@ enum Part {
     Queries,
     Footprint,
     Heap,
+    Oneshots,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -73,6 +76,15 @@ struct Args {
     /// Runs in the throughput test [default: 10000, quick: 2000]
     #[arg(long)]
     throughput_runs: Option<usize>,
+    /// Pending one-shots in the journal for the restart test [default: 1000000, quick: 200000]
+    #[arg(long)]
+    oneshots_pending: Option<usize>,
+    /// Submissions pipelined over one connection [default: 100000, quick: 20000]
+    #[arg(long)]
+    oneshots_submits: Option<usize>,
+    /// One-shots due in the same second [default: 10000, quick: 2000]
+    #[arg(long)]
+    oneshots_fire: Option<usize>,
     /// Lines of generated history (a tenth of it is measured too) [default: 1000000, quick: 200000]
     #[arg(long)]
     history_lines: Option<usize>,
@@ -95,6 +107,9 @@ pub struct Settings {
     pub heap_entries: usize,
     pub throughput_runs: usize,
     pub history_lines: usize,
+    pub oneshots_pending: usize,
+    pub oneshots_submits: usize,
+    pub oneshots_fire: usize,
 }
 
 impl Settings {
@@ -112,6 +127,9 @@ impl Settings {
             heap_entries: picku(a.heap_entries, 1_000_000, 1_000_000),
             throughput_runs: picku(a.throughput_runs, 10_000, 2_000),
             history_lines: picku(a.history_lines, 1_000_000, 200_000).max(20),
+            oneshots_pending: picku(a.oneshots_pending, 1_000_000, 200_000).max(1),
+            oneshots_submits: picku(a.oneshots_submits, 100_000, 20_000).max(1),
+            oneshots_fire: picku(a.oneshots_fire, 10_000, 2_000).max(1),
         }
     }
 }
@@ -130,7 +148,7 @@ fn main() {
     let date = chrono::Utc::now();
     let want = |p: Part| args.part == Part::All || args.part == p;
     let mut figures: Vec<Figure> = Vec::new();
-    let heap = if want(Part::Heap) || want(Part::Scale) {
+    let heap = if want(Part::Heap) || want(Part::Scale) || want(Part::Oneshots) {
         scale::heap(&s)
     } else {
         Vec::new()
@@ -157,6 +175,9 @@ fn main() {
     if want(Part::Queries) {
         figures.extend(queries::queries(&s));
     }
+    if want(Part::Oneshots) {
+        figures.extend(oneshots::oneshots(&s, &heap));
+    }
     let table = report::table(&figures);
     println!("{table}");
     let took = began.elapsed();
@@ -172,7 +193,8 @@ fn main() {
         let block = format!(
             "## Results\n\n\
              Taken {} with `rea-bench {}{}` ({} repetition(s) per median, precision phases of {} s, \
-             idle window {} s, {} runs for throughput, {} history lines; the whole suite took {:.0} s).\n\n\
+             idle window {} s, {} runs for throughput, {} history lines, {} pending / {} submitted / {} same-second one-shots; \
+             the whole suite took {:.0} s).\n\n\
              Machine: {}.\n\n{table}",
             date.format("%Y-%m-%d %H:%M UTC"),
             format!("{:?}", args.part).to_lowercase(),
@@ -182,6 +204,9 @@ fn main() {
             s.idle_secs,
             s.throughput_runs,
             s.history_lines,
+            s.oneshots_pending,
+            s.oneshots_submits,
+            s.oneshots_fire,
             took.as_secs_f64(),
             report::machine(),
         );

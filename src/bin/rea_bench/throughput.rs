@@ -10,16 +10,17 @@ use super::util::{self, Daemon, TempDir};
 use super::Settings;
 
 /// Counts final run lines appended to the live history since the last call.
-struct Tail {
+#[derive(Default)]
+pub struct Tail {
     file: Option<fs::File>,
     pos: u64,
     partial: Vec<u8>,
-    finals: usize,
-    failed: usize,
+    pub finals: usize,
+    pub failed: usize,
 }
 
 impl Tail {
-    fn poll(&mut self, path: &std::path::Path) {
+    pub fn poll(&mut self, path: &std::path::Path) {
         if self.file.is_none() {
             self.file = fs::File::open(path).ok();
         }
@@ -63,13 +64,7 @@ fn rea_round(n: usize) -> Duration {
     let mut client = d.client();
     let mut writer = client.try_clone_writer();
     let history = dir.state().join("history.jsonl");
-    let mut tail = Tail {
-        file: None,
-        pos: 0,
-        partial: Vec::new(),
-        finals: 0,
-        failed: 0,
-    };
+    let mut tail = Tail::default();
     tail.poll(&history);
     let base = tail.finals;
     let start = Instant::now();

@@ -230,6 +230,12 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL and wait (a crash, for restart measurements).
+    pub fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM and wait.
     pub fn stop(mut self) {
         self.stop_inner();
