@@ -34,8 +34,9 @@ pub struct Config {
     /// Jobs in file order, shared with the daemon's engine (no copy per
     /// job: a 100,000-job file is loaded once).
     pub jobs: Vec<std::sync::Arc<Job>>,
-    /// Where each job's fields are written: (job, field) → (line, col);
-    /// field "" is the job's table header. Kept out of `Job` so moving a
+    /// Where some of each job's fields are written (`user`, `mailto`,
+    /// `after`): (job, field) → (line, col); field "" is the job's table
+    /// header. Kept out of `Job` so moving a
     /// job in the file does not make a reload see it as changed.
     pub positions: BTreeMap<(String, String), (usize, usize)>,
 }
@@ -694,6 +695,10 @@ fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     }
     d.mailto = out;
 }
+
+/// Fields whose positions `Config::positions` keeps (see `host::check` and
+/// the dependency check).
+const LOCATED: &[&str] = &["user", "mailto", "after"];
 
 /// Messages quote the offending value; a megabyte of it would flood the
 /// terminal, the log and the `config_rejected` history line, so long
@@ -1377,7 +1382,10 @@ impl<'a> Ctx<'a> {
             let header = self.position(key.span().start);
             self.positions
                 .insert((name.to_string(), String::new()), header);
-            for (field, offset) in &draft.offsets {
+            // Only the fields that checks after parsing point at (users,
+            // mail, dependencies): a position per field of a 100,000-job file
+            // would cost more memory than the jobs themselves.
+            for (field, offset) in draft.offsets.iter().filter(|(f, _)| LOCATED.contains(f)) {
                 let at = self.position(*offset);
                 self.positions
                     .insert((name.to_string(), field.to_string()), at);

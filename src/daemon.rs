@@ -117,6 +117,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             (None, tokio::sync::mpsc::unbounded_channel().1)
         }
     };
+    let initial_digest = file_digest(&opts.file);
     let config = load(&opts).map_err(StartError::Config)?;
     let history = JsonlHistory::open(
         &opts.state_dir,
@@ -178,6 +179,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         last_reload: started_at,
         config_error: None,
         journal: replayed.journal,
+        loaded_digest: initial_digest,
         metrics,
         notify: crate::notify::Notifier::from_env(),
     };
@@ -194,6 +196,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     if restored > 0 {
         info!(pending = restored, "one-shots restored from the journal");
     }
+    release_freed_memory();
     info!(
         jobs = d.config.jobs.len(),
         file = %opts.file.display(),
@@ -242,7 +245,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             Some(change) = changes.recv(), if watcher.is_some() => match change {
                 crate::watch::Change::Modified => {
                     info!("the job file changed; reloading");
-                    let _ = d.reload(&mut actions);
+                    let _ = d.reload(&mut actions, false);
                 }
                 crate::watch::Change::Missing => warn!(
                     file = %opts.file.display(),
@@ -252,7 +255,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             },
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the job file");
-                let _ = d.reload(&mut actions);
+                let _ = d.reload(&mut actions, true);
             },
             Some(scrape) = scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
             Some(incoming) = ctl_rx.recv() => {
@@ -281,6 +284,27 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let _ = std::fs::remove_file(control::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     Ok(())
+}
+
+/// A hash of the job file's bytes (None if it cannot be read).
+fn file_digest(path: &std::path::Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
+}
+
+/// Parsing a large job file (its spanned TOML tree) or replaying a large
+/// one-shot journal allocates far more than the daemon keeps; glibc holds
+/// the freed memory in its arenas, so the process would keep the peak as its
+/// RSS forever. Hand it back once the big work is done.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// What the previous daemon left in the history log.
@@ -340,6 +364,9 @@ struct Loop {
     config_error: Option<(DateTime<Utc>, Vec<String>)>,
     /// Durable pending one-shots.
     journal: Journal,
+    /// Hash of the job file's bytes when the configuration in force was
+    /// loaded (see `reload`).
+    loaded_digest: Option<u64>,
     /// The Prometheus endpoint's metrics (`[daemon] metrics`), if served.
     metrics: Option<crate::metrics::Metrics>,
     /// systemd's `NOTIFY_SOCKET`, if set.
@@ -374,11 +401,25 @@ impl Loop {
     }
 
     /// Re-reads the job file. An invalid file changes nothing but the banner.
-    fn reload(&mut self, actions: &mut VecDeque<Action>) -> Result<Value, Vec<String>> {
+    /// Unless `force` (SIGHUP), a file whose bytes are those of the
+    /// configuration in force is not parsed again: an edit seen by the
+    /// watcher and then by `rea reload` (or the other way round) costs one
+    /// parse, which matters for a 100,000-job file.
+    fn reload(
+        &mut self,
+        actions: &mut VecDeque<Action>,
+        force: bool,
+    ) -> Result<Value, Vec<String>> {
         let now = Utc::now();
+        let digest = file_digest(&self.opts.file);
+        if !force && self.config_error.is_none() && digest.is_some() && digest == self.loaded_digest
+        {
+            return Ok(json!({ "jobs": self.config.jobs.len(), "unchanged": true }));
+        }
         self.notify.reloading();
         let result = match load(&self.opts) {
             Ok(cfg) => {
+                self.loaded_digest = digest;
                 if self.config_error.take().is_some() {
                     info!("the job file is valid again");
                 }
@@ -388,6 +429,7 @@ impl Loop {
                     .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
                 self.config = cfg;
                 self.last_reload = now;
+                release_freed_memory();
                 info!(jobs = self.config.jobs.len(), "job file reloaded");
                 Ok(json!({ "jobs": self.config.jobs.len() }))
             }
@@ -471,7 +513,7 @@ impl Loop {
                 }
                 Reply::Done(Response::ok(self.status_json(job.as_deref(), now)))
             }
-            Request::Reload => match self.reload(actions) {
+            Request::Reload => match self.reload(actions, false) {
                 Ok(v) => Reply::Done(Response::ok(v)),
                 Err(errors) => Reply::Done(
                     Response::err(

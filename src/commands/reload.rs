@@ -10,7 +10,12 @@ pub fn run(global: &Global) -> i32 {
     };
     match super::ask(&mut client, &Request::Reload) {
         Ok(data) => {
-            println!("reloaded: {} jobs", data["jobs"].as_u64().unwrap_or(0));
+            let jobs = data["jobs"].as_u64().unwrap_or(0);
+            if data["unchanged"] == true {
+                println!("the job file is unchanged: {jobs} jobs in force");
+            } else {
+                println!("reloaded: {jobs} jobs");
+            }
             exit::OK
         }
         Err(code) => code,
