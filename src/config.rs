@@ -1379,12 +1379,15 @@ impl<'a> Ctx<'a> {
             let mut draft = defaults.clone();
             draft.offsets.clear();
             self.fields(fields, &mut draft, Some(name));
-            let header = self.position(key.span().start);
-            self.positions
-                .insert((name.to_string(), String::new()), header);
-            // Only the fields that checks after parsing point at (users,
-            // mail, dependencies): a position per field of a 100,000-job file
-            // would cost more memory than the jobs themselves.
+            // Only what checks after parsing point at (users, mail,
+            // dependencies; the header when such a field comes from
+            // [defaults]): a position per field of a 100,000-job file would
+            // cost more memory than the jobs themselves.
+            if draft.user.is_some() || !draft.mailto.is_empty() || !draft.after.is_empty() {
+                let header = self.position(key.span().start);
+                self.positions
+                    .insert((name.to_string(), String::new()), header);
+            }
             for (field, offset) in draft.offsets.iter().filter(|(f, _)| LOCATED.contains(f)) {
                 let at = self.position(*offset);
                 self.positions
