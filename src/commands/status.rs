@@ -50,9 +50,25 @@ fn live(data: &serde_json::Value, json: bool) -> i32 {
         d["uptime_s"].as_u64().unwrap_or(0),
     ));
     println!(
-        "daemon: running (pid {}, up {up}); {}/{} running, {} waiting for a slot",
-        d["pid"], d["running_runs"], d["max_concurrent"], d["queued"]
+        "daemon: running (pid {}, up {up}); {}/{} running, {} waiting for a slot{}",
+        d["pid"],
+        d["running_runs"],
+        d["max_concurrent"],
+        d["queued"],
+        match d["oneshots_pending"].as_u64() {
+            Some(n) if n > 0 => format!("; {n} one-shot(s) pending (rea pending)"),
+            _ => String::new(),
+        }
     );
+    if let Some(o) = data["oneshot"].as_object() {
+        println!(
+            "one-shot {}: {}, due {} ({})",
+            o.get("id").and_then(|v| v.as_str()).unwrap_or(""),
+            o.get("state").and_then(|v| v.as_str()).unwrap_or(""),
+            o.get("due").and_then(|v| v.as_str()).unwrap_or(""),
+            ago(o.get("due").and_then(|v| v.as_str()), now)
+        );
+    }
     println!(
         "file: {} (loaded {})",
         d["file"].as_str().unwrap_or(""),
@@ -83,6 +99,10 @@ fn live(data: &serde_json::Value, json: bool) -> i32 {
                 ago(err.get("at").and_then(|v| v.as_str()), now)
             );
         }
+    }
+    if data["oneshot"].is_object() {
+        // `rea status ONE-SHOT-ID`: its line above is the answer.
+        return exit::OK;
     }
     let mut table = Table::new(["JOB", "STATE", "LAST", "WHEN", "FAILS", "NEXT"]);
     for j in data["jobs"].as_array().into_iter().flatten() {
