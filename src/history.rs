@@ -1032,52 +1032,18 @@ impl HistoryReader for JsonlReader {
     }
 
     fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
-        let needle = quoted(run_id)?;
-        let mut found = None;
-        self.scan(
-            |line| {
-                if line.contains(needle.as_str()) {
-                    Pre::Parse
-                } else {
-                    Pre::Skip
-                }
-            },
-            |record: Record| {
-                if record.event == Event::Run && record.run.as_deref() == Some(run_id) {
-                    found = Some(record);
-                    return ControlFlow::Break(());
-                }
-                ControlFlow::Continue(())
-            },
-        )?;
-        Ok(found)
+        self.newest(run_id, |r| {
+            r.event == Event::Run && r.run.as_deref() == Some(run_id)
+        })
     }
 
     fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
-        let needle = quoted(job)?;
-        let mut found = None;
-        self.scan(
-            |line| {
-                if line.contains(needle.as_str()) {
-                    Pre::Parse
-                } else {
-                    Pre::Skip
-                }
-            },
-            |record: Record| {
-                if record.event == Event::Run
-                    && record.job.as_deref() == Some(job)
-                    && record
-                        .status
-                        .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
-                {
-                    found = Some(record);
-                    return ControlFlow::Break(());
-                }
-                ControlFlow::Continue(())
-            },
-        )?;
-        Ok(found)
+        self.newest(job, |r| {
+            r.event == Event::Run
+                && r.job.as_deref() == Some(job)
+                && r.status
+                    .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
+        })
     }
 
     fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
@@ -1168,6 +1134,30 @@ impl HistoryReader for JsonlReader {
 }
 
 impl JsonlReader {
+    /// The newest record that `wanted` accepts, parsing only lines that
+    /// contain `text` as a JSON string (a job name or a run id).
+    fn newest(&self, text: &str, wanted: impl Fn(&Record) -> bool) -> io::Result<Option<Record>> {
+        let needle = quoted(text)?;
+        let mut found = None;
+        self.scan(
+            |line| {
+                if line.contains(needle.as_str()) {
+                    Pre::Parse
+                } else {
+                    Pre::Skip
+                }
+            },
+            |record: Record| {
+                if wanted(&record) {
+                    found = Some(record);
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(found)
+    }
+
     /// Per-job summaries, newest first; with `stop_when`, reading ends once
     /// each of those jobs has a complete failure streak.
     fn summaries_until(

@@ -6,17 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::support::{alive, read_pid, wait_until, Env};
-
-fn t(v: &Value, field: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(
-        v[field]
-            .as_str()
-            .unwrap_or_else(|| panic!("{field} in {v}")),
-    )
-    .unwrap_or_else(|e| panic!("{field} in {v}: {e}"))
-    .with_timezone(&Utc)
-}
+use crate::support::{alive, instant as t, read_pid, wait_until, Env};
 
 fn ms(d: chrono::Duration) -> i64 {
     d.num_milliseconds()

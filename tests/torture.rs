@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::support::{alive, read_pid, wait_until, Env};
+use crate::support::{alive, instant as t, read_pid, wait_until, Env};
 
 /// The seed of every random choice in this file.
 fn seed(test: &str) -> u64 {
@@ -28,16 +28,6 @@ fn seed(test: &str) -> u64 {
         .unwrap_or(0x0005_EED0_F2EA);
     eprintln!("{test}: seed {seed} (replay with REA_TORTURE_SEED={seed})");
     seed
-}
-
-fn t(v: &Value, field: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(
-        v[field]
-            .as_str()
-            .unwrap_or_else(|| panic!("{field} in {v}")),
-    )
-    .unwrap_or_else(|e| panic!("{field} in {v}: {e}"))
-    .with_timezone(&Utc)
 }
 
 fn sleep_ms(ms: u64) {

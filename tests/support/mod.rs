@@ -409,3 +409,14 @@ pub fn alive(pid: i32) -> bool {
 pub fn read_pid(path: &Path) -> Option<i32> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
+
+/// A history line's RFC 3339 field as an instant (panics naming the line).
+pub fn instant(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(
+        v[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{field} in {v}")),
+    )
+    .unwrap_or_else(|e| panic!("{field} in {v}: {e}"))
+    .with_timezone(&chrono::Utc)
+}
