@@ -218,7 +218,7 @@ _rea() {
             fi
             case "${prev}" in
                 --status)
-                    COMPREPLY=($(compgen -W "started succeeded failed timed-out killed skipped interrupted missed" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed" -- "${cur}"))
                     return 0
                     ;;
                 --since)

@@ -103,18 +103,19 @@ complete -c rea -n "__fish_rea_using_subcommand reload" -s V -l version -d 'Prin
 complete -c rea -n "__fish_rea_using_subcommand history" -l status -d 'Only runs with this status (repeatable)' -r -f -a "started\t''
 succeeded\t''
 failed\t''
-timed-out\t''
+timed_out\t'As the history spells it (`timed-out` works too)'
 killed\t''
 skipped\t''
 interrupted\t''
-missed\t''"
+cancelled\t'One-shots cancelled before they ran'
+missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
 complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
 complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema)'
-complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
 complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F

@@ -202,10 +202,15 @@ pub enum StatusFilter {
     Started,
     Succeeded,
     Failed,
+    /// As the history spells it (`timed-out` works too)
+    #[value(name = "timed_out", alias = "timed-out")]
     TimedOut,
     Killed,
     Skipped,
     Interrupted,
+    /// One-shots cancelled before they ran
+    Cancelled,
+    /// Occurrences missed while the daemon was down (catch-up policy)
     Missed,
 }
 

@@ -141,7 +141,7 @@ fn bash_completes_options_and_their_values() {
     assert!(got.iter().any(|w| w == "--status"), "{got:?}");
     assert!(got.iter().all(|w| w.starts_with("--st")), "{got:?}");
     let statuses = bash_complete(&["rea", "history", "--status", "t"]);
-    assert_eq!(statuses, ["timed-out"]);
+    assert_eq!(statuses, ["timed_out"]);
     let run = bash_complete(&["rea", "run", "--"]);
     for opt in ["--allow-insecure", "--log-format", "--file", "--state-dir"] {
         assert!(run.iter().any(|w| w == opt), "{opt} missing from {run:?}");

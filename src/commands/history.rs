@@ -55,6 +55,7 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
             StatusFilter::Killed => statuses.push(RunStatus::Killed),
             StatusFilter::Skipped => statuses.push(RunStatus::Skipped),
             StatusFilter::Interrupted => statuses.push(RunStatus::Interrupted),
+            StatusFilter::Cancelled => statuses.push(RunStatus::Cancelled),
             StatusFilter::Missed => with_missed = true,
         }
     }
