@@ -149,7 +149,7 @@ enum Due {
     },
     /// A one-shot's run (first attempt or a retry).
     OneShot {
-        id: String,
+        shot: Arc<OneShot>,
         attempt: u32,
         trigger: Trigger,
     },
@@ -310,8 +310,35 @@ pub struct Engine {
     /// The job file, for records.
     file: String,
     /// Pending and running one-shots by id.
-    oneshots: HashMap<String, ShotState>,
+    oneshots: HashMap<ShotKey, ShotState>,
 }
+
+/// A one-shot's id as a map key without a copy of the string: a million
+/// pending one-shots would otherwise hold every id twice more (here and in
+/// the heap entry).
+#[derive(Debug, Clone)]
+struct ShotKey(Arc<OneShot>);
+
+impl std::borrow::Borrow<str> for ShotKey {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+impl std::hash::Hash for ShotKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // Must hash exactly as `str` does, for lookups by `&str`.
+        self.0.id.as_str().hash(h)
+    }
+}
+
+impl PartialEq for ShotKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for ShotKey {}
 
 /// A one-shot the engine knows about.
 #[derive(Debug)]
@@ -823,7 +850,7 @@ impl Engine {
         let mut out = Vec::new();
         self.advance(now, &mut out);
         let Some(shot) = self.oneshots.get_mut(id) else {
-            let ids: Vec<&str> = self.oneshots.keys().map(String::as_str).collect();
+            let ids: Vec<&str> = self.oneshots.keys().map(|k| k.0.id.as_str()).collect();
             let mut msg = format!("no pending one-shot {id:?}");
             if let Some(h) = crate::suggest::did_you_mean(id, ids) {
                 msg.push_str(&format!(" ({h})"));
@@ -937,10 +964,10 @@ impl Engine {
                     self.on_occurrence(&job, id, at, jitter, now, out)
                 }
                 Due::OneShot {
-                    id,
+                    shot,
                     attempt,
                     trigger,
-                } => self.on_oneshot_due(&id, attempt, trigger, now, out),
+                } => self.on_oneshot_due(&shot.id, attempt, trigger, now, out),
                 Due::Retry {
                     job,
                     scheduled,
@@ -1002,20 +1029,20 @@ impl Engine {
     }
 
     fn schedule_oneshot(&mut self, shot: OneShot, trigger: Trigger, now: DateTime<Utc>) {
-        let id = shot.id.clone();
         let due = shot.due.max(now);
+        let def = Arc::new(shot);
         let entry = self.heap.insert(
             due,
             Due::OneShot {
-                id: id.clone(),
+                shot: def.clone(),
                 attempt: 1,
                 trigger,
             },
         );
         self.oneshots.insert(
-            id,
+            ShotKey(def.clone()),
             ShotState {
-                def: Arc::new(shot),
+                def,
                 entry: Some(entry),
                 running: false,
             },
@@ -1055,7 +1082,7 @@ impl Engine {
         let id = active.pending.job.clone();
         let retryable = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
         let mut done = true;
-        if let Some(shot) = self.oneshots.get_mut(&id) {
+        if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
             shot.running = false;
             if retryable && !self.stopping && active.stop.is_none() {
                 let attempt = active.pending.attempt;
@@ -1065,7 +1092,7 @@ impl Engine {
                     let entry = self.heap.insert(
                         at,
                         Due::OneShot {
-                            id: id.clone(),
+                            shot: shot.def.clone(),
                             attempt: attempt + 1,
                             trigger: Trigger::Retry,
                         },
@@ -1087,7 +1114,7 @@ impl Engine {
         }
         out.push(Action::Record(Box::new(rec)));
         if done {
-            self.oneshots.remove(&id);
+            self.oneshots.remove(id.as_str());
             out.push(Action::OneShotDone { id });
         }
     }
@@ -1452,7 +1479,7 @@ impl Engine {
                 break;
             };
             let def = if p.oneshot {
-                match self.oneshots.get_mut(&p.job) {
+                match self.oneshots.get_mut(p.job.as_str()) {
                     Some(shot) => {
                         shot.running = true;
                         Def::OneShot(shot.def.clone())
