@@ -431,7 +431,7 @@ impl Engine {
                 .or(recovered.previous_start);
             if let Some(since) = horizon {
                 self.set_last_occurrence(&name, since);
-                self.catch_up(&name, since, now, &mut out);
+                self.catch_up(&name, since, now, false, &mut out);
             }
             self.schedule_next(&name, now);
         }
@@ -1140,7 +1140,7 @@ impl Engine {
         }
         // Occurrences after `at` that have also passed (the daemon was
         // stalled): the first one fires, the rest follow the catch-up policy.
-        self.catch_up_passed(name, at, now, out);
+        self.catch_up(name, at, now, true, out);
         self.schedule_next(name, now);
         if self.paused.contains(name) {
             let pending = self.new_pending(name, Trigger::Schedule, 1, at, jitter, now);
@@ -1192,37 +1192,16 @@ impl Engine {
         (kept.into_iter().collect(), count)
     }
 
-    /// Stall case: `at` fires now; later passed occurrences are missed.
-    fn catch_up_passed(
-        &mut self,
-        name: &str,
-        at: DateTime<Utc>,
-        now: DateTime<Utc>,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else {
-            return;
-        };
-        let (kept, count) = self.passed(name, at, now, def.catch_up_limit as usize);
-        if count == 0 {
-            return;
-        }
-        let latest = kept.last().copied().unwrap_or(at);
-        self.set_last_occurrence(name, latest);
-        match def.catch_up {
-            // The run of `at` starting now already satisfies "once".
-            CatchUp::None | CatchUp::Once => out.push(missed_record(name, &kept, count, now)),
-            CatchUp::All => self.run_missed(name, &kept, count, now, out),
-        }
-    }
-
-    /// Downtime or clock-step case: every occurrence in (since, now] was
-    /// missed; apply the job's policy.
+    /// Every occurrence in (since, now] was missed (the daemon was down or
+    /// stalled, or the clock jumped): apply the job's policy. `covered`: a run
+    /// starting now for the occurrence at `since` already does what "once"
+    /// asks (the stall case), so only "all" adds runs then.
     fn catch_up(
         &mut self,
         name: &str,
         since: DateTime<Utc>,
         now: DateTime<Utc>,
+        covered: bool,
         out: &mut Vec<Action>,
     ) {
         let Some(def) = self.jobs.get(name).map(|s| s.def.clone()) else {
@@ -1234,12 +1213,10 @@ impl Engine {
         }
         let latest = *kept.last().unwrap_or(&since);
         self.set_last_occurrence(name, latest);
-        if self.paused.contains(name) {
-            out.push(missed_record(name, &kept, count, now));
-            return;
-        }
         match def.catch_up {
+            _ if self.paused.contains(name) => out.push(missed_record(name, &kept, count, now)),
             CatchUp::None => out.push(missed_record(name, &kept, count, now)),
+            CatchUp::Once if covered => out.push(missed_record(name, &kept, count, now)),
             CatchUp::Once => {
                 if count > 1 {
                     out.push(missed_record(name, &kept[..kept.len() - 1], count - 1, now));
@@ -1291,7 +1268,7 @@ impl Engine {
             // `at` itself is among the missed: look from just before it.
             let since = at - chrono::Duration::milliseconds(1);
             if !self.stopping {
-                self.catch_up(&name, since, now, out);
+                self.catch_up(&name, since, now, false, out);
             }
             self.schedule_next(&name, now);
         }

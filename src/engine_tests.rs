@@ -5,39 +5,15 @@ use super::*;
 use crate::backoff::RetryPolicy;
 use crate::config::DaemonConfig;
 use crate::executor::{Output, Usage};
-use crate::schedule::Schedule;
 use std::path::PathBuf;
 
+/// A job with the file's defaults, built by the config module itself so the
+/// tests follow its defaults instead of restating them.
 fn job(name: &str, expr: &str) -> Job {
-    Job {
-        name: name.into(),
-        schedule: Some(Schedule::parse(expr).expect("valid expression")),
-        command: "true".into(),
-        shell: "/bin/sh".into(),
-        timezone: chrono_tz::UTC,
-        timezone_name: "UTC".into(),
-        timeout: None,
-        kill_grace: Duration::from_secs(10),
-        overlap: Overlap::Skip,
-        retry: RetryPolicy::default(),
-        catch_up: CatchUp::None,
-        catch_up_limit: 10,
-        jitter: Duration::ZERO,
-        env: Default::default(),
-        dir: None,
-        tags: vec![],
-        description: None,
-        enabled: true,
-        output_limit: 65536,
-        user: None,
-        mailto: vec![],
-        mail_on: Default::default(),
-        on_failure: None,
-        on_success: None,
-        on_retry_exhausted: None,
-        hook_timeout: Duration::from_secs(300),
-        after: vec![],
-    }
+    let text = format!("[jobs.{name}]\nschedule = {expr:?}\ncommand = \"true\"\n");
+    let cfg = crate::config::parse(text.as_bytes(), std::path::Path::new("jobs.toml"))
+        .unwrap_or_else(|d| panic!("test job {name}: {d:?}"));
+    (*cfg.jobs[0]).clone()
 }
 
 fn config(jobs: Vec<Job>, max_concurrent: usize) -> Config {
@@ -949,4 +925,21 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
         .take(10)
         .collect();
     assert_eq!(ids(engine.oneshots_first(Some("orders"), 10)), tagged);
+}
+
+#[test]
+fn a_paused_job_catches_up_nothing_after_a_stall() {
+    let mut j = job("p", "* * * * *");
+    j.catch_up = CatchUp::All;
+    let cfg = config(vec![j], 8);
+    let mut engine = Engine::new(&cfg, 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    engine.pause(&["p".into()]);
+    let a = engine.wake(at("2026-11-29T00:05:10Z"), false);
+    assert!(starts(&a).is_empty(), "paused: no catch-up runs");
+    let m = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::Missed)
+        .unwrap();
+    assert_eq!(m.count, Some(4));
 }
