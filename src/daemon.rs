@@ -462,31 +462,33 @@ impl Loop {
             Request::Ping => Reply::Done(Response::ok(json!({ "pid": std::process::id() }))),
             Request::Submit(_) => Reply::Done(Response::err("bad_request", "submit is handled in batches")),
             Request::Cancel { ids, kill } => {
-                let mut done = Vec::new();
-                for id in &ids {
-                    match self.engine.cancel_oneshot(id, kill, now) {
-                        Ok((result, acts)) => {
-                            actions.extend(acts);
-                            done.push(json!({
-                                "id": id,
-                                "result": match result {
-                                    CancelResult::Cancelled => "cancelled",
-                                    CancelResult::Killing => "killing",
-                                },
-                            }));
-                        }
-                        Err(e) => {
-                            let code = match e {
-                                SubmitError::Unknown(_) => "unknown_job",
-                                _ => "refused",
-                            };
-                            return Reply::Done(
-                                Response::err(code, e.message()).with_suggestions(Vec::new()),
-                            );
-                        }
+                let (result, acts) = self.engine.cancel_oneshots(&ids, kill, now);
+                actions.extend(acts);
+                match result {
+                    Ok(results) => {
+                        let done: Vec<Value> = ids
+                            .iter()
+                            .zip(results)
+                            .map(|(id, r)| {
+                                json!({
+                                    "id": id,
+                                    "result": match r {
+                                        CancelResult::Cancelled => "cancelled",
+                                        CancelResult::Killing => "killing",
+                                    },
+                                })
+                            })
+                            .collect();
+                        Reply::Done(Response::ok(json!({ "cancelled": done })))
+                    }
+                    Err(e) => {
+                        let code = match e {
+                            SubmitError::Unknown(_) => "unknown_job",
+                            _ => "refused",
+                        };
+                        Reply::Done(Response::err(code, e.message()))
                     }
                 }
-                Reply::Done(Response::ok(json!({ "cancelled": done })))
             }
             Request::Pending { tag, limit } => {
                 let list: Vec<Value> = self

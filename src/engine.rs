@@ -840,29 +840,67 @@ impl Engine {
         out
     }
 
-    /// Cancels a pending one-shot; a running one only with `kill`.
+    /// Cancels pending one-shots; running ones only with `kill`. Every id
+    /// is checked before any is cancelled, so a typo among several cancels
+    /// nothing. The actions are returned in both cases: what came due at
+    /// `now` must be started even when the request is refused.
+    #[allow(clippy::type_complexity)]
+    pub fn cancel_oneshots(
+        &mut self,
+        ids: &[String],
+        kill: bool,
+        now: DateTime<Utc>,
+    ) -> (Result<Vec<CancelResult>, SubmitError>, Vec<Action>) {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        for id in ids {
+            let problem = match self.oneshots.get(id.as_str()) {
+                None => {
+                    let known: Vec<&str> = self.oneshots.keys().map(|k| k.0.id.as_str()).collect();
+                    let mut msg = format!("no pending one-shot {id:?}");
+                    if let Some(h) = crate::suggest::did_you_mean(id, known) {
+                        msg.push_str(&format!(" ({h})"));
+                    }
+                    Some(SubmitError::Unknown(msg))
+                }
+                Some(s) if s.running && !kill => Some(SubmitError::Running(format!(
+                    "one-shot {id:?} is running; use --kill to terminate it"
+                ))),
+                Some(_) => None,
+            };
+            if let Some(e) = problem {
+                return (Err(e), out);
+            }
+        }
+        let results = ids
+            .iter()
+            .map(|id| self.cancel_checked(id, now, &mut out))
+            .collect();
+        (Ok(results), out)
+    }
+
+    /// `cancel_oneshots` for one id (benchmarks and tests).
     pub fn cancel_oneshot(
         &mut self,
         id: &str,
         kill: bool,
         now: DateTime<Utc>,
     ) -> Result<(CancelResult, Vec<Action>), SubmitError> {
-        let mut out = Vec::new();
-        self.advance(now, &mut out);
+        let (result, out) = self.cancel_oneshots(&[id.to_string()], kill, now);
+        result.map(|r| (r[0], out))
+    }
+
+    /// Cancels a one-shot `cancel_oneshots` has checked.
+    fn cancel_checked(
+        &mut self,
+        id: &str,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) -> CancelResult {
         let Some(shot) = self.oneshots.get_mut(id) else {
-            let ids: Vec<&str> = self.oneshots.keys().map(|k| k.0.id.as_str()).collect();
-            let mut msg = format!("no pending one-shot {id:?}");
-            if let Some(h) = crate::suggest::did_you_mean(id, ids) {
-                msg.push_str(&format!(" ({h})"));
-            }
-            return Err(SubmitError::Unknown(msg));
+            return CancelResult::Cancelled;
         };
         if shot.running {
-            if !kill {
-                return Err(SubmitError::Running(format!(
-                    "one-shot {id:?} is running; use --kill to terminate it"
-                )));
-            }
             // Its run ends as `killed`; no retry follows an operator's kill.
             for (run, active) in self.runs.iter_mut() {
                 if active.pending.oneshot && active.pending.job == id && active.stop.is_none() {
@@ -870,16 +908,14 @@ impl Engine {
                     out.push(Action::Terminate { run: run.clone() });
                 }
             }
-            return Ok((CancelResult::Killing, out));
+            return CancelResult::Killing;
         }
         if let Some(e) = shot.entry.take() {
             self.heap.cancel(e);
         }
         let due = shot.def.due;
         self.oneshots.remove(id);
-        let before = self.ready.len();
         self.ready.retain(|p| !(p.oneshot && p.job == id));
-        let _ = before;
         let mut rec = Record::new(Event::Run, now);
         rec.job = Some(id.to_string());
         rec.trigger = Some(Trigger::Oneshot);
@@ -888,7 +924,7 @@ impl Engine {
         rec.reason = Some("cancelled by operator".into());
         out.push(Action::Record(Box::new(rec)));
         out.push(Action::OneShotDone { id: id.to_string() });
-        Ok((CancelResult::Cancelled, out))
+        CancelResult::Cancelled
     }
 
     /// Pending one-shots (waiting or running), by due time.

@@ -219,3 +219,16 @@ fn a_foreign_user_is_refused_when_not_root() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("only root can switch users"), "{stderr}");
 }
+
+#[test]
+fn next_on_a_dependent_job_says_when_it_runs() {
+    let env = Env::new();
+    env.jobs("[jobs.extract]\nschedule = \"@daily\"\ncommand = \"true\"\n\n[jobs.load]\nafter = [\"extract\"]\ncommand = \"true\"\n");
+    env.rea(&["next", "load"])
+        .ok()
+        .stdout_is("")
+        .stderr_is("rea: job \"load\" has no schedule of its own: it runs after extract\n");
+    let v = env.rea(&["next", "load", "--json"]).json();
+    assert_eq!(v["after"][0], "extract");
+    assert_eq!(v["fires"].as_array().map(Vec::len), Some(0));
+}

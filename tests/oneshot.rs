@@ -273,3 +273,20 @@ fn kill_9_during_a_burst_loses_no_acknowledged_submission() {
         lost.first()
     );
 }
+
+#[test]
+fn a_typo_among_several_ids_cancels_nothing() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    env.rea(&["submit", "--in", "1h", "--name", "keep", "--", "true"])
+        .ok();
+    env.rea(&["cancel", "keep", "kepp-typo"])
+        .code(5)
+        .stderr_has("no pending one-shot \"kepp-typo\"");
+    let v = env.rea(&["pending", "--json"]).json();
+    assert_eq!(v["pending"], 1, "nothing was cancelled: {v}");
+    env.rea(&["cancel", "keep"])
+        .ok()
+        .stdout_is("cancelled keep\n");
+}

@@ -83,14 +83,20 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             );
         }
         let Some(schedule) = job.schedule.clone() else {
-            return super::fail(
-                exit::OK,
-                format!(
-                    "job {:?} has no schedule of its own: it runs after {}",
+            // Not an error: the job fires when the jobs it runs after succeed.
+            if args.json {
+                println!(
+                    "{}",
+                    json!({ "job": job.name, "after": job.after, "timezone": job.timezone_name, "fires": [] })
+                );
+            } else {
+                eprintln!(
+                    "rea: job {:?} has no schedule of its own: it runs after {}",
                     job.name,
                     job.after.join(", ")
-                ),
-            );
+                );
+            }
+            return exit::OK;
         };
         (
             schedule,
