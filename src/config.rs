@@ -39,6 +39,11 @@ pub struct Config {
     /// header. Kept out of `Job` so moving a
     /// job in the file does not make a reload see it as changed.
     pub positions: BTreeMap<(String, String), (usize, usize)>,
+    /// Hash of the bytes parsed (reloads skip a file that did not change).
+    pub digest: u64,
+    /// What the machine says about the file without refusing it (mail
+    /// without sendmail); filled by `load_with`, empty from `parse`.
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl Config {
@@ -256,17 +261,46 @@ pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
 /// problem does not hide problems in the contents.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
     let bytes = read_limited(path).map_err(|message| vec![file_diagnostic(path, message, None)])?;
+    finish_load(path, &bytes, options)
+}
+
+/// `load_with`, reading the file once: `Ok(None)` when its bytes are those
+/// `known` (a `Config::digest`) was computed from, so nothing is parsed.
+pub fn load_if_changed(
+    path: &Path,
+    options: LoadOptions,
+    known: Option<u64>,
+) -> Result<Option<Config>, Vec<Diagnostic>> {
+    let bytes = read_limited(path).map_err(|message| vec![file_diagnostic(path, message, None)])?;
+    if known == Some(digest(&bytes)) {
+        return Ok(None);
+    }
+    finish_load(path, &bytes, options).map(Some)
+}
+
+/// A hash of a job file's bytes (see `Config::digest`).
+pub fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+fn finish_load(path: &Path, bytes: &[u8], options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
     let permissions = if options.allow_insecure_permissions {
         Ok(())
     } else {
         check_permissions(path)
     };
-    let parsed = parse(&bytes, path).and_then(|cfg| {
-        let errors = crate::host::check(&cfg).errors;
-        if errors.is_empty() {
+    // The machine's view of a valid file (users, sendmail) is checked once
+    // here; its warnings travel with the configuration.
+    let parsed = parse(bytes, path).and_then(|mut cfg| {
+        let host = crate::host::check(&cfg);
+        if host.errors.is_empty() {
+            cfg.warnings = host.warnings;
             Ok(cfg)
         } else {
-            Err(errors)
+            Err(host.errors)
         }
     });
     match (permissions, parsed) {
@@ -377,6 +411,8 @@ pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
                 daemon,
                 jobs,
                 positions: std::mem::take(&mut ctx.positions),
+                digest: digest(src),
+                warnings: Vec::new(),
             }
         }
         Err(e) => {

@@ -84,14 +84,14 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     rt.block_on(main_loop(opts))
 }
 
-fn load(opts: &Options) -> Result<Config, Vec<config::Diagnostic>> {
-    let cfg = config::load_with(
-        &opts.file,
-        config::LoadOptions {
-            allow_insecure_permissions: opts.allow_insecure,
-        },
-    )?;
-    for w in crate::host::check(&cfg).warnings {
+/// Loads the job file unless its bytes hash to `known`; logs the machine's
+/// warnings about a newly loaded file.
+fn load(opts: &Options, known: Option<u64>) -> Result<Option<Config>, Vec<config::Diagnostic>> {
+    let options = config::LoadOptions {
+        allow_insecure_permissions: opts.allow_insecure,
+    };
+    let cfg = config::load_if_changed(&opts.file, options, known)?;
+    for w in cfg.iter().flat_map(|c| &c.warnings) {
         warn!("{w}");
     }
     Ok(cfg)
@@ -117,8 +117,9 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             (None, tokio::sync::mpsc::unbounded_channel().1)
         }
     };
-    let initial_digest = file_digest(&opts.file);
-    let config = load(&opts).map_err(StartError::Config)?;
+    let config = load(&opts, None)
+        .map_err(StartError::Config)?
+        .ok_or_else(|| StartError::Other("the job file could not be loaded".into()))?;
     let history = JsonlHistory::open(
         &opts.state_dir,
         config.daemon.history_max_bytes,
@@ -179,7 +180,6 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         last_reload: started_at,
         config_error: None,
         journal: replayed.journal,
-        loaded_digest: initial_digest,
         metrics,
         notify: crate::notify::Notifier::from_env(),
     };
@@ -286,15 +286,6 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     Ok(())
 }
 
-/// A hash of the job file's bytes (None if it cannot be read).
-fn file_digest(path: &std::path::Path) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let bytes = std::fs::read(path).ok()?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    Some(h.finish())
-}
-
 /// Parsing a large job file (its spanned TOML tree) or replaying a large
 /// one-shot journal allocates far more than the daemon keeps; glibc holds
 /// the freed memory in its arenas, so the process would keep the peak as its
@@ -364,9 +355,6 @@ struct Loop {
     config_error: Option<(DateTime<Utc>, Vec<String>)>,
     /// Durable pending one-shots.
     journal: Journal,
-    /// Hash of the job file's bytes when the configuration in force was
-    /// loaded (see `reload`).
-    loaded_digest: Option<u64>,
     /// The Prometheus endpoint's metrics (`[daemon] metrics`), if served.
     metrics: Option<crate::metrics::Metrics>,
     /// systemd's `NOTIFY_SOCKET`, if set.
@@ -411,15 +399,11 @@ impl Loop {
         force: bool,
     ) -> Result<Value, Vec<String>> {
         let now = Utc::now();
-        let digest = file_digest(&self.opts.file);
-        if !force && self.config_error.is_none() && digest.is_some() && digest == self.loaded_digest
-        {
-            return Ok(json!({ "jobs": self.config.jobs.len(), "unchanged": true }));
-        }
+        let known = (!force && self.config_error.is_none()).then_some(self.config.digest);
         self.notify.reloading();
-        let result = match load(&self.opts) {
-            Ok(cfg) => {
-                self.loaded_digest = digest;
+        let result = match load(&self.opts, known) {
+            Ok(None) => Ok(json!({ "jobs": self.config.jobs.len(), "unchanged": true })),
+            Ok(Some(cfg)) => {
                 if self.config_error.take().is_some() {
                     info!("the job file is valid again");
                 }

@@ -25,6 +25,8 @@ fn config(jobs: Vec<Job>, max_concurrent: usize) -> Config {
         },
         jobs: jobs.into_iter().map(Arc::new).collect(),
         positions: Default::default(),
+        digest: 0,
+        warnings: Vec::new(),
     }
 }
 

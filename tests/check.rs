@@ -367,3 +367,17 @@ fn json_output_lists_every_error_with_its_position() {
         (Some(true), Some(1))
     );
 }
+
+#[test]
+fn a_file_larger_than_16_mib_is_refused_before_it_is_read_whole() {
+    let env = Env::new();
+    env.jobs("");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(env.jobs_path())
+        .unwrap();
+    f.set_len(1 << 40).unwrap();
+    env.rea(&["check"])
+        .code(2)
+        .stderr_has(":1:1: the job file is larger than 16 MiB; is it the right file?");
+}

@@ -135,3 +135,20 @@ fn unchanged_jobs_keep_their_retry_state_and_next_fire() {
         (Some(1), Some(1))
     );
 }
+
+#[test]
+fn rea_reload_says_what_it_did_and_parses_an_unchanged_file_once() {
+    let env = Env::new();
+    env.jobs(ONE);
+    let _d = env.daemon();
+    env.rea(&["reload"])
+        .ok()
+        .stdout_is("the job file is unchanged: 1 jobs in force\n");
+    let before = loaded(&env);
+    env.jobs(TWO);
+    env.wait_until("the watcher's reload", || loaded(&env) > before);
+    env.rea(&["reload"])
+        .ok()
+        .stdout_is("the job file is unchanged: 2 jobs in force\n");
+    assert_eq!(loaded(&env), before + 1, "the edit was parsed once");
+}

@@ -39,8 +39,8 @@ pub fn run(global: &Global, args: &CheckArgs) -> i32 {
     }
     match result {
         Ok(cfg) => {
-            for w in crate::host::check(&cfg).warnings {
-                eprintln!("{}", super::warning_text(&w));
+            for w in &cfg.warnings {
+                eprintln!("{}", super::warning_text(w));
             }
             let n = cfg.jobs.len();
             println!(
