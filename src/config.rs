@@ -1048,16 +1048,7 @@ fn apply_timezone(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
             d.timezone_name = name.to_string();
         }
         Err(e) => {
-            let hint = match e.suggestions.as_slice() {
-                [] => Some(
-                    "use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"".to_string(),
-                ),
-                [one] => Some(format!("did you mean {one:?}?")),
-                many => Some(format!(
-                    "did you mean one of {}?",
-                    quote_list(many.iter().map(String::as_str))
-                )),
-            };
+            let hint = Some(e.hint());
             ctx.error(v.span().start, e.message, hint);
         }
     }

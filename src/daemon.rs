@@ -669,7 +669,7 @@ impl Loop {
                     actions.extend(acts);
                     let _ = reply.send(Reply::Done(Response::ok(json!({
                         "id": id,
-                        "due": due.to_rfc3339_opts(SecondsFormat::Millis, true),
+                        "due": history::format_ts(due),
                     }))));
                 }
                 Err(e) => {
@@ -754,7 +754,7 @@ impl Loop {
             .filter(|s| only.is_none_or(|n| s.name == n))
             .map(|s| job_json(&s))
             .collect();
-        let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        let fmt = history::format_ts;
         json!({
             "live": true,
             "daemon": {
@@ -1083,7 +1083,7 @@ impl Loop {
             start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
         ));
         env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
-        env.push(("REA_TRIGGER".into(), trigger_name(start.trigger)));
+        env.push(("REA_TRIGGER".into(), start.trigger.as_str().to_string()));
         let spec = RunSpec {
             program,
             env,
@@ -1137,7 +1137,9 @@ fn mail_message(job: &Job, rec: &Record) -> String {
         "run:       {} (attempt {}, trigger {})\n",
         rec.run.as_deref().unwrap_or(""),
         rec.attempt.unwrap_or(1),
-        rec.trigger.map(trigger_name).unwrap_or_default()
+        rec.trigger
+            .map(history::Trigger::as_str)
+            .unwrap_or_default()
     ));
     m.push_str(&format!("status:    {status}{how}\n"));
     if let Some(r) = &rec.reason {
@@ -1209,7 +1211,7 @@ impl Loop {
 }
 
 fn oneshot_json(s: &crate::engine::OneShotStatus) -> Value {
-    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let fmt = history::format_ts;
     let d = &s.def;
     json!({
         "id": d.id,
@@ -1228,7 +1230,7 @@ fn oneshot_json(s: &crate::engine::OneShotStatus) -> Value {
 }
 
 fn job_json(s: &JobStatus) -> Value {
-    let fmt = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let fmt = history::format_ts;
     let state = if !s.running.is_empty() {
         "running"
     } else if s.queued > 0 {
@@ -1267,16 +1269,8 @@ fn job_json(s: &JobStatus) -> Value {
     })
 }
 
-pub fn trigger_name(t: history::Trigger) -> String {
-    serde_json::to_value(t)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 fn fmt_time(t: Option<DateTime<Utc>>) -> String {
-    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-        .unwrap_or_default()
+    t.map(history::format_ts).unwrap_or_default()
 }
 
 /// One log line per history record about a run, naming job, run and attempt.
@@ -1287,7 +1281,10 @@ fn log_record(rec: &Record) {
     let reason = rec.reason.as_deref().unwrap_or("");
     match (rec.event, rec.status) {
         (Event::Run, Some(RunStatus::Started)) => {
-            let trigger = rec.trigger.map(trigger_name).unwrap_or_default();
+            let trigger = rec
+                .trigger
+                .map(history::Trigger::as_str)
+                .unwrap_or_default();
             info!(job, run, attempt, trigger = %trigger, pid = rec.pid.unwrap_or(0), scheduled = %fmt_time(rec.scheduled), "run started")
         }
         (Event::Run, Some(RunStatus::Succeeded)) => {

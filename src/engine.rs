@@ -1135,7 +1135,7 @@ impl Engine {
                     );
                     shot.entry = Some(entry);
                     rec.detail = Some(json!({
-                        "retry_at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                        "retry_at": crate::history::format_ts(at)
                     }));
                     done = false;
                 } else if policy.attempts > 0 {
@@ -1577,9 +1577,7 @@ impl Engine {
                     },
                 );
                 state.retry = Some(id);
-                rec.detail = Some(
-                    json!({ "retry_at": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true) }),
-                );
+                rec.detail = Some(json!({ "retry_at": crate::history::format_ts(at) }));
             } else if state.def.retry.attempts > 0 {
                 rec.detail = Some(json!({ "retries_exhausted": true }));
             }

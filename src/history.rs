@@ -56,6 +56,21 @@ pub enum Trigger {
     Dependency,
 }
 
+impl Trigger {
+    /// The name the history, `REA_TRIGGER` and the logs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Retry => "retry",
+            Trigger::Manual => "manual",
+            Trigger::CatchUp => "catch_up",
+            Trigger::Reboot => "reboot",
+            Trigger::Oneshot => "oneshot",
+            Trigger::Dependency => "dependency",
+        }
+    }
+}
+
 /// The states of a run. `Started` is the only non-final one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,15 +191,21 @@ pub struct Record {
     pub detail: Option<serde_json::Value>,
 }
 
+/// An instant as the log writes it: RFC 3339, UTC, milliseconds. The status
+/// and control answers use the same form.
+pub fn format_ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// Instants in the log are RFC 3339 UTC with milliseconds
 /// (`2026-11-29T09:12:17.000Z`): precise enough for lateness, short, and
 /// sortable as text.
 mod ms_time {
-    use chrono::{DateTime, SecondsFormat, Utc};
+    use chrono::{DateTime, Utc};
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        s.serialize_str(&super::format_ts(*t))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {

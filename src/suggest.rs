@@ -49,8 +49,13 @@ pub fn did_you_mean<'a, I>(input: &str, candidates: I) -> Option<String>
 where
     I: IntoIterator<Item = &'a str>,
 {
-    let found = closest(input, candidates, 3);
-    match found.as_slice() {
+    phrase(&closest(input, candidates, 3))
+}
+
+/// Names already found, phrased as a hint: `did you mean "a"?`,
+/// `did you mean one of "a", "b"?`, or None.
+pub fn phrase(found: &[String]) -> Option<String> {
+    match found {
         [] => None,
         [one] => Some(format!("did you mean {one:?}?")),
         many => Some(format!(

@@ -13,16 +13,20 @@ pub struct ZoneError {
     pub suggestions: Vec<String>,
 }
 
+impl ZoneError {
+    /// What to write instead: the closest zone names, else how names look.
+    pub fn hint(&self) -> String {
+        crate::suggest::phrase(&self.suggestions).unwrap_or_else(|| {
+            "use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"".to_string()
+        })
+    }
+}
+
 impl std::fmt::Display for ZoneError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)?;
-        match self.suggestions.as_slice() {
-            [] => Ok(()),
-            [one] => write!(f, " (did you mean {one:?}?)"),
-            many => {
-                let quoted: Vec<String> = many.iter().map(|m| format!("{m:?}")).collect();
-                write!(f, " (did you mean one of {}?)", quoted.join(", "))
-            }
+        match crate::suggest::phrase(&self.suggestions) {
+            Some(h) => write!(f, "{} ({h})", self.message),
+            None => f.write_str(&self.message),
         }
     }
 }

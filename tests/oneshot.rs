@@ -290,3 +290,37 @@ fn a_typo_among_several_ids_cancels_nothing() {
         .ok()
         .stdout_is("cancelled keep\n");
 }
+
+#[test]
+fn submission_mistakes_are_explained_before_anything_is_sent() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    // No daemon runs: each of these must fail on its own words first.
+    env.rea(&["submit", "--in", "30", "--", "true"])
+        .code(2)
+        .stderr_has("--in: invalid duration \"30\"");
+    env.rea(&["submit", "--in", "1m", "--env", "NOVALUE", "--", "true"])
+        .code(2)
+        .stderr_has("--env \"NOVALUE\": write KEY=VALUE");
+    env.rea(&["submit", "--in", "1m", "--timeout", "soon", "--", "true"])
+        .code(2)
+        .stderr_has("--timeout: invalid duration \"soon\"");
+    env.rea(&["at", "teatime", "--", "true"])
+        .code(2)
+        .stderr_has("cannot read the time \"teatime\"");
+    env.rea(&["at", "14:30", "--tz", "Europe/Berln", "--", "true"])
+        .code(2)
+        .stderr_has("--tz: unknown timezone \"Europe/Berln\"")
+        .stderr_has("hint: did you mean one of \"Europe/Berlin\"");
+    env.rea(&["pending"]).code(3);
+}
+
+#[test]
+fn an_empty_pending_list_says_so() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    env.rea(&["pending"])
+        .ok()
+        .stdout_is("no pending one-shots\n");
+}

@@ -5,15 +5,11 @@ use crate::cli::{exit, CancelArgs, Global};
 use crate::control::Request;
 
 pub fn run(global: &Global, args: &CancelArgs) -> i32 {
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
     let request = Request::Cancel {
         ids: args.ids.clone(),
         kill: args.kill,
     };
-    match super::ask(&mut client, &request) {
+    match super::request(global, &request) {
         Ok(data) => {
             for c in data["cancelled"].as_array().into_iter().flatten() {
                 let verb = if c["result"] == "killing" {

@@ -134,7 +134,7 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
             r.run.clone().unwrap_or_default(),
             status,
             r.trigger
-                .map(crate::daemon::trigger_name)
+                .map(|t| t.as_str().to_string())
                 .unwrap_or_default(),
             r.attempt.map(|a| a.to_string()).unwrap_or_default(),
             r.duration_ms

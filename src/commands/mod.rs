@@ -100,6 +100,28 @@ pub fn client_error(e: crate::control::ClientError) -> i32 {
     }
 }
 
+/// Connects and sends one request (the commands that need nothing else of
+/// the connection).
+pub fn request(
+    global: &Global,
+    request: &crate::control::Request,
+) -> Result<serde_json::Value, i32> {
+    let mut client = connect(global)?;
+    ask(&mut client, request)
+}
+
+/// `no job named "x" in FILE (did you mean "y"?)`, exit 5.
+pub fn unknown_job(cfg: &Config, name: &str) -> i32 {
+    let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
+    let hint = crate::suggest::did_you_mean(name, names)
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    fail(
+        exit::NOT_FOUND,
+        format!("no job named {name:?} in {}{hint}", cfg.path.display()),
+    )
+}
+
 /// Sends one request; an error response is printed and becomes the exit code.
 pub fn ask(
     client: &mut crate::control::Client,
@@ -116,6 +138,8 @@ pub fn response_data(resp: crate::control::Response) -> Result<serde_json::Value
     }
     let code = match resp.code.as_deref() {
         Some("unknown_job") => exit::NOT_FOUND,
+        // Idempotent submitters: "already pending" has its own status.
+        Some("duplicate") => exit::DUPLICATE,
         Some("invalid_config") => exit::INVALID,
         _ => exit::FAILURE,
     };

@@ -31,19 +31,7 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
         let tz = match zone::resolve(&name) {
             Ok(tz) => tz,
             Err(e) => {
-                let mut msg = e.message.clone();
-                if e.suggestions.is_empty() {
-                    msg.push_str("\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"");
-                } else {
-                    // The same phrasing as the job file's zone errors.
-                    let quoted: Vec<String> =
-                        e.suggestions.iter().map(|s| format!("{s:?}")).collect();
-                    let hint = match quoted.as_slice() {
-                        [one] => format!("did you mean {one}?"),
-                        many => format!("did you mean one of {}?", many.join(", ")),
-                    };
-                    msg.push_str(&format!("\n  hint: {hint}"));
-                }
+                let msg = format!("{}\n  hint: {}", e.message, e.hint());
                 return super::fail(exit::INVALID, msg);
             }
         };
@@ -63,18 +51,7 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             Err(code) => return code,
         };
         let Some(job) = cfg.jobs.iter().find(|j| j.name == args.target) else {
-            let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
-            let hint = crate::suggest::did_you_mean(&args.target, names)
-                .map(|h| format!(" ({h})"))
-                .unwrap_or_default();
-            return super::fail(
-                exit::NOT_FOUND,
-                format!(
-                    "no job named {:?} in {}{hint}",
-                    args.target,
-                    cfg.path.display()
-                ),
-            );
+            return super::unknown_job(&cfg, &args.target);
         };
         if args.tz.is_some() {
             eprintln!(

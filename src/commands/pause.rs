@@ -5,10 +5,6 @@ use crate::cli::{exit, Global, SelectArgs};
 use crate::control::{Request, Selector};
 
 pub fn run(global: &Global, args: &SelectArgs, pause: bool) -> i32 {
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
     let sel = Selector {
         jobs: args.jobs.clone(),
         tag: args.tag.clone(),
@@ -19,7 +15,7 @@ pub fn run(global: &Global, args: &SelectArgs, pause: bool) -> i32 {
     } else {
         Request::Resume(sel)
     };
-    let data = match super::ask(&mut client, &request) {
+    let data = match super::request(global, &request) {
         Ok(d) => d,
         Err(code) => return code,
     };

@@ -7,15 +7,11 @@ use crate::control::Request;
 use crate::table::Table;
 
 pub fn run(global: &Global, args: &PendingArgs) -> i32 {
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
     let request = Request::Pending {
         tag: args.tag.clone(),
         limit: args.limit,
     };
-    let data = match super::ask(&mut client, &request) {
+    let data = match super::request(global, &request) {
         Ok(d) => d,
         Err(code) => return code,
     };

@@ -4,11 +4,7 @@ use crate::cli::{exit, Global};
 use crate::control::Request;
 
 pub fn run(global: &Global) -> i32 {
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    match super::ask(&mut client, &Request::Reload) {
+    match super::request(global, &Request::Reload) {
         Ok(data) => {
             let jobs = data["jobs"].as_u64().unwrap_or(0);
             if data["unchanged"] == true {

@@ -27,7 +27,7 @@ pub fn run(global: &Global, args: &StatusArgs) -> i32 {
             }
         }
         // No daemon: the offline view says so itself.
-        Err(crate::control::ClientError::NoDaemon(_)) => offline(global, args),
+        Err(crate::control::ClientError::NoDaemon(_)) => offline(global, args, &dir),
         Err(e) => super::client_error(e),
     }
 }
@@ -156,28 +156,17 @@ fn live(data: &serde_json::Value, json: bool) -> i32 {
 }
 
 /// The view without a daemon: the job file plus the history log.
-fn offline(global: &Global, args: &StatusArgs) -> i32 {
+fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
     let cfg = match super::load_config(global) {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let dir = match state_dir::resolve(global.state_dir.as_deref()) {
-        Ok(d) => d,
-        Err(e) => return super::fail(exit::INVALID, e),
-    };
     if let Some(name) = &args.job {
         if !cfg.jobs.iter().any(|j| &j.name == name) {
-            let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
-            let hint = crate::suggest::did_you_mean(name, names)
-                .map(|h| format!(" ({h})"))
-                .unwrap_or_default();
-            return super::fail(
-                exit::NOT_FOUND,
-                format!("no job named {name:?} in {}{hint}", cfg.path.display()),
-            );
+            return super::unknown_job(&cfg, name);
         }
     }
-    let reader = JsonlReader::new(&dir);
+    let reader = JsonlReader::new(dir);
     let names: std::collections::HashSet<String> =
         cfg.jobs.iter().map(|j| j.name.clone()).collect();
     let summaries = match reader.recent_summaries(&names) {
@@ -189,7 +178,7 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
             )
         }
     };
-    let daemon_pid = state_dir::holder(&dir);
+    let daemon_pid = state_dir::holder(dir);
     let now = Utc::now();
     let empty = JobSummary::default();
     let jobs: Vec<_> = cfg
@@ -209,7 +198,7 @@ fn offline(global: &Global, args: &StatusArgs) -> i32 {
                     "enabled": j.enabled,
                     "next_fire": next.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
                     "consecutive_failures": s.consecutive_failures,
-                    "last_success": s.last_success.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
+                    "last_success": s.last_success.map(crate::history::format_ts),
                     "last": s.last,
                 })
             })

@@ -108,20 +108,7 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> i32 {
         },
         tags: o.tags.clone(),
     };
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let resp = match client.request(&Request::Submit(sub)) {
-        Ok(r) => r,
-        Err(e) => return super::client_error(e),
-    };
-    if !resp.ok && resp.code.as_deref() == Some("duplicate") {
-        // Idempotent for callers that retry: say so distinctly.
-        eprintln!("rea: {}", resp.error.unwrap_or_default());
-        return exit::DUPLICATE;
-    }
-    let data = match super::response_data(resp) {
+    let data = match super::request(global, &Request::Submit(sub)) {
         Ok(d) => d,
         Err(code) => return code,
     };
@@ -150,7 +137,8 @@ fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When
     if let Ok(i) = DateTime::parse_from_rfc3339(t) {
         return Ok(When::At(i.with_timezone(&Utc)));
     }
-    let tz: Tz = crate::zone::resolve(zone.unwrap_or("local")).map_err(|e| e.message)?;
+    let tz: Tz = crate::zone::resolve(zone.unwrap_or("local"))
+        .map_err(|e| format!("--tz: {}\n  hint: {}", e.message, e.hint()))?;
     let local = |naive: NaiveDateTime| -> Result<DateTime<Utc>, String> {
         tz.from_local_datetime(&naive)
             .earliest()
