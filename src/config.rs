@@ -1490,7 +1490,11 @@ impl<'a> Ctx<'a> {
 
     /// `after` names jobs of this file, and the dependencies have no cycle.
     fn check_dependencies(&mut self, jobs: &[std::sync::Arc<Job>]) {
-        let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+        let index: std::collections::HashMap<&str, &Job> =
+            jobs.iter().map(|j| (j.name.as_str(), &**j)).collect();
+        if jobs.iter().all(|j| j.after.is_empty()) {
+            return;
+        }
         let at = |ctx: &Ctx, job: &str| -> (usize, usize) {
             ctx.positions
                 .get(&(job.to_string(), "after".to_string()))
@@ -1501,13 +1505,13 @@ impl<'a> Ctx<'a> {
             for dep in &job.after {
                 let problem = if dep == &job.name {
                     Some((format!("job {:?} cannot run after itself", job.name), None))
-                } else if !names.contains(&dep.as_str()) {
+                } else if !index.contains_key(dep.as_str()) {
                     Some((
                         format!(
                             "job {:?} runs after {dep:?}, which is not a job of this file",
                             job.name
                         ),
-                        crate::suggest::did_you_mean(dep, names.iter().copied()),
+                        crate::suggest::did_you_mean(dep, jobs.iter().map(|j| j.name.as_str())),
                     ))
                 } else {
                     None
@@ -1526,8 +1530,6 @@ impl<'a> Ctx<'a> {
         }
         // A cycle: depth-first search over `after` edges, reported once at
         // the job where it was found, naming the whole loop.
-        let index: std::collections::HashMap<&str, &Job> =
-            jobs.iter().map(|j| (j.name.as_str(), &**j)).collect();
         let mut state: std::collections::HashMap<&str, u8> = std::collections::HashMap::new();
         fn visit<'j>(
             name: &'j str,

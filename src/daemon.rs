@@ -316,7 +316,10 @@ fn recover(
         warn!("cannot read the history log for interrupted runs: {e}");
         Vec::new()
     });
-    let summaries = reader.recent_summaries(&names).unwrap_or_default();
+    let summaries = reader.recent_summaries(&names).unwrap_or_else(|e| {
+        warn!("cannot read the history log for the last results: {e}");
+        Default::default()
+    });
     (
         Recovered {
             last_occurrences,
@@ -747,13 +750,11 @@ impl Loop {
     }
 
     fn status_json(&self, only: Option<&str>, now: DateTime<Utc>) -> Value {
-        let jobs: Vec<Value> = self
-            .engine
-            .status()
-            .into_iter()
-            .filter(|s| only.is_none_or(|n| s.name == n))
-            .map(|s| job_json(&s))
-            .collect();
+        let statuses = match only {
+            Some(name) => self.engine.job_status(name).into_iter().collect(),
+            None => self.engine.status(),
+        };
+        let jobs: Vec<Value> = statuses.iter().map(job_json).collect();
         let fmt = history::format_ts;
         json!({
             "live": true,
@@ -914,11 +915,8 @@ impl Loop {
                 "cannot write the output file for hooks: {e}"
             );
         }
-        let mut env: Vec<(String, String)> = user_env(user.as_ref(), &job.shell);
-        env.extend(job.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
-        env.push(("REA_JOB".into(), job.name.clone()));
-        env.push(("REA_RUN_ID".into(), run.clone()));
         env.push(("REA_STATUS".into(), status.to_string()));
         env.push((
             "REA_EXIT_CODE".into(),
@@ -1074,10 +1072,7 @@ impl Loop {
         };
         // As cron does for a crontab's owner: the user database says who
         // the job is; the job's own env may still override.
-        let mut env: Vec<(String, String)> = user_env(user.as_ref(), shell);
-        env.extend(env_base.iter().map(|(k, v)| (k.clone(), v.clone())));
-        env.push(("REA_JOB".into(), start.name.clone()));
-        env.push(("REA_RUN_ID".into(), start.run.clone()));
+        let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
         env.push((
             "REA_SCHEDULED_AT".into(),
             start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -1158,6 +1153,22 @@ fn mail_message(job: &Job, rec: &Record) -> String {
         m.push('\n');
     }
     m
+}
+
+/// The environment of a job's run or hook on top of the daemon's: the
+/// user's variables, the job's `env`, then `REA_JOB` and `REA_RUN_ID`.
+fn run_env(
+    user: Option<&crate::host::User>,
+    shell: &str,
+    job_env: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    run: &str,
+) -> Vec<(String, String)> {
+    let mut env = user_env(user, shell);
+    env.extend(job_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.push(("REA_JOB".into(), name.to_string()));
+    env.push(("REA_RUN_ID".into(), run.to_string()));
+    env
 }
 
 /// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the

@@ -221,7 +221,7 @@ pub struct JobStatus {
     pub next_fire: Option<DateTime<Utc>>,
     pub retry_at: Option<DateTime<Utc>>,
     /// (run id, pid, since) of runs in progress.
-    pub running: Vec<(String, Option<u32>, Option<DateTime<Utc>>)>,
+    pub running: Vec<RunningRun>,
     /// Runs waiting (for the job's previous run or a global slot).
     pub queued: usize,
     pub consecutive_failures: u32,
@@ -279,6 +279,17 @@ pub enum TriggerResult {
     UnknownJob { suggestions: Vec<String> },
 }
 
+/// (run id, pid, since) of a run in progress.
+pub type RunningRun = (String, Option<u32>, Option<DateTime<Utc>>);
+
+fn running_run(id: &str, a: &Active) -> RunningRun {
+    (
+        id.to_string(),
+        a.started.map(|s| s.pid),
+        a.started.map(|s| s.at),
+    )
+}
+
 /// Information from the history log that the engine needs at start.
 #[derive(Debug, Clone, Default)]
 pub struct Recovered {
@@ -309,6 +320,10 @@ pub struct Engine {
     run_counter: u32,
     /// The job file, for records.
     file: String,
+    /// Job name → the jobs whose `after` lists it (derived from `jobs` on
+    /// start and reload), so a success looks up its dependents instead of
+    /// scanning every job.
+    dependents: HashMap<String, Vec<String>>,
     /// Pending and running one-shots by id.
     oneshots: HashMap<ShotKey, ShotState>,
 }
@@ -367,6 +382,7 @@ impl Engine {
             run_counter,
             file: config.path.display().to_string(),
             oneshots: HashMap::new(),
+            dependents: HashMap::new(),
         };
         for job in &config.jobs {
             engine.order.push(job.name.clone());
@@ -374,6 +390,7 @@ impl Engine {
                 .jobs
                 .insert(job.name.clone(), JobState::new(job.clone()));
         }
+        engine.rebuild_dependents();
         engine
     }
 
@@ -579,6 +596,7 @@ impl Engine {
             }
         }
         self.paused.retain(|n| new_names.contains(n.as_str()));
+        self.rebuild_dependents();
         self.max_concurrent = config.daemon.max_concurrent.max(1);
         self.file = config.path.display().to_string();
         let mut rec = Record::new(Event::ConfigLoaded, now);
@@ -662,19 +680,6 @@ impl Engine {
         &self.paused
     }
 
-    /// Asks a running run to stop (operator `kill`).
-    pub fn kill(&mut self, run: &str) -> Vec<Action> {
-        match self.runs.get_mut(run) {
-            Some(active) if active.stop.is_none() => {
-                active.stop = Some(StopReason::Operator);
-                vec![Action::Terminate {
-                    run: run.to_string(),
-                }]
-            }
-            _ => Vec::new(),
-        }
-    }
-
     /// Stop starting runs: waiting ones are dropped, running ones go on
     /// until `terminate_all` (after the shutdown grace).
     pub fn shutdown(&mut self) {
@@ -720,31 +725,50 @@ impl Engine {
         self.ready.len()
     }
 
-    /// Live status of every job in file order.
+    /// Live status of every job in file order. Runs and queued runs are
+    /// grouped by job in one pass, not searched once per job.
     pub fn status(&self) -> Vec<JobStatus> {
+        let mut running: HashMap<&str, Vec<RunningRun>> = HashMap::new();
+        for (id, a) in &self.runs {
+            running
+                .entry(a.pending.job.as_str())
+                .or_default()
+                .push(running_run(id, a));
+        }
+        let mut queued: HashMap<&str, usize> = HashMap::new();
+        for p in &self.ready {
+            *queued.entry(p.job.as_str()).or_default() += 1;
+        }
         self.order
             .iter()
-            .filter_map(|name| self.job_status(name))
+            .filter_map(|name| {
+                let runs = running.remove(name.as_str()).unwrap_or_default();
+                let in_ready = queued.get(name.as_str()).copied().unwrap_or(0);
+                self.job_status_with(name, runs, in_ready)
+            })
             .collect()
     }
 
     /// Live status of one job.
     pub fn job_status(&self, name: &str) -> Option<JobStatus> {
-        let s = self.jobs.get(name)?;
-        let mut running: Vec<_> = self
+        let runs = self
             .runs
             .iter()
             .filter(|(_, a)| a.pending.job == name)
-            .map(|(id, a)| {
-                (
-                    id.clone(),
-                    a.started.map(|s| s.pid),
-                    a.started.map(|s| s.at),
-                )
-            })
+            .map(|(id, a)| running_run(id, a))
             .collect();
-        running.sort_by_key(|a| a.2);
         let in_ready = self.ready.iter().filter(|p| p.job == name).count();
+        self.job_status_with(name, runs, in_ready)
+    }
+
+    fn job_status_with(
+        &self,
+        name: &str,
+        mut running: Vec<RunningRun>,
+        in_ready: usize,
+    ) -> Option<JobStatus> {
+        let s = self.jobs.get(name)?;
+        running.sort_by_key(|a| a.2);
         Some(JobStatus {
             name: name.to_string(),
             enabled: s.def.enabled,
@@ -1035,13 +1059,31 @@ impl Engine {
 
     /// `name` succeeded: jobs that run `after` it (and all their other
     /// dependencies) start now.
+    fn rebuild_dependents(&mut self) {
+        self.dependents.clear();
+        for (name, state) in &self.jobs {
+            for dep in &state.def.after {
+                self.dependents
+                    .entry(dep.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+    }
+
     fn dependents_of(&mut self, name: &str, now: DateTime<Utc>, out: &mut Vec<Action>) {
         if self.stopping {
             return;
         }
+        let Some(candidates) = self.dependents.get(name) else {
+            return;
+        };
         let mut ready = Vec::new();
-        for (dep_name, state) in self.jobs.iter_mut() {
-            if state.removed || !state.def.enabled || !state.def.after.iter().any(|a| a == name) {
+        for dep_name in candidates {
+            let Some(state) = self.jobs.get_mut(dep_name) else {
+                continue;
+            };
+            if state.removed || !state.def.enabled {
                 continue;
             }
             state.deps_done.insert(name.to_string());
@@ -1560,6 +1602,7 @@ impl Engine {
             });
         }
         let retryable = matches!(status, RunStatus::Failed | RunStatus::TimedOut);
+        let mut exhausted = false;
         if retryable && !state.removed && !self.stopping {
             let attempt = active.pending.attempt;
             let unit = self.rng.f64();
@@ -1580,12 +1623,9 @@ impl Engine {
                 rec.detail = Some(json!({ "retry_at": crate::history::format_ts(at) }));
             } else if state.def.retry.attempts > 0 {
                 rec.detail = Some(json!({ "retries_exhausted": true }));
+                exhausted = true;
             }
         }
-        let exhausted = rec
-            .detail
-            .as_ref()
-            .is_some_and(|d| d["retries_exhausted"] == true);
         let after_run = after_run(&state.def, &rec, status, exhausted);
         out.push(Action::Record(Box::new(rec)));
         if let Some(a) = after_run {

@@ -29,6 +29,9 @@ pub enum Wake {
 pub struct WallTimer {
     fd: AsyncFd<OwnedFd>,
     armed: Option<DateTime<Utc>>,
+    /// Armed 100 years out (nothing due): re-arming that on every loop
+    /// iteration would be a syscall per event for nothing.
+    parked: bool,
 }
 
 impl WallTimer {
@@ -41,7 +44,11 @@ impl WallTimer {
         // is dropped, so the descriptor stays open and never changes.
         let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
             .map_err(|e| io::Error::other(e.to_string()))?;
-        let mut timer = WallTimer { fd, armed: None };
+        let mut timer = WallTimer {
+            fd,
+            armed: None,
+            parked: false,
+        };
         timer.arm(None)?;
         Ok(timer)
     }
@@ -49,7 +56,7 @@ impl WallTimer {
     /// Arms the timer at `at` (None: far in the future, which still reports
     /// clock changes).
     pub fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
-        if self.armed == at && at.is_some() {
+        if (at.is_some() && self.armed == at) || (at.is_none() && self.parked) {
             return Ok(());
         }
         // "Disarmed" is a timer 100 years out: it costs no wakeups and keeps
@@ -77,6 +84,7 @@ impl WallTimer {
             &spec,
         )?;
         self.armed = at;
+        self.parked = at.is_none();
         Ok(())
     }
 
@@ -88,12 +96,14 @@ impl WallTimer {
             match rustix::io::read(guard.get_inner(), &mut buf) {
                 Ok(_) => {
                     self.armed = None;
+                    self.parked = false;
                     return Ok(Wake::Expired);
                 }
                 Err(rustix::io::Errno::CANCELED) => {
                     // The timer is disarmed by the cancellation; re-arm so the
                     // next wait still sees the instant.
                     let at = self.armed.take();
+                    self.parked = false;
                     self.arm(at)?;
                     return Ok(Wake::ClockChanged);
                 }
