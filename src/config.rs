@@ -1157,7 +1157,8 @@ fn apply_tags(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
 
 /// Why a job or tag name is refused, phrased as a hint; None if it is fine.
 /// Names end up in command lines and file names, so they stay plain.
-fn name_problem(name: &str) -> Option<String> {
+/// Why a job (or one-shot) name is not allowed, with a corrected example.
+pub fn name_problem(name: &str) -> Option<String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
     if name.is_empty() {
         return Some(

@@ -600,14 +600,8 @@ impl Loop {
         };
         let id = match sub.name {
             Some(n) => {
-                if n.is_empty()
-                    || !n
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-                {
-                    return Err(bad(format!(
-                        "invalid name {n:?}: use letters, digits, \"_\", \".\" and \"-\""
-                    )));
+                if let Some(why) = config::name_problem(&n) {
+                    return Err(bad(format!("invalid name {n:?}: {why}")));
                 }
                 n
             }

@@ -381,8 +381,6 @@ impl JsonlHistory {
         Ok(history)
     }
 
-    /// Changes the backlog bounds (tests, or a config knob later). At least
-    /// the newest record is always kept.
     /// New rotation limits (a reloaded `[daemon]` section); applied from
     /// the next append on.
     pub fn set_rotation(&mut self, max_bytes: u64, max_files: u32) {
@@ -390,6 +388,8 @@ impl JsonlHistory {
         self.max_files = max_files;
     }
 
+    /// Changes the backlog bounds (tests, or a config knob later). At least
+    /// the newest record is always kept.
     pub fn set_backlog_limits(&mut self, max_records: usize, max_bytes: usize) {
         self.backlog_max_records = max_records;
         self.backlog_max_bytes = max_bytes;
@@ -913,12 +913,6 @@ impl JsonlReader {
     pub fn with_chunk_size(mut self, chunk: usize) -> JsonlReader {
         self.chunk = chunk.max(1);
         self
-    }
-
-    /// Visits every record, newest first, until `visit` breaks. Malformed
-    /// lines are skipped and counted.
-    pub fn for_each_rev(&self, mut visit: impl FnMut(Record) -> ControlFlow<()>) -> io::Result<()> {
-        self.scan(|_| Pre::Parse, |record: Record| visit(record))
     }
 
     /// Opens the live file and every rotated one up front, newest first, and

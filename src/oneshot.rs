@@ -114,11 +114,12 @@ impl OneShot {
 }
 
 /// One journal line, as written.
-#[derive(Debug, Clone, Serialize)]
+/// It borrows what it writes: a submission is serialised, not cloned.
+#[derive(Debug, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-enum Line {
-    Add { job: OneShot },
-    Del { id: String },
+enum Line<'a> {
+    Add { job: &'a OneShot },
+    Del { id: &'a str },
 }
 
 /// A journal line as read back: a plain struct, which serde parses in one
@@ -248,7 +249,7 @@ impl Journal {
             buffered: 0,
             must_sync: false,
         };
-        if journal.lines > 1000 && journal.lines > 2 * pending.len() as u64 {
+        if journal.should_compact(pending.len()) {
             journal.compact(&pending)?;
         }
         Ok(Replayed {
@@ -260,14 +261,14 @@ impl Journal {
 
     /// Queues an `add` line; durable after `commit`.
     pub fn add(&mut self, job: &OneShot) {
-        self.push(&Line::Add { job: job.clone() });
+        self.push(&Line::Add { job });
         self.must_sync = true;
     }
 
     /// Queues a `del` line (ran, cancelled, expired); written by `commit`,
     /// synced by the next commit that carries an `add` (module docs).
     pub fn del(&mut self, id: &str) {
-        self.push(&Line::Del { id: id.to_string() });
+        self.push(&Line::Del { id });
     }
 
     fn push(&mut self, line: &Line) {
@@ -342,12 +343,7 @@ impl Journal {
                     .open(&tmp)?,
             );
             for job in pending {
-                serde_json::to_writer(
-                    &mut out,
-                    &Line::Add {
-                        job: (*job).clone(),
-                    },
-                )?;
+                serde_json::to_writer(&mut out, &Line::Add { job })?;
                 out.write_all(b"\n")?;
             }
             let f = out.into_inner().map_err(|e| e.into_error())?;

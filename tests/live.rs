@@ -397,3 +397,42 @@ fn the_socket_refuses_other_users() {
 fn rustix_is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
+
+#[test]
+fn the_small_answers_of_the_client_commands() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.tick]\nschedule = \"@yearly\"\ncommand = \"true\"\ntags = [\"a\"]\n\n[jobs.flaky]\nschedule = \"@yearly\"\ncommand = \"exit 2\"\nretry = { attempts = 1, delay = \"1h\", max_delay = \"2h\" }\n\n[jobs.long]\nschedule = \"@yearly\"\ncommand = \"sleep 30\"\n",
+    );
+    env.rea(&["history"])
+        .ok()
+        .stdout_is("")
+        .stderr_has("no matching runs in ");
+    let _d = env.daemon();
+    env.rea(&["pause", "tick"])
+        .ok()
+        .stdout_is("paused: tick\npaused now: tick\n");
+    env.rea(&["pause", "tick"])
+        .ok()
+        .stdout_is("nothing to do: already paused\npaused now: tick\n");
+    env.rea(&["pause", "--tag", "nosuch"])
+        .code(5)
+        .stderr_has("no job has the tag \"nosuch\"");
+    env.rea(&["trigger", "flaky", "--wait"])
+        .code(2)
+        .stdout_has("retry scheduled at ");
+    env.rea(&["logs", "flaky", "--run", "no-such-run"])
+        .code(5)
+        .stderr_has("no run \"no-such-run\" in the history");
+    let run = env.rea(&["trigger", "long", "--json"]).json()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_until("the long run to start", || {
+        !env.runs("long", "started").is_empty()
+    });
+    env.rea(&["logs", "long", "--run", &run])
+        .ok()
+        .stdout_is("")
+        .stderr_has("is still running; its output is recorded when it ends");
+}
