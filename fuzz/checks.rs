@@ -9,8 +9,8 @@ use std::path::Path;
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-use rea::config::{self, Config};
-use rea::schedule::Schedule;
+use rea_config::{self as config, Config};
+use rea_core::schedule::Schedule;
 
 /// Zones with the awkward transitions: a gap and a repeat (New York), a
 /// half-hour shift (Lord Howe), an odd offset (Chatham), no DST (Kathmandu).
@@ -80,11 +80,11 @@ pub fn job_file(data: &[u8]) {
             let lines = shape(data);
             for d in &diags {
                 assert_eq!(d.file, "jobs.toml");
+                let (Some(line), Some(col)) = (d.line, d.col) else {
+                    panic!("{d} has no position");
+                };
                 assert!(
-                    d.line >= 1
-                        && d.col >= 1
-                        && d.line <= lines.len()
-                        && d.col <= lines[d.line - 1] + 1,
+                    line >= 1 && col >= 1 && line <= lines.len() && col <= lines[line - 1] + 1,
                     "{d} is outside the file ({} lines)",
                     lines.len()
                 );

@@ -6,22 +6,22 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Exit statuses shared by every command (documented in rea(1)).
-pub mod exit {
+pub(crate) mod exit {
     /// Success.
-    pub const OK: i32 = 0;
+    pub(crate) const OK: i32 = 0;
     /// A runtime failure (I/O error, a triggered job that failed without an
     /// exit code of its own).
-    pub const FAILURE: i32 = 1;
+    pub(crate) const FAILURE: i32 = 1;
     /// The job file is invalid, or the command line is wrong.
-    pub const INVALID: i32 = 2;
+    pub(crate) const INVALID: i32 = 2;
     /// No daemon is running for this state directory.
-    pub const NO_DAEMON: i32 = 3;
+    pub(crate) const NO_DAEMON: i32 = 3;
     /// Another daemon already holds this state directory.
-    pub const LOCKED: i32 = 4;
+    pub(crate) const LOCKED: i32 = 4;
     /// A named job (or run) does not exist.
-    pub const NOT_FOUND: i32 = 5;
+    pub(crate) const NOT_FOUND: i32 = 5;
     /// A one-shot with this name is already pending (`rea submit --name`).
-    pub const DUPLICATE: i32 = 6;
+    pub(crate) const DUPLICATE: i32 = 6;
 }
 
 #[derive(Debug, Parser)]
@@ -33,16 +33,16 @@ pub mod exit {
     propagate_version = true,
     disable_help_subcommand = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
-    pub global: Global,
+    pub(crate) global: Global,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Options every subcommand understands.
 #[derive(Debug, Args, Clone)]
-pub struct Global {
+pub(crate) struct Global {
     /// The job file [default: ./jobs.toml]
     #[arg(
         short = 'f',
@@ -51,7 +51,7 @@ pub struct Global {
         global = true,
         value_name = "FILE"
     )]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// Where the history log, control socket and lock live
     /// [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]
     #[arg(
@@ -60,11 +60,11 @@ pub struct Global {
         global = true,
         value_name = "DIR"
     )]
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the daemon in the foreground (for systemd, containers, a terminal)
     Run(RunArgs),
     /// Validate the job file; exit 2 with every error as FILE:LINE:COL
@@ -103,7 +103,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Aligned text for people
     Human,
     /// One JSON object per line
@@ -111,94 +111,94 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Accept a job file that group or others can write
     #[arg(long)]
-    pub allow_insecure: bool,
+    pub(crate) allow_insecure: bool,
     /// Format of the daemon's own log on stderr
     #[arg(long, value_enum, default_value_t = LogFormat::Human)]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
 }
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Accept a job file that group or others can write
     #[arg(long)]
-    pub allow_insecure: bool,
+    pub(crate) allow_insecure: bool,
     /// Machine-readable output (for editors and CI): every error and warning
     /// with its position; the exit status is the same
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Machine-readable output (one JSON array)
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct NextArgs {
+pub(crate) struct NextArgs {
     /// A cron expression ("*/15 * * * *", "@daily", "@every 90s") or a job name
     #[arg(value_name = "EXPR|JOB")]
-    pub target: String,
+    pub(crate) target: String,
     /// Timezone for an expression (a job uses its own) [default: UTC]
     #[arg(long, value_name = "ZONE")]
-    pub tz: Option<String>,
+    pub(crate) tz: Option<String>,
     /// List fires strictly after this instant (RFC 3339) [default: now]
     #[arg(long, value_name = "RFC3339")]
-    pub after: Option<String>,
+    pub(crate) after: Option<String>,
     /// How many fire instants to print
     #[arg(short = 'n', long, default_value_t = 5, value_name = "N")]
-    pub count: usize,
+    pub(crate) count: usize,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Only this job
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct TriggerArgs {
+pub(crate) struct TriggerArgs {
     /// The job to run
-    pub job: String,
+    pub(crate) job: String,
     /// Follow the run and exit with its exit code
     #[arg(long)]
-    pub wait: bool,
+    pub(crate) wait: bool,
     /// Run even if the job's overlap policy would skip or queue it
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["jobs", "tag", "all"])))]
-pub struct SelectArgs {
+pub(crate) struct SelectArgs {
     /// Jobs by name
-    pub jobs: Vec<String>,
+    pub(crate) jobs: Vec<String>,
     /// Every job with this tag
     #[arg(long, value_name = "TAG")]
-    pub tag: Option<String>,
+    pub(crate) tag: Option<String>,
     /// Every job
     #[arg(long)]
-    pub all: bool,
+    pub(crate) all: bool,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusFilter {
+pub(crate) enum StatusFilter {
     Started,
     Succeeded,
     Failed,
@@ -215,160 +215,160 @@ pub enum StatusFilter {
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Only this job
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// Only runs with this status (repeatable)
     #[arg(long, value_enum, value_name = "STATUS")]
-    pub status: Vec<StatusFilter>,
+    pub(crate) status: Vec<StatusFilter>,
     /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
     #[arg(long)]
-    pub failed: bool,
+    pub(crate) failed: bool,
     /// Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)
     #[arg(long, value_name = "DURATION|TIME")]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Machine-readable output (JSON lines, the history schema)
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// The job
-    pub job: String,
+    pub(crate) job: String,
     /// A run id from `rea history` (default: the latest finished run)
     #[arg(long, value_name = "ID")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// The whole record as JSON
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// What every one-shot submission may say.
 #[derive(Debug, Args, Clone)]
-pub struct OneShotOpts {
+pub(crate) struct OneShotOpts {
     /// Its id: unique among pending one-shots (a duplicate is refused, so
     /// retried submissions are safe) [default: generated]
     #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Retries after a failure or timeout
     #[arg(long, value_name = "N", default_value_t = 0)]
-    pub retry: u32,
+    pub(crate) retry: u32,
     /// Delay before the first retry (doubling after each)
     #[arg(long, value_name = "DURATION")]
-    pub retry_delay: Option<String>,
+    pub(crate) retry_delay: Option<String>,
     /// Cap on the retry delay
     #[arg(long, value_name = "DURATION")]
-    pub retry_max_delay: Option<String>,
+    pub(crate) retry_max_delay: Option<String>,
     /// Terminate the run after this long
     #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    pub(crate) timeout: Option<String>,
     /// If the daemon was down when it was due and comes back more than this
     /// late, drop it instead of running it
     #[arg(long, value_name = "DURATION")]
-    pub expire: Option<String>,
+    pub(crate) expire: Option<String>,
     /// A label for `rea pending --tag` (repeatable)
     #[arg(long = "tag", value_name = "TAG")]
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// An environment variable for the command (repeatable); nothing else
     /// of this shell's environment is passed
     #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// Run the command as one `/bin/sh -c` script instead of an argv
     #[arg(long)]
-    pub shell: bool,
+    pub(crate) shell: bool,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// The command and its arguments (after --)
     #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["in_", "at"])))]
-pub struct SubmitArgs {
+pub(crate) struct SubmitArgs {
     /// Run after this long ("30m", "1h30m")
     #[arg(long = "in", id = "in_", value_name = "DURATION")]
-    pub in_: Option<String>,
+    pub(crate) in_: Option<String>,
     /// Run at this instant (RFC 3339, "YYYY-MM-DD HH:MM", "HH:MM")
     #[arg(long, value_name = "TIME")]
-    pub at: Option<String>,
+    pub(crate) at: Option<String>,
     /// Zone for a --at time without an offset [default: local]
     #[arg(long, value_name = "ZONE")]
-    pub tz: Option<String>,
+    pub(crate) tz: Option<String>,
     #[command(flatten)]
-    pub opts: OneShotOpts,
+    pub(crate) opts: OneShotOpts,
 }
 
 #[derive(Debug, Args)]
-pub struct AtArgs {
+pub(crate) struct AtArgs {
     /// When: "14:30", "2026-12-01 10:00", an RFC 3339 instant, or "now + 30m"
     #[arg(value_name = "TIME")]
-    pub time: String,
+    pub(crate) time: String,
     /// Zone for a time without an offset [default: local]
     #[arg(long, value_name = "ZONE")]
-    pub tz: Option<String>,
+    pub(crate) tz: Option<String>,
     #[command(flatten)]
-    pub opts: OneShotOpts,
+    pub(crate) opts: OneShotOpts,
 }
 
 #[derive(Debug, Args)]
-pub struct CancelArgs {
+pub(crate) struct CancelArgs {
     /// One-shot ids (from `rea submit` or `rea pending`)
     #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<String>,
+    pub(crate) ids: Vec<String>,
     /// Also terminate one that is running now
     #[arg(long)]
-    pub kill: bool,
+    pub(crate) kill: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct PendingArgs {
+pub(crate) struct PendingArgs {
     /// Only one-shots with this tag
     #[arg(long, value_name = "TAG")]
-    pub tag: Option<String>,
+    pub(crate) tag: Option<String>,
     /// At most this many
     #[arg(short = 'n', long, value_name = "N")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Machine-readable output
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// Crontabs to convert; "-" reads standard input (e.g. `crontab -l | rea import -`)
     #[arg(value_name = "FILE|-", required = true)]
-    pub files: Vec<String>,
+    pub(crate) files: Vec<String>,
     /// Read every file as a system crontab (a user name after the time fields)
     /// [default: files under /etc, or whose 6th field is always a known user]
     #[arg(long, conflicts_with = "user")]
-    pub system: bool,
+    pub(crate) system: bool,
     /// Read every file as a user crontab (`crontab -l` output)
     #[arg(long)]
-    pub user: bool,
+    pub(crate) user: bool,
     /// The user whose crontab this is: its jobs get `user = NAME`.
     /// `crontab -l -u alice` output does not say whose it is, so without
     /// --owner the jobs have no `user` and run as rea's user. Needs --user
     #[arg(long, value_name = "NAME", requires = "user")]
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// Write the job file here instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Overwrite the --output file if it exists
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Zone for jobs without CRON_TZ (cron uses the machine's zone)
     #[arg(long, value_name = "ZONE", default_value = "local")]
-    pub timezone: String,
+    pub(crate) timezone: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Generated {
+pub(crate) enum Generated {
     /// rea.1, one rea-COMMAND.1 per subcommand, rea-jobs.5
     Man,
     /// bash (rea.bash), zsh (_rea), fish (rea.fish)
@@ -376,11 +376,11 @@ pub enum Generated {
 }
 
 #[derive(Debug, Args)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// What to write
     #[arg(value_enum)]
-    pub what: Generated,
+    pub(crate) what: Generated,
     /// The directory to write into (created if missing)
     #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }

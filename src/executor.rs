@@ -53,7 +53,7 @@ use std::pin::Pin;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -62,98 +62,46 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// What to execute.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Program {
-    /// `shell -c script`.
-    Shell { shell: String, script: String },
-    /// Executed directly, no shell (one-shot jobs).
-    Argv(Vec<String>),
-}
+use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
 
 /// Everything the executor needs for one run.
 #[derive(Debug, Clone)]
-pub struct RunSpec {
-    pub program: Program,
+pub(crate) struct RunSpec {
+    pub(crate) program: Program,
     /// Added to (and overriding) the daemon's own environment.
-    pub env: Vec<(String, String)>,
-    pub dir: Option<PathBuf>,
-    pub timeout: Option<Duration>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) timeout: Option<Duration>,
     /// SIGTERM → this long → SIGKILL.
-    pub kill_grace: Duration,
+    pub(crate) kill_grace: Duration,
     /// Bytes of combined stdout+stderr kept (head and tail).
-    pub output_limit: usize,
+    pub(crate) output_limit: usize,
     /// Fed to the child's stdin, then closed; None = /dev/null.
-    pub stdin: Option<Vec<u8>>,
+    pub(crate) stdin: Option<Vec<u8>>,
     /// Run as this user (uid, gid and supplementary groups), as cron does
     /// for a crontab's owner. Needs root; None = the daemon's own user.
-    pub user: Option<crate::host::User>,
-}
-
-/// The child is running.
-#[derive(Debug, Clone, Copy)]
-pub struct Started {
-    pub pid: u32,
-    pub at: DateTime<Utc>,
-}
-
-/// How the child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Termination {
-    Exited(i32),
-    Signaled(i32),
-}
-
-/// Resource use of the child (its whole tree that was waited for), from wait4.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub max_rss_kb: u64,
-    pub user_ms: u64,
-    pub sys_ms: u64,
-}
-
-/// Captured output: `text` holds the head, a `… N bytes omitted …` marker
-/// when needed, and the tail; `total_bytes` is all the child wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Output {
-    pub text: String,
-    pub total_bytes: u64,
-}
-
-/// The result of a run.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub started: Started,
-    /// When the leader exited (stragglers may have been cleaned up after).
-    pub ended: DateTime<Utc>,
-    pub termination: Termination,
-    /// The timeout fired (the group was terminated because of it).
-    pub timed_out: bool,
-    /// `RunHandle::terminate` or `RunHandle::kill` was called before the
-    /// outcome was settled (replace, shutdown, kill).
-    pub terminated: bool,
-    pub output: Output,
-    pub usage: Usage,
+    pub(crate) user: Option<crate::host::User>,
 }
 
 /// Lets the daemon stop a run early. Cloneable, cheap. Calling it after the
 /// run ended does nothing: it never signals a pid itself, it asks the run's
 /// supervisor, which is gone once the child is reaped.
 #[derive(Debug, Clone)]
-pub struct RunHandle {
-    pub pid: u32,
+pub(crate) struct RunHandle {
     control: mpsc::UnboundedSender<Control>,
 }
 
 impl RunHandle {
     /// SIGTERM to the group, then SIGKILL after the spec's grace.
-    pub fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         // A closed channel means the run is over: nothing to stop.
         let _ = self.control.send(Control::Terminate);
     }
 
-    /// SIGKILL to the group now.
-    pub fn kill(&self) {
+    /// SIGKILL to the group now (the supervisor's kill path, which the
+    /// daemon reaches through `terminate` once a grace runs out).
+    #[cfg(test)]
+    pub(crate) fn kill(&self) {
         let _ = self.control.send(Control::Kill);
     }
 }
@@ -162,6 +110,7 @@ impl RunHandle {
 #[derive(Debug, Clone, Copy)]
 enum Control {
     Terminate,
+    #[cfg(test)]
     Kill,
 }
 
@@ -172,7 +121,7 @@ const GROUP_POLL: Duration = Duration::from_millis(25);
 /// How long reading continues once the group is gone and the pipe still has
 /// a writer (a process that left the group). The data already in the pipe is
 /// read in any case.
-pub const DRAIN_AFTER_GROUP: Duration = Duration::from_millis(250);
+pub(crate) const DRAIN_AFTER_GROUP: Duration = Duration::from_millis(250);
 
 /// How long to wait for the group to vanish after SIGKILL before giving up
 /// (a process stuck in uninterruptible sleep, e.g. on a dead NFS server).
@@ -193,7 +142,7 @@ const PIPE_SIZE: usize = 1024 * 1024;
 /// is empty and the output has been read. It may be dropped: the run is
 /// supervised by a task of its own and still ends and is reaped.
 #[allow(clippy::type_complexity)]
-pub fn spawn(
+pub(crate) fn spawn(
     spec: RunSpec,
 ) -> Result<
     (
@@ -341,10 +290,7 @@ pub fn spawn(
             },
         }
     };
-    let handle = RunHandle {
-        pid: started.pid,
-        control,
-    };
+    let handle = RunHandle { control };
     Ok((started, handle, Box::pin(outcome)))
 }
 
@@ -500,6 +446,7 @@ fn on_control(msg: Option<Control>, group: &mut Group, terminated: &mut bool, op
             *terminated = true;
             group.terminate();
         }
+        #[cfg(test)]
         Some(Control::Kill) => {
             *terminated = true;
             group.kill();
@@ -903,7 +850,7 @@ fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usize {
 }
 
 /// The line put between the head and the tail of a capped output.
-pub fn omission_marker(omitted: u64) -> String {
+pub(crate) fn omission_marker(omitted: u64) -> String {
     format!("\n… {omitted} bytes omitted …\n")
 }
 
@@ -1088,8 +1035,7 @@ mod tests {
     async fn terminate_mid_run() {
         let mut spec = sh("echo started; sleep 1000");
         spec.timeout = None;
-        let (started, handle, outcome) = spawn(spec).expect("spawn");
-        assert_eq!(handle.pid, started.pid);
+        let (_, handle, outcome) = spawn(spec).expect("spawn");
         tokio::time::sleep(Duration::from_millis(100)).await;
         handle.terminate();
         let outcome = outcome.await;

@@ -1,40 +1,52 @@
 //! Facts about the machine that a job file depends on but cannot say
 //! itself: who we run as, the user database, where `sendmail` is. Kept apart
-//! from `config` (which reads only the job file) so validation of the file
-//! stays pure and these lookups are explicit.
+//! from `rea_config` (which reads only the job file) so validation of the
+//! file stays pure and these lookups are explicit: [`load`] is the job file
+//! as `rea_config` reads it plus these checks, done once per load.
 
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
+use rea_config::{Config, Diagnostic, LoadOptions};
+
 /// An entry of the user database, as cron uses it to run a job as a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub home: PathBuf,
-    pub shell: PathBuf,
+pub(crate) struct User {
+    pub(crate) name: String,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) home: PathBuf,
+    pub(crate) shell: PathBuf,
 }
 
 /// Whether this process runs as root (and may switch users).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
 /// Our own user name, if the user database knows it.
-pub fn current_user_name() -> Option<String> {
+pub(crate) fn current_user_name() -> Option<String> {
     user_by_uid(rustix::process::geteuid().as_raw()).map(|u| u.name)
 }
 
 /// Looks a user up by name (getpwnam_r).
-pub fn user(name: &str) -> Result<User, String> {
+pub(crate) fn user(name: &str) -> Result<User, String> {
     let c = CString::new(name).map_err(|_| format!("invalid user name {name:?}"))?;
-    lookup(&|pwd, buf, len, out| unsafe { libc::getpwnam_r(c.as_ptr(), pwd, buf, len, out) })
-        .ok_or_else(|| format!("no user {name:?} on this machine"))
+    lookup(&|pwd, buf, len, out| {
+        // SAFETY: `c` is a NUL-terminated string that outlives the call;
+        // `lookup` passes a `passwd`, a buffer of `len` bytes and an out
+        // pointer that are all valid for writes.
+        unsafe { libc::getpwnam_r(c.as_ptr(), pwd, buf, len, out) }
+    })
+    .ok_or_else(|| format!("no user {name:?} on this machine"))
 }
 
 fn user_by_uid(uid: u32) -> Option<User> {
-    lookup(&|pwd, buf, len, out| unsafe { libc::getpwuid_r(uid, pwd, buf, len, out) })
+    lookup(&|pwd, buf, len, out| {
+        // SAFETY: `lookup` passes a `passwd`, a buffer of `len` bytes and an
+        // out pointer that are all valid for writes.
+        unsafe { libc::getpwuid_r(uid, pwd, buf, len, out) }
+    })
 }
 
 type PwCall<'a> =
@@ -78,7 +90,7 @@ fn lookup(call: &PwCall) -> Option<User> {
 const SENDMAIL: &[&str] = &["/usr/sbin/sendmail", "/usr/lib/sendmail"];
 
 /// The sendmail program, if one is installed.
-pub fn sendmail() -> Option<PathBuf> {
+pub(crate) fn sendmail() -> Option<PathBuf> {
     SENDMAIL
         .iter()
         .map(Path::new)
@@ -87,7 +99,7 @@ pub fn sendmail() -> Option<PathBuf> {
 }
 
 /// The sendmail a job file uses: `[daemon] sendmail`, else the usual one.
-pub fn sendmail_for(cfg: &crate::config::Config) -> Option<PathBuf> {
+pub(crate) fn sendmail_for(cfg: &Config) -> Option<PathBuf> {
     match &cfg.daemon.sendmail {
         Some(p) => p.exists().then(|| p.clone()),
         None => sendmail(),
@@ -95,31 +107,62 @@ pub fn sendmail_for(cfg: &crate::config::Config) -> Option<PathBuf> {
 }
 
 /// The places `sendmail` is looked for, for messages.
-pub fn sendmail_places() -> String {
+pub(crate) fn sendmail_places() -> String {
     SENDMAIL.join(" or ")
 }
 
 /// The machine's host name, for mail subjects.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     rustix::system::uname()
         .nodename()
         .to_string_lossy()
         .into_owned()
 }
 
+/// The job file at `path`, checked against this machine: users must exist
+/// (and be switchable to), `mailto` needs a sendmail (a warning). The
+/// machine's warnings travel with the configuration.
+pub(crate) fn load(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
+    with_host_checks(rea_config::load_with(path, options)?)
+}
+
+/// [`load`], reading the file once: `Ok(None)` when its bytes are those
+/// `known` (a `Config::digest`) was computed from, so nothing is parsed or
+/// checked again.
+pub(crate) fn load_if_changed(
+    path: &Path,
+    options: LoadOptions,
+    known: Option<u64>,
+) -> Result<Option<Config>, Vec<Diagnostic>> {
+    match rea_config::load_if_changed(path, options, known)? {
+        Some(cfg) => with_host_checks(cfg).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn with_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
+    let host = check(&cfg);
+    if host.errors.is_empty() {
+        cfg.warnings = host.warnings;
+        Ok(cfg)
+    } else {
+        Err(host.errors)
+    }
+}
+
 /// What the machine says about a valid job file.
 #[derive(Debug, Default)]
-pub struct Check {
+pub(crate) struct Check {
     /// The file cannot work here (a user that does not exist, or that this
     /// daemon may not switch to).
-    pub errors: Vec<crate::config::Diagnostic>,
+    pub(crate) errors: Vec<Diagnostic>,
     /// It works, but not entirely as written (mail without sendmail).
-    pub warnings: Vec<crate::config::Diagnostic>,
+    pub(crate) warnings: Vec<Diagnostic>,
 }
 
 /// Checks the job file against this machine: `user` must exist, and unless
 /// we are root it must be our own user; `mailto` needs a sendmail.
-pub fn check(cfg: &crate::config::Config) -> Check {
+pub(crate) fn check(cfg: &Config) -> Check {
     let mut out = Check::default();
     let root = is_root();
     let me = current_user_name();
@@ -163,7 +206,7 @@ pub fn check(cfg: &crate::config::Config) -> Check {
                         .unwrap_or_else(sendmail_places)
                 ),
                 Some("install a mail transfer agent (e.g. msmtp-mta, postfix, exim4) or remove \"mailto\"".into()),
-            ));
+            ).warning());
         }
     }
     out

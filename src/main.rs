@@ -1,14 +1,41 @@
 //! The `rea` binary: parse the command line and hand over to one command.
+//! The layers below it are crates of their own (see `rea_core`'s crate
+//! documentation for the map of the workspace); this crate is the program:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `cli` | the clap definitions (also used for man pages and completions) |
+//! | `commands/*` | one file per subcommand, thin |
+//! | `daemon/*` | `rea run`: the event loop and what it does with the engine's actions |
+//! | `executor` | spawning and supervising one run's process group |
+//! | `control/*` | the local socket: typed protocol, server, blocking client |
+//! | `host` | facts about the machine: users, sendmail, the job file's checks |
+//! | `state_dir`, `watch`, `timer`, `notify` | the state directory and its lock, the job-file watcher, the wall-clock timer, systemd notification |
+//! | `failure`, `table` | how commands fail; aligned tables for people |
+
+mod cli;
+mod commands;
+mod control;
+mod daemon;
+mod executor;
+mod failure;
+mod host;
+mod notify;
+mod state_dir;
+mod table;
+mod timer;
+mod watch;
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-use rea::cli::{Cli, Command};
-use rea::commands;
+use cli::{Cli, Command};
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let g = &cli.global;
-    let code = match &cli.command {
+    let result = match &cli.command {
         Command::Run(a) => commands::run::run(g, a),
         Command::Check(a) => commands::check::run(g, a),
         Command::List(a) => commands::list::run(g, a),
@@ -27,5 +54,14 @@ fn main() {
         Command::Import(a) => commands::import::run(g, a),
         Command::Generate(a) => commands::generate::run(a),
     };
-    std::process::exit(code);
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            let text = failure.to_string();
+            if !text.is_empty() {
+                eprintln!("{text}");
+            }
+            failure.exit_code()
+        }
+    }
 }

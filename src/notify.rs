@@ -18,10 +18,10 @@ use chrono::{DateTime, Utc};
 use tracing::warn;
 
 /// The variable systemd sets for `Type=notify` services.
-pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
+pub(crate) const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
 
 /// The connection to the service manager, if there is one.
-pub struct Notifier {
+pub(crate) struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
     warned: bool,
     /// What the last summary said, so an unchanged one is neither
@@ -38,7 +38,7 @@ type Summary = (usize, Option<i64>, Option<usize>);
 impl Notifier {
     /// From `$NOTIFY_SOCKET`: an absolute path, or `@name` for an abstract
     /// socket. Anything else is reported once and ignored.
-    pub fn from_env() -> Notifier {
+    pub(crate) fn from_env() -> Notifier {
         let mut n = Notifier::disabled();
         if let Some(value) = std::env::var_os(NOTIFY_SOCKET) {
             match target(&value.to_string_lossy()) {
@@ -49,7 +49,7 @@ impl Notifier {
         n
     }
 
-    pub fn disabled() -> Notifier {
+    pub(crate) fn disabled() -> Notifier {
         Notifier {
             target: None,
             warned: false,
@@ -58,12 +58,12 @@ impl Notifier {
         }
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.target.is_some()
     }
 
     /// Start-up is complete, or a reload is done.
-    pub fn ready(&mut self, status: &str) {
+    pub(crate) fn ready(&mut self, status: &str) {
         let msg = format!(
             "READY=1\nMAINPID={}\nSTATUS={}\n",
             std::process::id(),
@@ -74,20 +74,25 @@ impl Notifier {
 
     /// A reload begins (`READY=1` ends it). `MONOTONIC_USEC` is what
     /// `Type=notify-reload` requires with it; plain `notify` ignores it.
-    pub fn reloading(&mut self) {
+    pub(crate) fn reloading(&mut self) {
         let usec = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
         let usec = (usec.tv_sec as u128) * 1_000_000 + (usec.tv_nsec as u128) / 1_000;
         self.send(&format!("RELOADING=1\nMONOTONIC_USEC={usec}\n"));
     }
 
-    pub fn stopping(&mut self, status: &str) {
+    pub(crate) fn stopping(&mut self, status: &str) {
         self.stopping = true;
         self.send(&format!("STOPPING=1\nSTATUS={}\n", one_line(status)));
     }
 
     /// Sends `STATUS=` with [`status_line`] if its facts changed since the
     /// last one. Cheap when nothing changed (no formatting, no syscall).
-    pub fn summary(&mut self, jobs: usize, next: Option<DateTime<Utc>>, rejected: Option<usize>) {
+    pub(crate) fn summary(
+        &mut self,
+        jobs: usize,
+        next: Option<DateTime<Utc>>,
+        rejected: Option<usize>,
+    ) {
         let key = (jobs, next.map(|t| t.timestamp()), rejected);
         if self.target.is_none() || self.stopping || self.last_summary == Some(key) {
             return;
@@ -141,7 +146,11 @@ fn one_line(s: &str) -> String {
 /// The summary `systemctl status` shows: job count, the next run, and a
 /// rejected job file. The next run is an absolute time, not "in 3m": the
 /// daemon sleeps until then and would leave a relative one going stale.
-pub fn status_line(jobs: usize, next: Option<DateTime<Utc>>, rejected: Option<usize>) -> String {
+pub(crate) fn status_line(
+    jobs: usize,
+    next: Option<DateTime<Utc>>,
+    rejected: Option<usize>,
+) -> String {
     let mut s = format!("{jobs} job{}", if jobs == 1 { "" } else { "s" });
     match next {
         Some(t) => s.push_str(&format!(", next run {}", t.format("%Y-%m-%d %H:%M:%S UTC"))),

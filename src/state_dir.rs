@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The state directory to use, from the command line or the environment.
-pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
@@ -29,7 +29,7 @@ pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
 
 /// Creates the directory (0700) if needed. An existing directory keeps its
 /// mode but must not be writable by others.
-pub fn ensure(dir: &Path) -> Result<(), String> {
+pub(crate) fn ensure(dir: &Path) -> Result<(), String> {
     if !dir.exists() {
         fs::DirBuilder::new()
             .recursive(true)
@@ -57,14 +57,13 @@ pub fn ensure(dir: &Path) -> Result<(), String> {
 
 /// Held for the daemon's lifetime; dropping it releases the lock.
 #[derive(Debug)]
-pub struct Lock {
+pub(crate) struct Lock {
     _file: File,
-    pub path: PathBuf,
 }
 
 /// Why the lock could not be taken.
 #[derive(Debug)]
-pub enum LockError {
+pub(crate) enum LockError {
     /// Another daemon holds it; its pid if it wrote one.
     Held {
         pid: Option<u32>,
@@ -76,7 +75,7 @@ pub enum LockError {
 /// Takes `<dir>/rea.lock` (flock, non-blocking) and writes our pid into it.
 /// The kernel releases a flock when its holder dies, so a daemon killed with
 /// SIGKILL never leaves a stale lock behind.
-pub fn lock(dir: &Path) -> Result<Lock, LockError> {
+pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
     let path = dir.join("rea.lock");
     let mut file = OpenOptions::new()
         .read(true)
@@ -105,11 +104,11 @@ pub fn lock(dir: &Path) -> Result<Lock, LockError> {
             path.display()
         ))
     })?;
-    Ok(Lock { _file: file, path })
+    Ok(Lock { _file: file })
 }
 
 /// The pid of the daemon holding `dir`'s lock, if one does.
-pub fn holder(dir: &Path) -> Option<u32> {
+pub(crate) fn holder(dir: &Path) -> Option<u32> {
     let path = dir.join("rea.lock");
     let mut file = File::open(&path).ok()?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
@@ -120,42 +119,6 @@ pub fn holder(dir: &Path) -> Option<u32> {
             text.trim().parse().ok()
         }
     }
-}
-
-/// The paused set survives restarts in `<dir>/paused.json` (a JSON array of
-/// job names), replaced atomically on every change.
-pub fn load_paused(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
-    let path = dir.join("paused.json");
-    match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            format!(
-                "{} is unreadable ({e}); remove it to resume every job",
-                path.display()
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Default::default()),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
-/// Writes the paused set (temp file, fsync, rename: never a torn file).
-pub fn save_paused(dir: &Path, paused: &std::collections::BTreeSet<String>) -> Result<(), String> {
-    let path = dir.join("paused.json");
-    let tmp = dir.join(".paused.json.tmp");
-    let text = serde_json::to_vec(paused).map_err(|e| e.to_string())?;
-    let write = || -> std::io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| format!("cannot save the paused jobs to {}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -174,16 +137,5 @@ mod tests {
         drop(held);
         assert_eq!(holder(dir.path()), None);
         assert!(lock(dir.path()).is_ok());
-    }
-
-    #[test]
-    fn paused_set_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(load_paused(dir.path()).unwrap().is_empty());
-        let set: std::collections::BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
-        save_paused(dir.path(), &set).unwrap();
-        assert_eq!(load_paused(dir.path()).unwrap(), set);
-        fs::write(dir.path().join("paused.json"), "garbage").unwrap();
-        assert!(load_paused(dir.path()).unwrap_err().contains("remove it"));
     }
 }

@@ -4,12 +4,12 @@
 
 /// A table under construction.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new<I, S>(header: I) -> Table
+    pub(crate) fn new<I, S>(header: I) -> Table
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -19,7 +19,7 @@ impl Table {
         }
     }
 
-    pub fn row<I, S>(&mut self, cells: I)
+    pub(crate) fn row<I, S>(&mut self, cells: I)
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -28,15 +28,15 @@ impl Table {
     }
 
     /// Rows added after the header.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.rows.len() - 1
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let mut widths = vec![0usize; cols];
         for row in &self.rows {

@@ -19,14 +19,14 @@ use tokio::io::Interest;
 
 /// Why `wait` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// The armed instant was reached.
     Expired,
     /// The wall clock was set (stepped) or the machine resumed.
     ClockChanged,
 }
 
-pub struct WallTimer {
+pub(crate) struct WallTimer {
     fd: AsyncFd<OwnedFd>,
     armed: Option<DateTime<Utc>>,
     /// Armed 100 years out (nothing due): re-arming that on every loop
@@ -35,7 +35,7 @@ pub struct WallTimer {
 }
 
 impl WallTimer {
-    pub fn new() -> io::Result<WallTimer> {
+    pub(crate) fn new() -> io::Result<WallTimer> {
         let fd = rustix::time::timerfd_create(
             TimerfdClockId::Realtime,
             TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
@@ -55,7 +55,7 @@ impl WallTimer {
 
     /// Arms the timer at `at` (None: far in the future, which still reports
     /// clock changes).
-    pub fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
+    pub(crate) fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
         if (at.is_some() && self.armed == at) || (at.is_none() && self.parked) {
             return Ok(());
         }
@@ -89,7 +89,7 @@ impl WallTimer {
     }
 
     /// Waits until the armed instant or a clock change.
-    pub async fn wait(&mut self) -> io::Result<Wake> {
+    pub(crate) async fn wait(&mut self) -> io::Result<Wake> {
         loop {
             let mut guard = self.fd.readable().await?;
             let mut buf = [0u8; 8];

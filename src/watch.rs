@@ -47,7 +47,7 @@ use tokio::sync::mpsc;
 
 /// What the daemon is told about the job file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// The file's content (or its readability) differs from the last time it
     /// was reported, or it is back after being reported missing: reload it.
     Modified,
@@ -63,15 +63,15 @@ pub enum Change {
 /// How long to wait; the defaults suit people and tools editing a config
 /// file. Tests shorten some of them.
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// Quiet period that ends a burst of events (one editor save).
-    pub quiet: Duration,
+    pub(crate) quiet: Duration,
     /// Longest a burst may delay a check, so a file written continuously
     /// (a slow `cp`, a log-like writer) is still checked.
-    pub cap: Duration,
+    pub(crate) cap: Duration,
     /// How long a file may stay missing after a burst before `Missing` is
     /// reported; a replace leaves it missing for well under this.
-    pub missing_grace: Duration,
+    pub(crate) missing_grace: Duration,
 }
 
 impl Default for Timing {
@@ -87,7 +87,7 @@ impl Default for Timing {
 /// Keeps the file watched. Dropping it removes every inotify watch and stops
 /// the watching thread (it waits for the thread, which at worst is finishing
 /// one read of the job file).
-pub struct Watcher {
+pub(crate) struct Watcher {
     stop: std_mpsc::Sender<Input>,
     thread: Option<JoinHandle<()>>,
     /// Shared with the thread for tests: how many checks it ran, and its
@@ -151,12 +151,12 @@ enum Input {
 /// last good config; `Warning(m)` → log `m`. Keep the `Watcher` alive for as
 /// long as the receiver is polled: once it is dropped the channel closes and
 /// `recv()` returns `None` at once, every time.
-pub fn watch(file: &Path) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
+pub(crate) fn watch(file: &Path) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     watch_with(file, Timing::default())
 }
 
 /// [`watch`] with explicit timing.
-pub fn watch_with(
+pub(crate) fn watch_with(
     file: &Path,
     timing: Timing,
 ) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {

@@ -166,7 +166,7 @@ fn dependency_cycles_and_unknown_names_are_check_errors() {
 
 #[test]
 fn a_job_runs_as_its_user_with_that_users_environment() {
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::support::is_root() {
         eprintln!("skipped: needs root");
         return;
     }
@@ -175,11 +175,7 @@ fn a_job_runs_as_its_user_with_that_users_environment() {
     let _d = env.daemon();
     env.rea(&["trigger", "who", "--wait"]).ok();
     let out = env.rea(&["logs", "who"]);
-    let home = rea::host::user("nobody")
-        .unwrap()
-        .home
-        .display()
-        .to_string();
+    let home = crate::support::user_home("nobody").expect("nobody exists");
     out.ok()
         .stdout_is(&format!("nobody nobody nobody {home}\n"));
 }
@@ -197,7 +193,7 @@ fn an_unknown_user_is_a_check_error() {
 
 #[test]
 fn a_foreign_user_is_refused_when_not_root() {
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::support::is_root() {
         eprintln!("skipped: needs root to run rea as nobody");
         return;
     }

@@ -402,6 +402,7 @@ fn a_run_in_progress_when_the_daemon_dies_is_recorded_interrupted() {
     d.kill9();
     // The orphaned job is not the next daemon's business; clean it up.
     let pid = started["pid"].as_i64().unwrap() as i32;
+    // SAFETY: kill(2) takes plain integers.
     unsafe {
         libc::kill(-pid, libc::SIGKILL);
     }

@@ -270,9 +270,9 @@ fn check_but_for_users(env: &Env, file: &str) {
     for e in errors {
         let absent = e.split("no user \"").nth(1).and_then(|r| {
             r.strip_suffix("\" on this machine")
-                .filter(|u| rea::host::user(u).is_err())
+                .filter(|u| crate::support::user_home(u).is_none())
         });
-        let foreign = !rea::host::is_root() && e.ends_with("only root can switch users");
+        let foreign = !crate::support::is_root() && e.ends_with("only root can switch users");
         assert!(absent.is_some() || foreign, "rea check: {e}\n{run:?}");
     }
 }
@@ -294,7 +294,7 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
     check_but_for_users(&env, &out);
 
     let toml = env.read("out.toml");
-    let cfg = rea::config::parse(toml.as_bytes(), Path::new(&out)).expect("valid output");
+    let cfg = rea_config::parse(toml.as_bytes(), Path::new(&out)).expect("valid output");
     let by_line = origins(&toml, &file);
     let text = std::fs::read_to_string(&path).expect("fixture");
     let mut zones: BTreeMap<String, (Vec<DateTime<Utc>>, Vec<NaiveDateTime>)> = BTreeMap::new();
@@ -323,7 +323,7 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         assert_eq!(job.user, user, "{rel}:{n}");
         assert_eq!(job.mailto, mailto, "{rel}:{n}");
         if !mailto.is_empty() {
-            assert_eq!(job.mail_on, rea::config::MailOn::Output, "{rel}:{n}");
+            assert_eq!(job.mail_on, rea_core::job::MailOn::Output, "{rel}:{n}");
         }
         if fields.first().map(String::as_str) == Some("@reboot") {
             assert!(job.is_reboot(), "{rel}:{n}");
@@ -431,7 +431,7 @@ fn all_debian_files_at_once_print_toml_to_stdout_and_the_report_to_stderr() {
     std::fs::set_permissions(&all, std::os::unix::fs::PermissionsExt::from_mode(0o600))
         .expect("chmod");
     check_but_for_users(&env, all.to_str().unwrap());
-    if rea::host::is_root() {
+    if crate::support::is_root() {
         env.rea(&["check", "-f", all.to_str().unwrap()])
             .ok()
             .stdout_has("16 jobs OK");
@@ -466,7 +466,7 @@ fn mailto_becomes_mailto_and_users_become_user() {
         "{text}"
     );
     check_but_for_users(&env, out);
-    let cfg = rea::config::parse(text.as_bytes(), Path::new(out)).expect("valid");
+    let cfg = rea_config::parse(text.as_bytes(), Path::new(out)).expect("valid");
     let users: Vec<Option<&str>> = cfg.jobs.iter().map(|j| j.user.as_deref()).collect();
     assert_eq!(users, [Some("root"), Some("www-data"), Some("nobody")]);
     assert_eq!(cfg.jobs[1].mailto, ["ops@example.com", "dev@example.com"]);
@@ -611,7 +611,7 @@ fn the_percent_input_reaches_the_command_through_a_real_shell() {
     let run = env.rea(&["import", tab.to_str().unwrap()]);
     run.ok();
     env.write("jobs.toml", &run.stdout);
-    let cfg = rea::config::parse(run.stdout.as_bytes(), Path::new("x")).expect("valid");
+    let cfg = rea_config::parse(run.stdout.as_bytes(), Path::new("x")).expect("valid");
     let status = std::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(&cfg.jobs[0].command)

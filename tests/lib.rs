@@ -1,6 +1,9 @@
 //! Integration tests: the real `rea` binary, real processes, real files and
 //! real signals. One test binary, one file per feature.
 
+// The harness's items are `pub` for the test modules, not an API.
+#![allow(unreachable_pub)]
+
 mod support;
 
 mod check;

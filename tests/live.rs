@@ -395,7 +395,7 @@ fn the_socket_refuses_other_users() {
 }
 
 fn rustix_is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
+    crate::support::is_root()
 }
 
 #[test]

@@ -579,7 +579,7 @@ fn a_thousand_mutated_job_files_never_panic_and_every_error_is_located() {
         let src = mutant(&mut rng, &bases);
         let lines = shape(&src);
         let t0 = Instant::now();
-        let parsed = std::panic::catch_unwind(|| rea::config::parse(&src, Path::new("jobs.toml")))
+        let parsed = std::panic::catch_unwind(|| rea_config::parse(&src, Path::new("jobs.toml")))
             .unwrap_or_else(|_| {
                 fs::write(env.path("panic.toml"), &src).unwrap();
                 panic!(
@@ -595,7 +595,7 @@ fn a_thousand_mutated_job_files_never_panic_and_every_error_is_located() {
                 assert!(!diags.is_empty());
                 for d in diags {
                     assert!(
-                        within(&lines, d.line, d.col),
+                        within(&lines, d.line.unwrap_or(0), d.col.unwrap_or(0)),
                         "mutant {i}: {d} is outside the file ({} lines)",
                         lines.len()
                     );
@@ -654,7 +654,7 @@ fn invalid_hot_reloads_never_stop_a_good_job() {
     let mut fed = 0;
     while fed < RELOAD_MUTANTS {
         let src = mutant(&mut rng, small);
-        if rea::config::parse(&src, Path::new("jobs.toml")).is_ok() {
+        if rea_config::parse(&src, Path::new("jobs.toml")).is_ok() {
             // A valid mutant may legitimately drop or reschedule `tick`.
             continue;
         }
@@ -856,6 +856,8 @@ fn set_fsize(pid: i32, limit: u64) {
         rlim_cur: limit,
         rlim_max: libc::RLIM_INFINITY,
     };
+    // SAFETY: `lim` is a valid rlimit for the call; the old limit is not
+    // asked for (null).
     let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, &lim, std::ptr::null_mut()) };
     assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
 }

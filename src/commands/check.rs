@@ -1,28 +1,26 @@
-//! `rea check`: validate the job file.
+//! `rea check`: validate the job file (and what it needs of this machine).
 
+use std::process::ExitCode;
+
+use rea_config::{Diagnostic, LoadOptions};
 use serde_json::{json, Value};
 
 use crate::cli::{exit, CheckArgs, Global};
-use crate::config::{self, Diagnostic};
+use crate::failure::{self, Failure, Outcome};
 
 fn diag_json(d: &Diagnostic) -> Value {
     json!({ "file": d.file, "line": d.line, "col": d.col, "message": d.message, "hint": d.hint })
 }
 
-pub fn run(global: &Global, args: &CheckArgs) -> i32 {
+pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
     let path = super::job_file(global);
-    let options = config::LoadOptions {
+    let options = LoadOptions {
         allow_insecure_permissions: args.allow_insecure,
     };
-    let result = config::load_with(&path, options);
+    let result = crate::host::load(&path, options);
     if args.json {
         let (ok, jobs, errors, warnings) = match &result {
-            Ok(cfg) => (
-                true,
-                cfg.jobs.len(),
-                Vec::new(),
-                crate::host::check(cfg).warnings,
-            ),
+            Ok(cfg) => (true, cfg.jobs.len(), Vec::new(), cfg.warnings.clone()),
             Err(diags) => (false, 0, diags.clone(), Vec::new()),
         };
         println!(
@@ -35,12 +33,16 @@ pub fn run(global: &Global, args: &CheckArgs) -> i32 {
                 "warnings": warnings.iter().map(diag_json).collect::<Vec<_>>(),
             })
         );
-        return if ok { exit::OK } else { exit::INVALID };
+        return if ok {
+            failure::ok()
+        } else {
+            Err(Failure::silent(exit::INVALID))
+        };
     }
     match result {
         Ok(cfg) => {
             for w in &cfg.warnings {
-                eprintln!("{}", super::warning_text(w));
+                eprintln!("{w}");
             }
             let n = cfg.jobs.len();
             println!(
@@ -48,17 +50,18 @@ pub fn run(global: &Global, args: &CheckArgs) -> i32 {
                 path.display(),
                 if n == 1 { "" } else { "s" }
             );
-            exit::OK
+            Ok(ExitCode::SUCCESS)
         }
         Err(diags) => {
-            super::print_diagnostics(&diags);
-            eprintln!(
+            let summary = format!(
                 "{}: {} error{}",
                 path.display(),
                 diags.len(),
                 if diags.len() == 1 { "" } else { "s" }
             );
-            exit::INVALID
+            let mut lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
+            lines.push(summary);
+            Err(Failure::lines(exit::INVALID, lines, None))
         }
     }
 }

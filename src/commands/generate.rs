@@ -15,6 +15,7 @@ use clap_complete::Shell;
 use clap_mangen::Man;
 
 use crate::cli::{exit, Cli, GenerateArgs, Generated};
+use crate::failure::{self, Failure, Outcome};
 
 /// ENVIRONMENT, FILES and EXAMPLES of rea(1).
 const REA_1_SECTIONS: &str = include_str!("../../man/src/rea.1.in");
@@ -55,30 +56,24 @@ const EXIT_STATUSES: &[(i32, &str)] = &[
     ),
 ];
 
-pub fn run(args: &GenerateArgs) -> i32 {
+pub(crate) fn run(args: &GenerateArgs) -> Outcome {
     let written = match args.what {
         Generated::Man => man_pages(&args.out),
         Generated::Completions => completions(&args.out),
     };
-    match written {
-        Ok(files) => {
-            for f in files {
-                println!("{}", f.display());
-            }
-            exit::OK
-        }
-        Err(e) => super::fail(
-            exit::FAILURE,
-            format!("cannot write into {}: {e}", args.out.display()),
-        ),
+    let files = written
+        .map_err(|e| Failure::runtime(format!("cannot write into {}: {e}", args.out.display())))?;
+    for f in files {
+        println!("{}", f.display());
     }
+    failure::ok()
 }
 
 /// The command line as users see it: the root command without hidden
 /// subcommands (this one). clap_complete lists hidden subcommands, and clap
 /// cannot remove one, so the root is copied with the visible ones only. A
 /// unit test checks the copy's help is identical to the original's.
-pub fn public_command() -> clap::Command {
+pub(crate) fn public_command() -> clap::Command {
     let full = Cli::command();
     clap::Command::new("rea")
         .version(env!("CARGO_PKG_VERSION"))

@@ -3,16 +3,19 @@
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 
-use crate::cli::{exit, Global, HistoryArgs, StatusFilter};
-use crate::history::{Event, HistoryReader, JsonlReader, Query, Record, RunStatus};
+use rea_core::record::{Event, Record, RunStatus};
+use rea_store::history::Query;
+
+use crate::cli::{Global, HistoryArgs, StatusFilter};
+use crate::failure::{self, Failure, Outcome};
 use crate::table::Table;
 
 const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
 /// `--since`: a duration back from now, an RFC 3339 instant, or a UTC date.
-pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+pub(crate) fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
     let t = text.trim();
-    if let Ok(d) = crate::duration::parse(t) {
+    if let Ok(d) = rea_core::duration::parse(t) {
         let d = chrono::Duration::from_std(d).map_err(|e| e.to_string())?;
         return Ok(now - d);
     }
@@ -29,21 +32,15 @@ pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Stri
     ))
 }
 
-pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
-    let dir = match super::state_dir(global) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
+pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
+    let dir = super::state_dir(global)?;
     let now = Utc::now();
-    let since = match args
+    let since = args
         .since
         .as_deref()
         .map(|s| parse_since(s, now))
         .transpose()
-    {
-        Ok(s) => s,
-        Err(e) => return super::fail(exit::INVALID, e),
-    };
+        .map_err(Failure::invalid)?;
     let mut statuses: Vec<RunStatus> = Vec::new();
     let mut with_missed = false;
     for s in &args.status {
@@ -82,16 +79,13 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
         runs_only: !only_missed,
         with_missed,
     };
-    let reader = JsonlReader::new(&dir);
-    let records = match reader.query(&query) {
-        Ok(r) => r,
-        Err(e) => {
-            return super::fail(
-                exit::FAILURE,
-                format!("cannot read the history log in {}: {e}", dir.display()),
-            )
-        }
-    };
+    let reader = rea_store::Local::history_reader(&dir);
+    let records = reader.query(&query).map_err(|e| {
+        Failure::runtime(format!(
+            "cannot read the history log in {}: {e}",
+            dir.display()
+        ))
+    })?;
     let records: Vec<Record> = records
         .into_iter()
         .filter(|r| !only_missed || r.event == Event::Missed)
@@ -107,11 +101,11 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
         for r in &records {
             println!("{}", serde_json::to_string(r).unwrap_or_default());
         }
-        return exit::OK;
+        return failure::ok();
     }
     if records.is_empty() {
         eprintln!("rea: no matching runs in {}", dir.display());
-        return exit::OK;
+        return failure::ok();
     }
     let mut table = Table::new([
         "TIME", "JOB", "RUN", "STATUS", "TRIGGER", "ATTEMPT", "DURATION", "EXIT", "NOTE",
@@ -138,7 +132,7 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
                 .unwrap_or_default(),
             r.attempt.map(|a| a.to_string()).unwrap_or_default(),
             r.duration_ms
-                .map(|ms| crate::duration::format(std::time::Duration::from_millis(ms)))
+                .map(|ms| rea_core::duration::format(std::time::Duration::from_millis(ms)))
                 .unwrap_or_default(),
             exit_text,
             r.reason
@@ -151,7 +145,7 @@ pub fn run(global: &Global, args: &HistoryArgs) -> i32 {
         ]);
     }
     print!("{}", table.render());
-    exit::OK
+    failure::ok()
 }
 
 #[cfg(test)]

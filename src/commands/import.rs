@@ -4,28 +4,29 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::cli::{exit, Global, ImportArgs};
-use crate::crontab::{self, Format, Options, Source};
+use rea_config::crontab::{self, Format, Options, Source};
 
-pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
+use crate::cli::{exit, Global, ImportArgs};
+use crate::failure::{exit_code, Failure, Outcome};
+
+pub(crate) fn run(_global: &Global, args: &ImportArgs) -> Outcome {
     if let Some(out) = &args.output {
         if out.exists() && !args.force {
-            return super::fail(
-                exit::FAILURE,
-                format!("{} exists; pass --force to overwrite it", out.display()),
-            );
+            return Err(Failure::runtime(format!(
+                "{} exists; pass --force to overwrite it",
+                out.display()
+            )));
         }
     }
-    if let Err(e) = crate::zone::resolve(&args.timezone) {
-        return super::fail(exit::INVALID, format!("--timezone: {e}"));
+    if let Err(e) = rea_config::zone::resolve(&args.timezone) {
+        return Err(Failure::invalid(format!("--timezone: {e}")));
     }
     if let Some(owner) = &args.owner {
         if owner.is_empty() || owner.contains(|c: char| c.is_whitespace() || c == ':' || c == '\0')
         {
-            return super::fail(
-                exit::INVALID,
-                format!("--owner: {owner:?} is not a user name"),
-            );
+            return Err(Failure::invalid(format!(
+                "--owner: {owner:?} is not a user name"
+            )));
         }
     }
     let users = known_users();
@@ -33,7 +34,7 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
     for file in &args.files {
         let (name, text) = match read(file) {
             Ok(read) => read,
-            Err(e) => return super::fail(exit::FAILURE, format!("cannot read {file}: {e}")),
+            Err(e) => return Err(Failure::runtime(format!("cannot read {file}: {e}"))),
         };
         let path = Path::new(file);
         let format = if args.system {
@@ -79,12 +80,12 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from("<import>"));
-    if let Err(diags) = crate::config::parse(toml.as_bytes(), &check_path) {
-        super::print_diagnostics(&diags);
-        return super::fail(
+    if let Err(diags) = rea_config::parse(toml.as_bytes(), &check_path) {
+        return Err(Failure::lines(
             exit::FAILURE,
-            "internal error: the converted job file does not pass `rea check` (please report this with the crontab)",
-        );
+            &diags,
+            Some("internal error: the converted job file does not pass `rea check` (please report this with the crontab)".to_string()),
+        ));
     }
 
     for d in &import.diagnostics {
@@ -121,10 +122,10 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
         None => print!("{toml}"),
         Some(path) => {
             if let Err(e) = write_private(path, &toml) {
-                return super::fail(
-                    exit::FAILURE,
-                    format!("cannot write {}: {e}", path.display()),
-                );
+                return Err(Failure::runtime(format!(
+                    "cannot write {}: {e}",
+                    path.display()
+                )));
             }
             eprintln!(
                 "rea: wrote {}; check it with: rea check -f {}",
@@ -133,11 +134,11 @@ pub fn run(_global: &Global, args: &ImportArgs) -> i32 {
             );
         }
     }
-    if import.errors() > 0 {
+    Ok(exit_code(if import.errors() > 0 {
         exit::INVALID
     } else {
         exit::OK
-    }
+    }))
 }
 
 fn plural(n: usize) -> &'static str {

@@ -3,14 +3,12 @@
 use chrono::Utc;
 use serde_json::json;
 
-use crate::cli::{exit, Global, ListArgs};
+use crate::cli::{Global, ListArgs};
+use crate::failure::{self, Outcome};
 use crate::table::Table;
 
-pub fn run(global: &Global, args: &ListArgs) -> i32 {
-    let cfg = match super::load_config(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+pub(crate) fn run(global: &Global, args: &ListArgs) -> Outcome {
+    let cfg = super::load_config(global)?;
     let now = Utc::now();
     if args.json {
         let jobs: Vec<_> = cfg
@@ -32,7 +30,7 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
             })
             .collect();
         println!("{}", serde_json::Value::Array(jobs));
-        return exit::OK;
+        return failure::ok();
     }
     let mut table = Table::new(["NAME", "SCHEDULE", "ZONE", "NEXT", "", "FLAGS"]);
     for j in &cfg.jobs {
@@ -69,5 +67,5 @@ pub fn run(global: &Global, args: &ListArgs) -> i32 {
         ]);
     }
     print!("{}", table.render());
-    exit::OK
+    failure::ok()
 }

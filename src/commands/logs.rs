@@ -3,15 +3,14 @@
 
 use chrono::SecondsFormat;
 
-use crate::cli::{exit, Global, LogsArgs};
-use crate::history::{HistoryReader, JsonlReader, RunStatus};
+use rea_core::record::RunStatus;
 
-pub fn run(global: &Global, args: &LogsArgs) -> i32 {
-    let dir = match super::state_dir(global) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    let reader = JsonlReader::new(&dir);
+use crate::cli::{exit, Global, LogsArgs};
+use crate::failure::{self, Failure, Outcome};
+
+pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
+    let dir = super::state_dir(global)?;
+    let reader = rea_store::Local::history_reader(&dir);
     let found = match &args.run {
         Some(id) => reader.find_run(id),
         None => reader.latest_final_run(&args.job),
@@ -19,7 +18,7 @@ pub fn run(global: &Global, args: &LogsArgs) -> i32 {
     let record = match found {
         Ok(Some(r)) => r,
         Ok(None) => {
-            return super::fail(
+            return Err(Failure::new(
                 exit::NOT_FOUND,
                 match &args.run {
                     Some(id) => format!("no run {id:?} in the history in {}", dir.display()),
@@ -29,17 +28,17 @@ pub fn run(global: &Global, args: &LogsArgs) -> i32 {
                         dir.display()
                     ),
                 },
-            )
+            ))
         }
         Err(e) => {
-            return super::fail(
-                exit::FAILURE,
-                format!("cannot read the history log in {}: {e}", dir.display()),
-            )
+            return Err(Failure::runtime(format!(
+                "cannot read the history log in {}: {e}",
+                dir.display()
+            )))
         }
     };
     if record.job.as_deref() != Some(args.job.as_str()) {
-        return super::fail(
+        return Err(Failure::new(
             exit::NOT_FOUND,
             format!(
                 "run {:?} belongs to job {:?}, not {:?}",
@@ -47,11 +46,11 @@ pub fn run(global: &Global, args: &LogsArgs) -> i32 {
                 record.job.as_deref().unwrap_or(""),
                 args.job
             ),
-        );
+        ));
     }
     if args.json {
         println!("{}", serde_json::to_string(&record).unwrap_or_default());
-        return exit::OK;
+        return failure::ok();
     }
     let status = record.status.map(RunStatus::as_str).unwrap_or("?");
     if record.status == Some(RunStatus::Started) {
@@ -60,7 +59,7 @@ pub fn run(global: &Global, args: &LogsArgs) -> i32 {
             record.run.as_deref().unwrap_or(""),
             args.job
         );
-        return exit::OK;
+        return failure::ok();
     }
     let when = record
         .started
@@ -79,5 +78,5 @@ pub fn run(global: &Global, args: &LogsArgs) -> i32 {
         record.run.as_deref().unwrap_or("")
     );
     print!("{}", record.output.as_deref().unwrap_or(""));
-    exit::OK
+    failure::ok()
 }

@@ -1,73 +1,68 @@
-//! One file per subcommand; each is thin and delegates to the modules.
+//! One file per subcommand; each is thin and delegates to the crates below
+//! and the program's modules. Each returns `Outcome` (`Result<ExitCode,
+//! Failure>`): only `main` prints a failure and exits.
 
-pub mod cancel;
-pub mod check;
-pub mod generate;
-pub mod history;
-pub mod import;
-pub mod list;
-pub mod logs;
-pub mod next;
-pub mod pause;
-pub mod pending;
-pub mod reload;
-pub mod run;
-pub mod status;
-pub mod submit;
-pub mod trigger;
+pub(crate) mod cancel;
+pub(crate) mod check;
+pub(crate) mod generate;
+pub(crate) mod history;
+pub(crate) mod import;
+pub(crate) mod list;
+pub(crate) mod logs;
+pub(crate) mod next;
+pub(crate) mod pause;
+pub(crate) mod pending;
+pub(crate) mod reload;
+pub(crate) mod run;
+pub(crate) mod status;
+pub(crate) mod submit;
+pub(crate) mod trigger;
 
 use std::path::PathBuf;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
+use rea_config::{Config, Diagnostic, LoadOptions};
+use serde::de::DeserializeOwned;
 
 use crate::cli::{exit, Global};
-use crate::config::{self, Config};
+use crate::control::{Client, ClientError, Request, Response};
+use crate::failure::Failure;
 
 /// The job file: `--file`, `$REA_FILE` (both via clap), else `./jobs.toml`.
-pub fn job_file(global: &Global) -> PathBuf {
+pub(crate) fn job_file(global: &Global) -> PathBuf {
     global
         .file
         .clone()
         .unwrap_or_else(|| PathBuf::from("jobs.toml"))
 }
 
-/// Loads the job file or prints every diagnostic; Err carries the exit code.
-pub fn load_config(global: &Global) -> Result<Config, i32> {
+/// Loads the job file (with the machine's checks) or fails with every
+/// diagnostic.
+pub(crate) fn load_config(global: &Global) -> Result<Config, Failure> {
     let path = job_file(global);
-    config::load(&path).map_err(|diags| {
-        print_diagnostics(&diags);
-        exit::INVALID
-    })
+    crate::host::load(&path, LoadOptions::default()).map_err(|diags| invalid_file(&diags, None))
 }
 
-/// `FILE:LINE:COL: warning: message` (and the hint line).
-pub fn warning_text(d: &config::Diagnostic) -> String {
-    let mut w = d.clone();
-    w.message = format!("warning: {}", w.message);
-    w.to_string()
-}
-
-pub fn print_diagnostics(diags: &[config::Diagnostic]) {
-    for d in diags {
-        eprintln!("{d}");
-    }
+/// A failure listing every diagnostic (exit 2), then `summary` if given.
+pub(crate) fn invalid_file(diags: &[Diagnostic], summary: Option<String>) -> Failure {
+    Failure::lines(exit::INVALID, diags, summary)
 }
 
 /// `2026-03-08T03:00:00-04:00`: RFC 3339, seconds, the zone's offset.
-pub fn rfc3339_in(t: DateTime<Utc>, tz: Tz) -> String {
+pub(crate) fn rfc3339_in(t: DateTime<Utc>, tz: Tz) -> String {
     t.with_timezone(&tz)
         .to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
 /// `in 3h12m` / `2m ago` / `now`.
-pub fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let d = t - now;
     let abs = d.abs().to_std().unwrap_or_default();
     if abs < std::time::Duration::from_secs(1) {
         return "now".into();
     }
-    let s = crate::duration::format(std::time::Duration::from_secs(abs.as_secs()));
+    let s = rea_core::duration::format(std::time::Duration::from_secs(abs.as_secs()));
     if d > chrono::Duration::zero() {
         format!("in {s}")
     } else {
@@ -75,67 +70,64 @@ pub fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// Prints an error for people and returns the exit code.
-pub fn fail(code: i32, message: impl std::fmt::Display) -> i32 {
-    eprintln!("rea: {message}");
-    code
-}
-
-/// The state directory for client commands, or the exit code.
-pub fn state_dir(global: &Global) -> Result<PathBuf, i32> {
-    crate::state_dir::resolve(global.state_dir.as_deref()).map_err(|e| fail(exit::INVALID, e))
+/// The state directory for client commands.
+pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
+    crate::state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)
 }
 
 /// Connects to the daemon of the state directory, or explains why not.
-pub fn connect(global: &Global) -> Result<crate::control::Client, i32> {
+pub(crate) fn connect(global: &Global) -> Result<Client, Failure> {
     let dir = state_dir(global)?;
-    crate::control::Client::connect(&dir).map_err(client_error)
+    Client::connect(&dir).map_err(client_failure)
 }
 
-/// Prints a client error; returns its exit code.
-pub fn client_error(e: crate::control::ClientError) -> i32 {
+/// A client error as a failure (no daemon: exit 3).
+pub(crate) fn client_failure(e: ClientError) -> Failure {
     match e {
-        crate::control::ClientError::NoDaemon(m) => fail(exit::NO_DAEMON, m),
-        crate::control::ClientError::Io(m) => fail(exit::FAILURE, m),
+        ClientError::NoDaemon(m) => Failure::new(exit::NO_DAEMON, m),
+        ClientError::Io(m) => Failure::runtime(m),
     }
 }
 
 /// Connects and sends one request (the commands that need nothing else of
-/// the connection).
-pub fn request(
+/// the connection); the answer's data as `T`.
+pub(crate) fn request<T: DeserializeOwned>(
     global: &Global,
-    request: &crate::control::Request,
-) -> Result<serde_json::Value, i32> {
+    request: &Request,
+) -> Result<Answer<T>, Failure> {
     let mut client = connect(global)?;
     ask(&mut client, request)
 }
 
-/// `no job named "x" in FILE (did you mean "y"?)`, exit 5.
-pub fn unknown_job(cfg: &Config, name: &str) -> i32 {
-    let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
-    let hint = crate::suggest::did_you_mean(name, names)
-        .map(|h| format!(" ({h})"))
-        .unwrap_or_default();
-    fail(
-        exit::NOT_FOUND,
-        format!("no job named {name:?} in {}{hint}", cfg.path.display()),
-    )
+/// A successful answer: typed, and as it came (what `--json` prints).
+pub(crate) struct Answer<T> {
+    pub(crate) data: T,
+    pub(crate) raw: serde_json::Value,
 }
 
-/// Sends one request; an error response is printed and becomes the exit code.
-pub fn ask(
-    client: &mut crate::control::Client,
-    request: &crate::control::Request,
-) -> Result<serde_json::Value, i32> {
-    let resp = client.request(request).map_err(client_error)?;
-    response_data(resp)
+/// Sends one request; an error response becomes the failure.
+pub(crate) fn ask<T: DeserializeOwned>(
+    client: &mut Client,
+    request: &Request,
+) -> Result<Answer<T>, Failure> {
+    let resp = client.request(request).map_err(client_failure)?;
+    answer(resp)
 }
 
-/// The data of a response, or the printed error's exit code.
-pub fn response_data(resp: crate::control::Response) -> Result<serde_json::Value, i32> {
-    if resp.ok {
-        return Ok(resp.data.unwrap_or(serde_json::Value::Null));
+/// The data of a response, or the failure it reports.
+pub(crate) fn answer<T: DeserializeOwned>(resp: Response) -> Result<Answer<T>, Failure> {
+    if !resp.ok {
+        return Err(refusal(resp));
     }
+    let data = resp.data_as::<T>().map_err(Failure::runtime)?;
+    Ok(Answer {
+        data,
+        raw: resp.data.unwrap_or(serde_json::Value::Null),
+    })
+}
+
+/// An error response as a failure, with the exit status of its code.
+fn refusal(resp: Response) -> Failure {
     let code = match resp.code.as_deref() {
         Some("unknown_job") => exit::NOT_FOUND,
         // Idempotent submitters: "already pending" has its own status.
@@ -162,5 +154,17 @@ pub fn response_data(resp: crate::control::Response) -> Result<serde_json::Value
             }
         }
     }
-    Err(fail(code, msg))
+    Failure::new(code, msg)
+}
+
+/// `no job named "x" in FILE (did you mean "y"?)`, exit 5.
+pub(crate) fn unknown_job(cfg: &Config, name: &str) -> Failure {
+    let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
+    let hint = rea_core::suggest::did_you_mean(name, names)
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    Failure::new(
+        exit::NOT_FOUND,
+        format!("no job named {name:?} in {}{hint}", cfg.path.display()),
+    )
 }

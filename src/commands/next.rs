@@ -3,9 +3,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::cli::{exit, Global, NextArgs};
-use crate::schedule::Schedule;
-use crate::zone;
+use rea_config::zone;
+use rea_core::schedule::Schedule;
+
+use crate::cli::{Global, NextArgs};
+use crate::failure::{self, Failure, Outcome};
 
 /// A job name never contains whitespace and never starts with `@`; an
 /// expression always does one or the other (`@daily`, `0 3 * * *`).
@@ -13,16 +15,15 @@ fn is_expression(target: &str) -> bool {
     target.trim().starts_with('@') || target.trim().contains(char::is_whitespace)
 }
 
-pub fn run(global: &Global, args: &NextArgs) -> i32 {
+pub(crate) fn run(global: &Global, args: &NextArgs) -> Outcome {
     let after: DateTime<Utc> = match &args.after {
         None => Utc::now(),
         Some(text) => match DateTime::parse_from_rfc3339(text.trim()) {
             Ok(t) => t.with_timezone(&Utc),
             Err(e) => {
-                return super::fail(
-                    exit::INVALID,
-                    format!("--after {text:?} is not an RFC 3339 instant ({e}); write e.g. 2026-03-08T01:30:00-05:00"),
-                )
+                return Err(Failure::invalid(format!(
+                    "--after {text:?} is not an RFC 3339 instant ({e}); write e.g. 2026-03-08T01:30:00-05:00"
+                )))
             }
         },
     };
@@ -32,7 +33,7 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             Ok(tz) => tz,
             Err(e) => {
                 let msg = format!("{}\n  hint: {}", e.message, e.hint());
-                return super::fail(exit::INVALID, msg);
+                return Err(Failure::invalid(msg));
             }
         };
         match Schedule::parse(&args.target) {
@@ -42,16 +43,13 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
                 if let Some(h) = e.hint {
                     msg.push_str(&format!("\n  hint: {h}"));
                 }
-                return super::fail(exit::INVALID, msg);
+                return Err(Failure::invalid(msg));
             }
         }
     } else {
-        let cfg = match super::load_config(global) {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+        let cfg = super::load_config(global)?;
         let Some(job) = cfg.jobs.iter().find(|j| j.name == args.target) else {
-            return super::unknown_job(&cfg, &args.target);
+            return Err(super::unknown_job(&cfg, &args.target));
         };
         if args.tz.is_some() {
             eprintln!(
@@ -73,7 +71,7 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
                     job.after.join(", ")
                 );
             }
-            return exit::OK;
+            return failure::ok();
         };
         (
             schedule,
@@ -103,7 +101,7 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             "fires": fires.iter().map(|t| super::rfc3339_in(*t, tz)).collect::<Vec<_>>(),
         });
         println!("{out}");
-        return exit::OK;
+        return failure::ok();
     }
     for t in &fires {
         println!("{}", super::rfc3339_in(*t, tz));
@@ -129,5 +127,5 @@ pub fn run(global: &Global, args: &NextArgs) -> i32 {
             );
         }
     }
-    exit::OK
+    failure::ok()
 }

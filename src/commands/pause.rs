@@ -1,10 +1,12 @@
 //! `rea pause` / `rea resume`: by name, `--tag` or `--all`. The paused set
 //! lives in the daemon and survives its restarts.
 
-use crate::cli::{exit, Global, SelectArgs};
+use crate::cli::{Global, SelectArgs};
+use crate::control::protocol::PauseReply;
 use crate::control::{Request, Selector};
+use crate::failure::{self, Outcome};
 
-pub fn run(global: &Global, args: &SelectArgs, pause: bool) -> i32 {
+pub(crate) fn run(global: &Global, args: &SelectArgs, pause: bool) -> Outcome {
     let sel = Selector {
         jobs: args.jobs.clone(),
         tag: args.tag.clone(),
@@ -15,34 +17,20 @@ pub fn run(global: &Global, args: &SelectArgs, pause: bool) -> i32 {
     } else {
         Request::Resume(sel)
     };
-    let data = match super::request(global, &request) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
+    let answer = super::request::<PauseReply>(global, &request)?;
     if args.json {
-        println!("{data}");
-        return exit::OK;
+        println!("{}", answer.raw);
+        return failure::ok();
     }
-    let names = |k: &str| -> Vec<String> {
-        data[k]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let changed = names("changed");
+    let reply = answer.data;
     let verb = if pause { "paused" } else { "resumed" };
-    if changed.is_empty() {
+    if reply.changed.is_empty() {
         println!("nothing to do: already {verb}");
     } else {
-        println!("{verb}: {}", changed.join(", "));
+        println!("{verb}: {}", reply.changed.join(", "));
     }
-    let paused = names("paused");
-    if !paused.is_empty() {
-        println!("paused now: {}", paused.join(", "));
+    if !reply.paused.is_empty() {
+        println!("paused now: {}", reply.paused.join(", "));
     }
-    exit::OK
+    failure::ok()
 }

@@ -1,55 +1,35 @@
 //! `rea pending`: one-shots waiting to run, by due time.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 
-use crate::cli::{exit, Global, PendingArgs};
+use crate::cli::{Global, PendingArgs};
+use crate::control::protocol::PendingReply;
 use crate::control::Request;
+use crate::failure::{self, Outcome};
 use crate::table::Table;
 
-pub fn run(global: &Global, args: &PendingArgs) -> i32 {
+pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
     let request = Request::Pending {
         tag: args.tag.clone(),
         limit: args.limit,
     };
-    let data = match super::request(global, &request) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
+    let answer = super::request::<PendingReply>(global, &request)?;
     if args.json {
-        println!("{data}");
-        return exit::OK;
+        println!("{}", answer.raw);
+        return failure::ok();
     }
     let now = Utc::now();
     let mut table = Table::new(["ID", "STATE", "DUE", "", "TAGS", "COMMAND"]);
-    for s in data["oneshots"].as_array().into_iter().flatten() {
-        let due = s["due"]
-            .as_str()
-            .and_then(|t| DateTime::parse_from_rfc3339(t).ok());
-        let argv: Vec<String> = s["argv"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str().map(str::to_string))
-            .collect();
-        let tags: Vec<String> = s["tags"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str().map(|t| format!("#{t}")))
-            .collect();
+    for s in &answer.data.oneshots {
+        let due = s.due.0;
+        let tags: Vec<String> = s.tags.iter().map(|t| format!("#{t}")).collect();
         table.row([
-            s["id"].as_str().unwrap_or("").to_string(),
-            s["state"].as_str().unwrap_or("").to_string(),
-            due.map(|d| {
-                d.with_timezone(&Utc)
-                    .format("%Y-%m-%d %H:%M:%S UTC")
-                    .to_string()
-            })
-            .unwrap_or_default(),
-            due.map(|d| super::relative(d.with_timezone(&Utc), now))
-                .unwrap_or_default(),
+            s.id.clone(),
+            s.state.clone(),
+            due.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            super::relative(due, now),
             tags.join(" "),
-            argv.join(" "),
+            s.argv.join(" "),
         ]);
     }
     if table.is_empty() {
@@ -57,5 +37,5 @@ pub fn run(global: &Global, args: &PendingArgs) -> i32 {
     } else {
         print!("{}", table.render());
     }
-    exit::OK
+    failure::ok()
 }

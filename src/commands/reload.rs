@@ -1,19 +1,16 @@
 //! `rea reload`: the daemon re-reads the job file now.
 
-use crate::cli::{exit, Global};
+use crate::cli::Global;
+use crate::control::protocol::ReloadReply;
 use crate::control::Request;
+use crate::failure::{self, Outcome};
 
-pub fn run(global: &Global) -> i32 {
-    match super::request(global, &Request::Reload) {
-        Ok(data) => {
-            let jobs = data["jobs"].as_u64().unwrap_or(0);
-            if data["unchanged"] == true {
-                println!("the job file is unchanged: {jobs} jobs in force");
-            } else {
-                println!("reloaded: {jobs} jobs");
-            }
-            exit::OK
-        }
-        Err(code) => code,
+pub(crate) fn run(global: &Global) -> Outcome {
+    let reply = super::request::<ReloadReply>(global, &Request::Reload)?.data;
+    if reply.unchanged {
+        println!("the job file is unchanged: {} jobs in force", reply.jobs);
+    } else {
+        println!("reloaded: {} jobs", reply.jobs);
     }
+    failure::ok()
 }

@@ -2,31 +2,28 @@
 
 use crate::cli::{exit, Global, LogFormat, RunArgs};
 use crate::daemon::{self, Options, StartError};
+use crate::failure::{self, Failure, Outcome};
 use crate::state_dir;
 
-pub fn run(global: &Global, args: &RunArgs) -> i32 {
+pub(crate) fn run(global: &Global, args: &RunArgs) -> Outcome {
     init_logging(args.log_format);
-    let state_dir = match state_dir::resolve(global.state_dir.as_deref()) {
-        Ok(d) => d,
-        Err(e) => return super::fail(exit::INVALID, e),
-    };
+    let state_dir = state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
     let opts = Options {
         file: super::job_file(global),
         state_dir,
         allow_insecure: args.allow_insecure,
     };
     match daemon::run(opts) {
-        Ok(()) => exit::OK,
-        Err(StartError::Config(diags)) => {
-            super::print_diagnostics(&diags);
-            eprintln!(
-                "rea: not starting: the job file has {} error(s)",
+        Ok(()) => failure::ok(),
+        Err(StartError::Config(diags)) => Err(super::invalid_file(
+            &diags,
+            Some(format!(
+                "not starting: the job file has {} error(s)",
                 diags.len()
-            );
-            exit::INVALID
-        }
-        Err(StartError::Locked(m)) => super::fail(exit::LOCKED, m),
-        Err(StartError::Other(m)) => super::fail(exit::FAILURE, m),
+            )),
+        )),
+        Err(StartError::Locked(m)) => Err(Failure::new(exit::LOCKED, m)),
+        Err(StartError::Other(m)) => Err(Failure::runtime(m)),
     }
 }
 

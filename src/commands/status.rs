@@ -4,180 +4,162 @@
 //! and the history log, clearly labelled as such.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use rea_core::job::Job;
+use rea_store::history::JobSummary;
 use serde_json::json;
 
-use crate::cli::{exit, Global, StatusArgs};
-use crate::history::{HistoryReader, JobSummary, JsonlReader};
+use crate::cli::{Global, StatusArgs};
+use crate::control::protocol::{StatusReply, Ts};
+use crate::control::{Client, ClientError, Request};
+use crate::failure::{self, Failure, Outcome};
 use crate::state_dir;
 use crate::table::Table;
 
-pub fn run(global: &Global, args: &StatusArgs) -> i32 {
-    let dir = match super::state_dir(global) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    match crate::control::Client::connect(&dir) {
+pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
+    let dir = super::state_dir(global)?;
+    match Client::connect(&dir) {
         Ok(mut client) => {
-            let request = crate::control::Request::Status {
+            let request = Request::Status {
                 job: args.job.clone(),
             };
-            match super::ask(&mut client, &request) {
-                Ok(data) => live(&data, args.json),
-                Err(code) => code,
+            let answer = super::ask::<StatusReply>(&mut client, &request)?;
+            if args.json {
+                println!("{}", answer.raw);
+                return failure::ok();
             }
+            live(&answer.data);
+            failure::ok()
         }
         // No daemon: the offline view says so itself.
-        Err(crate::control::ClientError::NoDaemon(_)) => offline(global, args, &dir),
-        Err(e) => super::client_error(e),
+        Err(ClientError::NoDaemon(_)) => offline(global, args, &dir),
+        Err(e) => Err(super::client_failure(e)),
     }
 }
 
-fn ago(text: Option<&str>, now: DateTime<Utc>) -> String {
-    text.and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| super::relative(t.with_timezone(&Utc), now))
-        .unwrap_or_default()
+fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
+    t.map(|t| super::relative(t.0, now)).unwrap_or_default()
 }
 
-/// Renders the daemon's answer.
-fn live(data: &serde_json::Value, json: bool) -> i32 {
-    if json {
-        println!("{data}");
-        return exit::OK;
-    }
+/// Renders the daemon's answer for people.
+fn live(data: &StatusReply) {
     let now = Utc::now();
-    let d = &data["daemon"];
-    let up = crate::duration::format(std::time::Duration::from_secs(
-        d["uptime_s"].as_u64().unwrap_or(0),
-    ));
+    let d = &data.daemon;
+    let up = rea_core::duration::format(std::time::Duration::from_secs(d.uptime_s.max(0) as u64));
     println!(
         "daemon: running (pid {}, up {up}); {}/{} running, {} waiting for a slot{}",
-        d["pid"],
-        d["running_runs"],
-        d["max_concurrent"],
-        d["queued"],
-        match d["oneshots_pending"].as_u64() {
-            Some(n) if n > 0 => format!("; {n} one-shot(s) pending (rea pending)"),
+        d.pid,
+        d.running_runs,
+        d.max_concurrent,
+        d.queued,
+        match d.oneshots_pending {
+            n if n > 0 => format!("; {n} one-shot(s) pending (rea pending)"),
             _ => String::new(),
         }
     );
-    if let Some(o) = data["oneshot"].as_object() {
+    if let Some(o) = &data.oneshot {
         println!(
             "one-shot {}: {}, due {} ({})",
-            o.get("id").and_then(|v| v.as_str()).unwrap_or(""),
-            o.get("state").and_then(|v| v.as_str()).unwrap_or(""),
-            o.get("due").and_then(|v| v.as_str()).unwrap_or(""),
-            ago(o.get("due").and_then(|v| v.as_str()), now)
+            o.id,
+            o.state,
+            rea_core::record::format_ts(o.due.0),
+            ago(Some(o.due), now)
         );
     }
     println!(
         "file: {} (loaded {})",
-        d["file"].as_str().unwrap_or(""),
-        ago(d["last_reload"].as_str(), now)
+        d.file,
+        ago(Some(d.last_reload), now)
     );
-    if let Some(err) = d["config_error"].as_object() {
+    if let Some(err) = &d.config_error {
         println!(
             "!! the job file is invalid (since {}); the daemon keeps running the last good configuration:",
-            ago(err.get("at").and_then(|v| v.as_str()), now)
+            ago(Some(err.at), now)
         );
-        for e in err
-            .get("errors")
-            .and_then(|v| v.as_array())
-            .into_iter()
-            .flatten()
-        {
-            println!("   {}", e.as_str().unwrap_or("").replace('\n', "\n   "));
+        for e in &err.errors {
+            println!("   {}", e.replace('\n', "\n   "));
         }
     }
-    let h = &d["history"];
-    if let Some(err) = h["last_error"].as_object() {
-        let backlog = h["backlog"].as_u64().unwrap_or(0);
-        let dropped = h["dropped"].as_u64().unwrap_or(0);
-        if backlog > 0 || dropped > 0 {
+    let h = &d.history;
+    if let Some(err) = &h.last_error {
+        if h.backlog > 0 || h.dropped > 0 {
             println!(
-                "!! history writes are failing ({}, {}): {backlog} record(s) waiting in memory, {dropped} dropped",
-                err.get("message").and_then(|v| v.as_str()).unwrap_or(""),
-                ago(err.get("at").and_then(|v| v.as_str()), now)
+                "!! history writes are failing ({}, {}): {} record(s) waiting in memory, {} dropped",
+                err.message,
+                ago(Some(err.at), now),
+                h.backlog,
+                h.dropped
             );
         }
     }
-    if data["oneshot"].is_object() {
+    if data.oneshot.is_some() {
         // `rea status ONE-SHOT-ID`: its line above is the answer.
-        return exit::OK;
+        return;
     }
     let mut table = Table::new(["JOB", "STATE", "LAST", "WHEN", "FAILS", "NEXT"]);
-    for j in data["jobs"].as_array().into_iter().flatten() {
-        let state = match j["state"].as_str().unwrap_or("") {
-            "running" => {
-                let r = &j["running"][0];
-                format!(
+    for j in &data.jobs {
+        let state = match j.state.as_str() {
+            "running" => match j.running.first() {
+                Some(r) => format!(
                     "running {} (pid {}){}",
-                    ago(r["since"].as_str(), now).trim_end_matches(" ago"),
-                    r["pid"],
-                    match j["running"].as_array().map(|a| a.len()).unwrap_or(0) {
+                    ago(r.since, now).trim_end_matches(" ago"),
+                    r.pid
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "null".into()),
+                    match j.running.len() {
                         0 | 1 => String::new(),
                         n => format!(" +{} more", n - 1),
                     }
-                )
-            }
-            "retry_pending" => format!("retry {}", ago(j["retry_at"].as_str(), now)),
-            "queued" => format!("queued ({})", j["queued"]),
+                ),
+                None => "running".to_string(),
+            },
+            "retry_pending" => format!("retry {}", ago(j.retry_at, now)),
+            "queued" => format!("queued ({})", j.queued),
             other => other.to_string(),
         };
-        let state = if j["paused"] == true && !state.starts_with("paused") {
+        let state = if j.paused && !state.starts_with("paused") {
             format!("{state}, paused")
         } else {
             state
         };
-        let last = &j["last"];
-        let after: Vec<&str> = j["after"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a.as_str())
-            .collect();
-        let next = if j["paused"] == true || j["enabled"] == false {
+        let next = if j.paused || !j.enabled {
             "-".to_string()
-        } else if j["next_fire"].is_null() && !after.is_empty() {
-            format!("after {}", after.join(", "))
+        } else if j.next_fire.is_none() && !j.after.is_empty() {
+            format!("after {}", j.after.join(", "))
         } else {
-            ago(j["next_fire"].as_str(), now)
+            ago(j.next_fire, now)
         };
         table.row([
-            j["name"].as_str().unwrap_or("").to_string(),
+            j.name.clone(),
             state,
-            last["status"].as_str().unwrap_or("never run").to_string(),
-            ago(last["ended"].as_str(), now),
-            j["consecutive_failures"].to_string(),
+            j.last
+                .as_ref()
+                .map(|l| l.status.clone())
+                .unwrap_or_else(|| "never run".to_string()),
+            ago(j.last.as_ref().map(|l| l.ended), now),
+            j.consecutive_failures.to_string(),
             next,
         ]);
     }
     print!("{}", table.render());
-    exit::OK
 }
 
 /// The view without a daemon: the job file plus the history log.
-fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
-    let cfg = match super::load_config(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> Outcome {
+    let cfg = super::load_config(global)?;
     if let Some(name) = &args.job {
         if !cfg.jobs.iter().any(|j| &j.name == name) {
-            return super::unknown_job(&cfg, name);
+            return Err(super::unknown_job(&cfg, name));
         }
     }
-    let reader = JsonlReader::new(dir);
+    let reader = rea_store::Local::history_reader(dir);
     let names: std::collections::HashSet<String> =
         cfg.jobs.iter().map(|j| j.name.clone()).collect();
-    let summaries = match reader.recent_summaries(&names) {
-        Ok(s) => s,
-        Err(e) => {
-            return super::fail(
-                exit::FAILURE,
-                format!("cannot read the history log in {}: {e}", dir.display()),
-            )
-        }
-    };
+    let summaries = reader.recent_summaries(&names).map_err(|e| {
+        Failure::runtime(format!(
+            "cannot read the history log in {}: {e}",
+            dir.display()
+        ))
+    })?;
     let daemon_pid = state_dir::holder(dir);
     let now = Utc::now();
     let empty = JobSummary::default();
@@ -198,7 +180,7 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
                     "enabled": j.enabled,
                     "next_fire": next.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
                     "consecutive_failures": s.consecutive_failures,
-                    "last_success": s.last_success.map(crate::history::format_ts),
+                    "last_success": s.last_success.map(rea_core::record::format_ts),
                     "last": s.last,
                 })
             })
@@ -211,7 +193,7 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
             "jobs": rows,
         });
         println!("{out}");
-        return exit::OK;
+        return failure::ok();
     }
 
     match daemon_pid {
@@ -237,7 +219,7 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
                     .map(|t| super::relative(t, now))
                     .unwrap_or_default(),
                 l.duration_ms
-                    .map(|ms| crate::duration::format(std::time::Duration::from_millis(ms)))
+                    .map(|ms| rea_core::duration::format(std::time::Duration::from_millis(ms)))
                     .unwrap_or_default(),
             ),
             None => ("never run".to_string(), String::new(), String::new()),
@@ -263,10 +245,10 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> i32 {
         ]);
     }
     print!("{}", table.render());
-    exit::OK
+    failure::ok()
 }
 
-fn next_fire(j: &crate::config::Job, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn next_fire(j: &Job, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     if !j.enabled {
         return None;
     }

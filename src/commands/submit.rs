@@ -9,9 +9,12 @@ use chrono::{DateTime, Duration as CDuration, NaiveDate, NaiveDateTime, NaiveTim
 use chrono_tz::Tz;
 use serde_json::json;
 
-use crate::cli::{exit, AtArgs, Global, OneShotOpts, SubmitArgs};
+use rea_core::oneshot::OneShotRetry;
+
+use crate::cli::{AtArgs, Global, OneShotOpts, SubmitArgs};
+use crate::control::protocol::SubmitReply;
 use crate::control::{Request, Submission};
-use crate::oneshot::OneShotRetry;
+use crate::failure::{self, Failure, Outcome};
 
 /// When a one-shot runs.
 enum When {
@@ -19,57 +22,46 @@ enum When {
     At(DateTime<Utc>),
 }
 
-pub fn submit(global: &Global, args: &SubmitArgs) -> i32 {
+pub(crate) fn submit(global: &Global, args: &SubmitArgs) -> Outcome {
     let when = match (&args.in_, &args.at) {
-        (Some(d), None) => match crate::duration::parse(d) {
-            Ok(d) => When::In(d),
-            Err(e) => return super::fail(exit::INVALID, format!("--in: {e}")),
-        },
-        (None, Some(t)) => match parse_time(t, args.tz.as_deref(), Utc::now()) {
-            Ok(w) => w,
-            Err(e) => return super::fail(exit::INVALID, e),
-        },
-        _ => return super::fail(exit::INVALID, "say when: --in DURATION or --at TIME"),
+        (Some(d), None) => When::In(
+            rea_core::duration::parse(d).map_err(|e| Failure::invalid(format!("--in: {e}")))?,
+        ),
+        (None, Some(t)) => {
+            parse_time(t, args.tz.as_deref(), Utc::now()).map_err(Failure::invalid)?
+        }
+        _ => return Err(Failure::invalid("say when: --in DURATION or --at TIME")),
     };
     send(global, &args.opts, when)
 }
 
-pub fn at(global: &Global, args: &AtArgs) -> i32 {
-    match parse_time(&args.time, args.tz.as_deref(), Utc::now()) {
-        Ok(when) => send(global, &args.opts, when),
-        Err(e) => super::fail(exit::INVALID, e),
-    }
+pub(crate) fn at(global: &Global, args: &AtArgs) -> Outcome {
+    let when = parse_time(&args.time, args.tz.as_deref(), Utc::now()).map_err(Failure::invalid)?;
+    send(global, &args.opts, when)
 }
 
 fn duration_ms(flag: &str, v: &Option<String>) -> Result<Option<u64>, String> {
     v.as_deref()
         .map(|t| {
-            crate::duration::parse(t)
+            rea_core::duration::parse(t)
                 .map(|d| d.as_millis() as u64)
                 .map_err(|e| format!("{flag}: {e}"))
         })
         .transpose()
 }
 
-fn send(global: &Global, o: &OneShotOpts, when: When) -> i32 {
+fn send(global: &Global, o: &OneShotOpts, when: When) -> Outcome {
     let mut env = BTreeMap::new();
     for kv in &o.env {
         match kv.split_once('=') {
             Some((k, v)) if !k.is_empty() => {
                 env.insert(k.to_string(), v.to_string());
             }
-            _ => return super::fail(exit::INVALID, format!("--env {kv:?}: write KEY=VALUE")),
+            _ => return Err(Failure::invalid(format!("--env {kv:?}: write KEY=VALUE"))),
         }
     }
-    let dir = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => {
-            return super::fail(
-                exit::FAILURE,
-                format!("cannot read the working directory: {e}"),
-            )
-        }
-    };
+    let dir = std::env::current_dir()
+        .map_err(|e| Failure::runtime(format!("cannot read the working directory: {e}")))?;
     let parsed = (|| -> Result<_, String> {
         Ok((
             duration_ms("--timeout", &o.timeout)?,
@@ -78,10 +70,7 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> i32 {
             duration_ms("--retry-max-delay", &o.retry_max_delay)?,
         ))
     })();
-    let (timeout_ms, expire_ms, delay_ms, max_delay_ms) = match parsed {
-        Ok(v) => v,
-        Err(e) => return super::fail(exit::INVALID, e),
-    };
+    let (timeout_ms, expire_ms, delay_ms, max_delay_ms) = parsed.map_err(Failure::invalid)?;
     let argv = if o.shell {
         vec![o.command.join(" ")]
     } else {
@@ -108,16 +97,16 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> i32 {
         },
         tags: o.tags.clone(),
     };
-    let data = match super::request(global, &Request::Submit(sub)) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
+    let answer = super::request::<SubmitReply>(global, &Request::Submit(sub))?;
     if o.json {
-        println!("{}", json!({ "id": data["id"], "due": data["due"] }));
+        println!(
+            "{}",
+            json!({ "id": answer.raw["id"], "due": answer.raw["due"] })
+        );
     } else {
-        println!("{}", data["id"].as_str().unwrap_or(""));
+        println!("{}", answer.data.id);
     }
-    exit::OK
+    failure::ok()
 }
 
 /// `rea at` times: `now + 30m` / `+30m`, RFC 3339, `YYYY-MM-DD HH:MM[:SS]`
@@ -127,7 +116,7 @@ fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When
     let t = text.trim();
     let rel = t.strip_prefix("now").map(str::trim_start).unwrap_or(t);
     if let Some(d) = rel.strip_prefix('+') {
-        return crate::duration::parse(d.trim())
+        return rea_core::duration::parse(d.trim())
             .map(When::In)
             .map_err(|e| format!("{text:?}: {e}"));
     }
@@ -137,7 +126,7 @@ fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When
     if let Ok(i) = DateTime::parse_from_rfc3339(t) {
         return Ok(When::At(i.with_timezone(&Utc)));
     }
-    let tz: Tz = crate::zone::resolve(zone.unwrap_or("local"))
+    let tz: Tz = rea_config::zone::resolve(zone.unwrap_or("local"))
         .map_err(|e| format!("--tz: {}\n  hint: {}", e.message, e.hint()))?;
     let local = |naive: NaiveDateTime| -> Result<DateTime<Utc>, String> {
         tz.from_local_datetime(&naive)

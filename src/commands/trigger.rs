@@ -4,32 +4,29 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use crate::cli::{exit, Global, TriggerArgs};
-use crate::control::Request;
+use rea_core::record::{Record, RunStatus};
 
-pub fn run(global: &Global, args: &TriggerArgs) -> i32 {
-    let mut client = match super::connect(global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
+use crate::cli::{exit, Global, TriggerArgs};
+use crate::control::protocol::TriggerReply;
+use crate::control::Request;
+use crate::failure::{self, exit_code, Outcome};
+
+pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
+    let mut client = super::connect(global)?;
     let request = Request::Trigger {
         job: args.job.clone(),
         force: args.force,
         wait: args.wait,
     };
-    let first = match super::ask(&mut client, &request) {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    let run = first["run"].as_str().unwrap_or("").to_string();
-    let state = first["state"].as_str().unwrap_or("started");
+    let first = super::ask::<TriggerReply>(&mut client, &request)?;
+    let TriggerReply { run, state, .. } = &first.data;
     if !args.wait {
         if args.json {
-            println!("{first}");
+            println!("{}", first.raw);
         } else {
             println!("{state} run {run} of {}", args.job);
         }
-        return exit::OK;
+        return failure::ok();
     }
     let spinner = if std::io::stderr().is_terminal() {
         let pb = indicatif::ProgressBar::new_spinner();
@@ -50,43 +47,42 @@ pub fn run(global: &Global, args: &TriggerArgs) -> i32 {
     if let Some(pb) = spinner {
         pb.finish_and_clear();
     }
-    let record = match resp
-        .map_err(super::client_error)
-        .and_then(super::response_data)
-    {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let status = record["status"].as_str().unwrap_or("unknown");
-    let exit_code = record["exit_code"].as_i64();
-    let signal = record["signal"].as_i64();
+    let end = super::answer::<Record>(resp.map_err(super::client_failure)?)?;
+    let record = &end.data;
     if args.json {
-        println!("{record}");
+        println!("{}", end.raw);
     } else {
-        let dur = record["duration_ms"]
-            .as_u64()
-            .map(|ms| format!(" in {}", crate::duration::format(Duration::from_millis(ms))))
+        let status = record.status.map(RunStatus::as_str).unwrap_or("unknown");
+        let dur = record
+            .duration_ms
+            .map(|ms| {
+                format!(
+                    " in {}",
+                    rea_core::duration::format(Duration::from_millis(ms))
+                )
+            })
             .unwrap_or_default();
-        let how = match (exit_code, signal) {
+        let how = match (record.exit_code, record.signal) {
             (Some(c), _) => format!(" (exit {c})"),
             (None, Some(s)) => format!(" (signal {s})"),
             _ => String::new(),
         };
-        let reason = record["reason"]
-            .as_str()
+        let reason = record
+            .reason
+            .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
         println!("{} run {run} {status}{dur}{how}{reason}", args.job);
-        if let Some(at) = record["detail"]["retry_at"].as_str() {
+        if let Some(at) = record.detail.as_ref().and_then(|d| d["retry_at"].as_str()) {
             println!("retry scheduled at {at}");
         }
     }
     // The job's own exit code passes through; a signal becomes 128+N as in
     // shells; a run that never got an exit status (spawn failure) is 1.
-    match (status, exit_code, signal) {
-        ("succeeded", _, _) => exit::OK,
-        (_, Some(c), _) => c.clamp(0, 255) as i32,
-        (_, None, Some(s)) => (128 + s).clamp(0, 255) as i32,
-        _ => exit::FAILURE,
-    }
+    Ok(match (record.status, record.exit_code, record.signal) {
+        (Some(RunStatus::Succeeded), _, _) => exit_code(exit::OK),
+        (_, Some(c), _) => exit_code(c),
+        (_, None, Some(s)) => exit_code(128 + s),
+        _ => exit_code(exit::FAILURE),
+    })
 }

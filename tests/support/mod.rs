@@ -341,6 +341,8 @@ impl Daemon {
     }
 
     pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) takes plain integers; a stale pid is an error
+        // return, not undefined behaviour.
         unsafe {
             libc::kill(self.pid(), sig);
         }
@@ -419,4 +421,23 @@ pub fn instant(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
     )
     .unwrap_or_else(|e| panic!("{field} in {v}: {e}"))
     .with_timezone(&chrono::Utc)
+}
+
+/// Whether the tests run as root (some need to switch users).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A user's home directory from the user database (`getent passwd`), or
+/// None if there is no such user.
+pub fn user_home(name: &str) -> Option<String> {
+    let out = Command::new("getent")
+        .args(["passwd", name])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    line.trim_end().split(':').nth(5).map(str::to_string)
 }

@@ -1,0 +1,648 @@
+//! The schema: one table of known fields per section of the job file.
+//! An entry names the field, says whether `[defaults]` may set it, and
+//! holds the one function that reads it into the draft.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use rea_core::backoff::RetryPolicy;
+use rea_core::job::{name_problem, CatchUp, Job, MailOn, Overlap};
+use rea_core::schedule::{Schedule, ScheduleError};
+use toml::de::DeValue;
+use toml::Spanned;
+
+use crate::walk::{in_file_order, Ctx};
+use crate::DaemonConfig;
+
+// ---------------------------------------------------------------------------
+// The schema: one table of known fields per section.
+
+pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
+pub(crate) type Key<'i> = Spanned<Cow<'i, str>>;
+
+/// The sections a job file may have, in the order they are documented.
+pub(crate) const SECTIONS: &[&str] = &["defaults", "daemon", "jobs"];
+
+/// A field of a job (and, if `inheritable`, of `[defaults]`).
+pub(crate) struct Field {
+    pub(crate) name: &'static str,
+    /// Whether `[defaults]` may set it for every job.
+    pub(crate) inheritable: bool,
+    /// Reads the value into the draft, reporting problems; fields that merge
+    /// with `[defaults]` (env, retry) merge here.
+    pub(crate) apply: fn(&mut Ctx, &Value, &mut Draft),
+}
+
+pub(crate) const JOB_FIELDS: &[Field] = &[
+    Field {
+        name: "schedule",
+        inheritable: false,
+        apply: apply_schedule,
+    },
+    Field {
+        name: "command",
+        inheritable: false,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "command") {
+                d.job.command = s;
+            }
+        },
+    },
+    Field {
+        name: "description",
+        inheritable: false,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a string") {
+                d.job.description = Some(s.to_string());
+            }
+        },
+    },
+    Field {
+        name: "enabled",
+        inheritable: false,
+        apply: |ctx, v, d| {
+            if let Some(b) = ctx.boolean(v) {
+                d.job.enabled = b;
+            }
+        },
+    },
+    Field {
+        name: "tags",
+        inheritable: false,
+        apply: apply_tags,
+    },
+    Field {
+        name: "shell",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "shell") {
+                d.job.shell = s;
+            }
+        },
+    },
+    Field {
+        name: "timezone",
+        inheritable: true,
+        apply: apply_timezone,
+    },
+    Field {
+        name: "timeout",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if v.get_ref().as_str() == Some("none") {
+                d.job.timeout = None;
+            } else if let Some(t) = ctx.duration(v, "timeout") {
+                if t.is_zero() {
+                    ctx.error(
+                        v.span().start,
+                        "\"timeout\" must be longer than 0s",
+                        Some("write timeout = \"none\" for no timeout".to_string()),
+                    );
+                } else {
+                    d.job.timeout = Some(t);
+                }
+            }
+        },
+    },
+    Field {
+        name: "kill_grace",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "kill_grace") {
+                d.job.kill_grace = t;
+            }
+        },
+    },
+    Field {
+        name: "overlap",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            let choices = [
+                ("skip", Overlap::Skip),
+                ("queue", Overlap::Queue),
+                ("allow", Overlap::Allow),
+                ("replace", Overlap::Replace),
+            ];
+            if let Some(o) = ctx.choice(v, "overlap", &choices) {
+                d.job.overlap = o;
+            }
+        },
+    },
+    Field {
+        name: "retry",
+        inheritable: true,
+        apply: apply_retry,
+    },
+    Field {
+        name: "catch_up",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            let choices = [
+                ("none", CatchUp::None),
+                ("once", CatchUp::Once),
+                ("all", CatchUp::All),
+            ];
+            if let Some(c) = ctx.choice(v, "catch_up", &choices) {
+                d.job.catch_up = c;
+            }
+        },
+    },
+    Field {
+        name: "catch_up_limit",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "catch_up_limit", 1, 1000) {
+                d.job.catch_up_limit = n as u32;
+            }
+        },
+    },
+    Field {
+        name: "jitter",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "jitter") {
+                d.job.jitter = t;
+            }
+        },
+    },
+    Field {
+        name: "env",
+        inheritable: true,
+        apply: apply_env,
+    },
+    Field {
+        name: "dir",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "dir") {
+                if Path::new(&s).is_absolute() {
+                    d.job.dir = Some(PathBuf::from(s));
+                } else {
+                    ctx.error(
+                        v.span().start,
+                        format!("\"dir\" must be an absolute path, found {s:?}"),
+                        Some(
+                            "a relative directory would depend on where rea was started"
+                                .to_string(),
+                        ),
+                    );
+                }
+            }
+        },
+    },
+    Field {
+        name: "output_limit",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.size(v, "output_limit", 0, MAX_OUTPUT_LIMIT) {
+                d.job.output_limit = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+        },
+    },
+    Field {
+        name: "user",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "user") {
+                d.job.user = Some(s);
+            }
+        },
+    },
+    Field {
+        name: "mailto",
+        inheritable: true,
+        apply: apply_mailto,
+    },
+    Field {
+        name: "mail_on",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            let choices = [
+                ("failure", MailOn::Failure),
+                ("output", MailOn::Output),
+                ("always", MailOn::Always),
+            ];
+            if let Some(m) = ctx.choice(v, "mail_on", &choices) {
+                d.job.mail_on = m;
+            }
+        },
+    },
+    Field {
+        name: "on_failure",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.on_failure = ctx.text_field(v, "on_failure"),
+    },
+    Field {
+        name: "on_success",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.on_success = ctx.text_field(v, "on_success"),
+    },
+    Field {
+        name: "on_retry_exhausted",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.on_retry_exhausted = ctx.text_field(v, "on_retry_exhausted"),
+    },
+    Field {
+        name: "hook_timeout",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "hook_timeout") {
+                if t.is_zero() {
+                    ctx.error(
+                        v.span().start,
+                        "\"hook_timeout\" must be longer than 0s",
+                        None,
+                    );
+                } else {
+                    d.job.hook_timeout = t;
+                }
+            }
+        },
+    },
+    Field {
+        name: "after",
+        inheritable: false,
+        apply: |ctx, v, d| {
+            let DeValue::Array(items) = v.get_ref() else {
+                ctx.type_error(v, "an array of job names like [\"extract\"]", None);
+                return;
+            };
+            let mut names = Vec::new();
+            for item in items {
+                if let Some(s) = ctx.string(item, "a job name") {
+                    if !names.iter().any(|n| n == s) {
+                        names.push(s.to_string());
+                    }
+                }
+            }
+            if names.is_empty() {
+                ctx.error(
+                    v.span().start,
+                    "\"after\" lists no job",
+                    Some("write after = [\"extract\"], or remove the field".into()),
+                );
+            }
+            d.job.after = names;
+        },
+    },
+];
+
+/// `mailto = "ops@example.com"` or a list; `""` (as cron's MAILTO="") = none.
+fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let mut out = Vec::new();
+    let mut push = |ctx: &mut Ctx, v: &Value, s: &str| {
+        for addr in s.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            if addr.contains(char::is_whitespace) || addr.starts_with('-') || addr.contains('\0') {
+                ctx.error(
+                    v.span().start,
+                    format!("invalid mail address {addr:?}"),
+                    Some("write mailto = \"ops@example.com\" or a list of addresses".into()),
+                );
+            } else {
+                out.push(addr.to_string());
+            }
+        }
+    };
+    match v.get_ref() {
+        DeValue::String(s) => push(ctx, v, s),
+        DeValue::Array(items) => {
+            for item in items {
+                if let Some(s) = ctx.string(item, "a mail address") {
+                    let s = s.to_string();
+                    push(ctx, item, &s);
+                }
+            }
+        }
+        _ => ctx.type_error(v, "a mail address or a list of them", None),
+    }
+    d.job.mailto = out;
+}
+
+/// Fields whose positions `Config::positions` keeps (see `host::check` and
+/// the dependency check).
+pub(crate) const LOCATED: &[&str] = &["user", "mailto", "after"];
+
+/// Output is held in memory while a job runs; more than this per run is
+/// surely a typo (and `max_concurrent` multiplies it).
+const MAX_OUTPUT_LIMIT: u64 = 1 << 30;
+
+/// A field of `[daemon]` or of a `retry` table.
+pub(crate) struct SubField<T> {
+    pub(crate) name: &'static str,
+    pub(crate) apply: fn(&mut Ctx, &Value, &mut T),
+}
+
+pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
+    SubField {
+        name: "max_concurrent",
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "max_concurrent", 1, 10_000) {
+                d.max_concurrent = n as usize;
+            }
+        },
+    },
+    SubField {
+        name: "shutdown_grace",
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "shutdown_grace") {
+                d.shutdown_grace = t;
+            }
+        },
+    },
+    SubField {
+        name: "history_max_bytes",
+        // Smaller than this and rotation would discard history almost at once.
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.size(v, "history_max_bytes", 4096, u64::MAX) {
+                d.history_max_bytes = n;
+            }
+        },
+    },
+    SubField {
+        name: "history_files",
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "history_files", 0, 100) {
+                d.history_files = n as u32;
+            }
+        },
+    },
+    SubField {
+        name: "sendmail",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "sendmail") {
+                if Path::new(&s).is_absolute() {
+                    d.sendmail = Some(PathBuf::from(s));
+                } else {
+                    ctx.error(
+                        v.span().start,
+                        format!("\"sendmail\" must be an absolute path, found {s:?}"),
+                        None,
+                    );
+                }
+            }
+        },
+    },
+    SubField {
+        name: "metrics",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a string like \"127.0.0.1:9746\"") {
+                match s.parse() {
+                    Ok(addr) => d.metrics = Some(addr),
+                    Err(_) => ctx.error(
+                        v.span().start,
+                        format!("invalid metrics address {s:?}"),
+                        Some(
+                            "write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)"
+                                .to_string(),
+                        ),
+                    ),
+                }
+            }
+        },
+    },
+];
+
+/// The retry fields being read from one `retry` table, with where this
+/// table set `delay` and `max_delay` so their relation is checked once, at
+/// the table that broke it.
+struct RetryDraft {
+    policy: RetryPolicy,
+    delay_at: Option<usize>,
+    max_delay_at: Option<usize>,
+}
+
+const RETRY_FIELDS: &[SubField<RetryDraft>] = &[
+    SubField {
+        name: "attempts",
+        apply: |ctx, v, r| {
+            if let Some(n) = ctx.integer(v, "retry.attempts", 0, 100) {
+                r.policy.attempts = n as u32;
+            }
+        },
+    },
+    SubField {
+        name: "delay",
+        apply: |ctx, v, r| {
+            if let Some(t) = ctx.duration(v, "retry.delay") {
+                r.policy.delay = t;
+                r.delay_at = Some(v.span().start);
+            }
+        },
+    },
+    SubField {
+        name: "max_delay",
+        apply: |ctx, v, r| {
+            if let Some(t) = ctx.duration(v, "retry.max_delay") {
+                r.policy.max_delay = t;
+                r.max_delay_at = Some(v.span().start);
+            }
+        },
+    },
+    SubField {
+        name: "factor",
+        apply: |ctx, v, r| {
+            if let Some(f) = ctx.float(v, "retry.factor", 1.0, 1000.0) {
+                r.policy.factor = f;
+            }
+        },
+    },
+    SubField {
+        name: "jitter",
+        apply: |ctx, v, r| {
+            if let Some(f) = ctx.float(v, "retry.jitter", 0.0, 1.0) {
+                r.policy.jitter = f;
+            }
+        },
+    },
+];
+
+/// A job being assembled: built-in defaults (`Job::default`), then
+/// `[defaults]`, then the job's own table. Job-only fields stay unset in
+/// the `[defaults]` draft. Adding a job field is a field on `Job` and one
+/// entry in `JOB_FIELDS`; nothing here repeats them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Draft {
+    pub(crate) job: Job,
+    /// Byte offset of each field written for this job (for later checks).
+    pub(crate) offsets: BTreeMap<&'static str, usize>,
+}
+
+impl Draft {
+    /// The finished job, if the required fields were read successfully
+    /// (`command` is never empty once read: an empty one is an error).
+    pub(crate) fn into_job(self, name: &str) -> Option<Job> {
+        if self.job.schedule.is_none() && self.job.after.is_empty() || self.job.command.is_empty() {
+            return None;
+        }
+        Some(Job {
+            name: name.to_string(),
+            ..self.job
+        })
+    }
+}
+
+fn apply_schedule(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(expr) = ctx.string(v, "a cron expression like \"*/15 * * * *\"") else {
+        return;
+    };
+    // Large files repeat a few expressions many times: parse each once and
+    // share its compiled matcher.
+    if let Some(known) = ctx.schedules.get(expr) {
+        d.job.schedule = Some(known.clone());
+        return;
+    }
+    match Schedule::parse(expr) {
+        Ok(schedule) => {
+            ctx.schedules.insert(expr.to_string(), schedule.clone());
+            d.job.schedule = Some(schedule);
+        }
+        Err(e) => {
+            let at = schedule_error_offset(ctx.text, v.span(), expr, &e);
+            ctx.error(at, e.message, e.hint);
+        }
+    }
+}
+
+/// Where in the file a cron error points: into the string at the bad field
+/// when the string is written plainly (quotes around exactly the value, no
+/// escapes, one line), else at the string's start, since escapes and
+/// multi-line strings break the mapping from value bytes to file bytes.
+pub(crate) fn schedule_error_offset(
+    text: &str,
+    value_span: Range<usize>,
+    expr: &str,
+    e: &ScheduleError,
+) -> usize {
+    let start = value_span.start;
+    let Some(inner) = &e.span else {
+        return start;
+    };
+    let raw = text.get(value_span).unwrap_or("");
+    let quoted = raw.len() == expr.len() + 2
+        && (raw.starts_with('"') || raw.starts_with('\''))
+        && raw.get(1..raw.len() - 1) == Some(expr);
+    if quoted && inner.start <= expr.len() {
+        start + 1 + inner.start
+    } else {
+        start
+    }
+}
+
+fn apply_timezone(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(name) = ctx.string(v, "a zone name like \"Europe/Berlin\"") else {
+        return;
+    };
+    match crate::zone::resolve(name) {
+        Ok(tz) => {
+            d.job.timezone = tz;
+            d.job.timezone_name = name.to_string();
+        }
+        Err(e) => {
+            let hint = Some(e.hint());
+            ctx.error(v.span().start, e.message, hint);
+        }
+    }
+}
+
+fn apply_retry(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(table) = ctx.table(v, "a table like { attempts = 3, delay = \"30s\" }") else {
+        return;
+    };
+    let mut draft = RetryDraft {
+        policy: d.job.retry.clone(),
+        delay_at: None,
+        max_delay_at: None,
+    };
+    for (key, value) in in_file_order(table) {
+        match RETRY_FIELDS
+            .iter()
+            .find(|f| f.name == key.get_ref().as_ref())
+        {
+            Some(field) => (field.apply)(ctx, value, &mut draft),
+            None => ctx.unknown_field(
+                key,
+                RETRY_FIELDS.iter().map(|f| f.name),
+                "fields of retry",
+                None,
+            ),
+        }
+    }
+    let p = &draft.policy;
+    if p.max_delay < p.delay {
+        if let Some(at) = draft.max_delay_at.or(draft.delay_at) {
+            ctx.error(
+                at,
+                format!(
+                    "\"retry.max_delay\" ({}) must be at least \"retry.delay\" ({})",
+                    rea_core::duration::format_exact(p.max_delay),
+                    rea_core::duration::format_exact(p.delay)
+                ),
+                None,
+            );
+        }
+    }
+    d.job.retry = draft.policy;
+}
+
+fn apply_env(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(table) = ctx.table(v, "a table like { NAME = \"value\" }") else {
+        return;
+    };
+    for (key, value) in in_file_order(table) {
+        let name = key.get_ref().as_ref();
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            ctx.error(
+                key.span().start,
+                format!("invalid environment variable name {name:?}"),
+                Some("names must be non-empty and contain no \"=\" or NUL".to_string()),
+            );
+            continue;
+        }
+        match value.get_ref() {
+            DeValue::String(s) if s.contains('\0') => {
+                ctx.error(
+                    value.span().start,
+                    format!("the value of {name:?} contains a NUL character"),
+                    None,
+                );
+            }
+            DeValue::String(s) => {
+                d.job.env.insert(name.to_string(), s.to_string());
+            }
+            DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_) => {
+                let raw = ctx.raw(value.span()).to_string();
+                ctx.type_error(
+                    value,
+                    "a string",
+                    Some(format!("quote it: {name} = \"{raw}\"")),
+                );
+            }
+            _ => ctx.type_error(value, "a string", None),
+        }
+    }
+}
+
+fn apply_tags(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let DeValue::Array(items) = v.get_ref() else {
+        ctx.type_error(v, "an array of strings like [\"billing\"]", None);
+        return;
+    };
+    let mut tags = Vec::new();
+    for item in items.iter() {
+        let Some(tag) = ctx.string(item, "a string") else {
+            continue;
+        };
+        if let Some(hint) = name_problem(tag) {
+            ctx.error(
+                item.span().start,
+                format!("invalid tag {tag:?}"),
+                Some(hint),
+            );
+        } else if !tags.iter().any(|t| t == tag) {
+            tags.push(tag.to_string());
+        }
+    }
+    d.job.tags = tags;
+}

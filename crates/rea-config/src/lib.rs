@@ -1,0 +1,142 @@
+//! rea's job-file readers: `jobs.toml` (and crontabs, for `rea import`)
+//! into `rea-core`'s types, with every problem reported at once as
+//! `FILE:LINE:COL: message` and a hint. They read the file they are given
+//! (and its permission bits) and nothing else: no clock, no user database
+//! (whether a job's `user` exists is the program's check, `rea::host`).
+//!
+//! The job file is walked as a spanned TOML document rather than
+//! deserialized with serde, because serde stops at the first problem and
+//! forgets where values were. Each section has one table of known fields
+//! (`JOB_FIELDS`, `DAEMON_FIELDS`, `RETRY_FIELDS` in `fields.rs`); an entry
+//! names the field, says whether `[defaults]` may set it, and holds the one
+//! function that reads it. The same tables drive "did you mean" hints, so
+//! adding a job field is one entry there plus the field on `rea_core::job::Job`.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `lib.rs` | [`Config`]: a whole valid file, `[daemon]` settings |
+//! | `load.rs` | reading the file: size limit, permissions, digest |
+//! | `walk.rs` | walking the TOML document, typed values with positions |
+//! | `fields.rs` | the schema: one table of known fields per section |
+//! | `diagnostic.rs` | [`Diagnostic`], one for the job file and crontabs |
+//! | `zone.rs` | the machine's zone, for `timezone = "local"` |
+//! | `crontab.rs` | crontab → jobs.toml (`rea import`) |
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rea_core::engine::Plan;
+use rea_core::job::Job;
+
+pub mod crontab;
+mod diagnostic;
+mod fields;
+mod load;
+mod walk;
+pub mod zone;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use load::{check_permissions, digest, load, load_if_changed, load_with};
+pub use walk::parse;
+
+/// A whole, valid job file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The path as the user gave it (used in messages and status).
+    pub path: PathBuf,
+    pub daemon: DaemonConfig,
+    /// Jobs in file order, shared with the daemon's engine (no copy per
+    /// job: a 100,000-job file is loaded once).
+    pub jobs: Vec<Arc<Job>>,
+    /// Where some of each job's fields are written (`user`, `mailto`,
+    /// `after`): (job, field) → (line, col); field "" is the job's table
+    /// header. Kept out of `Job` so moving a
+    /// job in the file does not make a reload see it as changed.
+    pub positions: BTreeMap<(String, String), (usize, usize)>,
+    /// Hash of the bytes parsed (reloads skip a file that did not change).
+    pub digest: u64,
+    /// What the machine says about the file without refusing it (mail
+    /// without sendmail); filled by `load_with`, empty from `parse`.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Config {
+    /// What the engine runs from this file.
+    pub fn plan(&self) -> Plan<'_> {
+        Plan {
+            source: self.path.to_string_lossy(),
+            jobs: &self.jobs,
+            max_concurrent: self.daemon.max_concurrent,
+        }
+    }
+
+    /// An error at a job's field (or its header when the field is absent);
+    /// `.warning()` it for a warning.
+    pub fn diagnostic_at(
+        &self,
+        job: &str,
+        field: &str,
+        message: String,
+        hint: Option<String>,
+    ) -> Diagnostic {
+        let (line, col) = self
+            .positions
+            .get(&(job.to_string(), field.to_string()))
+            .or_else(|| self.positions.get(&(job.to_string(), String::new())))
+            .copied()
+            .unwrap_or((1, 1));
+        Diagnostic {
+            file: self.path.display().to_string(),
+            severity: crate::Severity::Error,
+            line: Some(line),
+            col: Some(col),
+            message,
+            hint,
+        }
+    }
+}
+
+/// `[daemon]`: settings of `rea run` itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    /// Runs allowed at once across all jobs. Default 8.
+    pub max_concurrent: usize,
+    /// On SIGTERM, how long running jobs may finish before their groups are
+    /// terminated. Default 30s.
+    pub shutdown_grace: Duration,
+    /// Rotate `history.jsonl` when it grows past this. Default 64 MiB.
+    pub history_max_bytes: u64,
+    /// Rotated history files kept (`history.jsonl.1` ..). Default 5.
+    pub history_files: u32,
+    /// The sendmail program for `mailto`; None = look in the usual places.
+    pub sendmail: Option<PathBuf>,
+    /// Where `GET /metrics` (Prometheus) is served. Default: nowhere.
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            max_concurrent: 8,
+            shutdown_grace: Duration::from_secs(30),
+            history_max_bytes: 64 * 1024 * 1024,
+            history_files: 5,
+            sendmail: None,
+            metrics: None,
+        }
+    }
+}
+
+/// How `load_with` treats the file beyond its contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadOptions {
+    /// Accept a job file that group or others may write. Off by default:
+    /// whoever can edit the file can run commands as rea's user, which is
+    /// why cron refuses such crontabs too.
+    pub allow_insecure_permissions: bool,
+}
+
+#[cfg(test)]
+mod tests;

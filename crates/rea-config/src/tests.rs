@@ -1,0 +1,858 @@
+//! Tests of the job-file reader: every field, every error message, and
+//! property tests that hostile input never panics and is always located.
+
+#![allow(unused_imports)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use rea_core::backoff::RetryPolicy;
+use rea_core::job::{CatchUp, Job, MailOn, Overlap};
+
+use std::ops::Range;
+
+use rea_core::schedule::ScheduleError;
+
+use crate::fields::schedule_error_offset;
+use crate::load::shell_quote;
+use crate::walk::{format_size, parse_size, Ctx};
+use crate::*;
+
+mod unit {
+    use super::*;
+
+    fn parse_str(src: &str) -> Result<Config, Vec<Diagnostic>> {
+        parse(src.as_bytes(), Path::new("jobs.toml"))
+    }
+
+    fn ok(src: &str) -> Config {
+        match parse_str(src) {
+            Ok(config) => config,
+            Err(diags) => panic!("unexpected errors:\n{}", render(&diags)),
+        }
+    }
+
+    /// The diagnostics as `rea check` prints them, one per line plus hints.
+    fn errors(src: &str) -> String {
+        match parse_str(src) {
+            Ok(_) => panic!("expected errors, the file was accepted"),
+            Err(diags) => render(&diags),
+        }
+    }
+
+    fn render(diags: &[Diagnostic]) -> String {
+        diags.iter().map(|d| format!("{d}\n")).collect()
+    }
+
+    fn job<'c>(config: &'c Config, name: &str) -> &'c Job {
+        config
+            .jobs
+            .iter()
+            .find(|j| j.name == name)
+            .expect("job exists")
+    }
+
+    const MINIMAL: &str = "[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n";
+
+    #[test]
+    fn example_file_is_valid() {
+        let config = match parse(
+            include_bytes!("../../../jobs.example.toml"),
+            Path::new("jobs.example.toml"),
+        ) {
+            Ok(config) => config,
+            Err(diags) => panic!("{}", render(&diags)),
+        };
+        assert_eq!(config.jobs.len(), 13);
+        assert_eq!(config.daemon.max_concurrent, 4);
+        let names: Vec<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(
+            names[..3],
+            ["prepare", "health-ping", "disk-usage"],
+            "jobs keep file order"
+        );
+        let report = job(&config, "nightly-report");
+        assert_eq!(report.timezone, chrono_tz::America::New_York);
+        assert_eq!(
+            report.env.get("PATH").map(String::as_str),
+            Some("/usr/local/bin:/usr/bin:/bin")
+        );
+        assert_eq!(
+            report.env.get("REPORT_FORMAT").map(String::as_str),
+            Some("csv")
+        );
+        assert_eq!(job(&config, "weekly-vacuum").timeout, None);
+        assert!(!job(&config, "legacy-export").enabled);
+        let backup = job(&config, "db-backup");
+        assert_eq!(backup.retry.attempts, 3);
+        assert_eq!(backup.retry.factor, 2.0, "factor inherited from [defaults]");
+        assert_eq!(backup.retry.jitter, 0.1);
+    }
+
+    #[test]
+    fn empty_file_has_no_jobs() {
+        for src in ["", "\n\n", "# only a comment\n", "\u{feff}"] {
+            let config = ok(src);
+            assert!(config.jobs.is_empty());
+            assert_eq!(config.daemon, DaemonConfig::default());
+        }
+    }
+
+    #[test]
+    fn built_in_defaults() {
+        let config = ok(MINIMAL);
+        let a = &config.jobs[0];
+        assert_eq!(a.name, "a");
+        assert_eq!(a.schedule.as_ref().unwrap().source(), "* * * * *");
+        assert_eq!(a.command, "true");
+        assert_eq!(a.shell, "/bin/sh");
+        assert_eq!(a.timezone, Tz::UTC);
+        assert_eq!(a.timezone_name, "UTC");
+        assert_eq!(a.timeout, None);
+        assert_eq!(a.kill_grace, Duration::from_secs(10));
+        assert_eq!(a.overlap, Overlap::Skip);
+        assert_eq!(a.retry, RetryPolicy::default());
+        assert_eq!(a.retry.attempts, 0);
+        assert_eq!(a.catch_up, CatchUp::None);
+        assert_eq!(a.catch_up_limit, 10);
+        assert_eq!(a.jitter, Duration::ZERO);
+        assert!(a.env.is_empty());
+        assert_eq!(a.dir, None);
+        assert!(a.tags.is_empty());
+        assert_eq!(a.description, None);
+        assert!(a.enabled);
+        assert_eq!(a.output_limit, 64 * 1024);
+        assert_eq!(config.path, PathBuf::from("jobs.toml"));
+    }
+
+    #[test]
+    fn every_field_of_the_documented_example() {
+        let config = ok(r#"
+[defaults]
+timezone = "Europe/Berlin"
+shell = "/bin/sh"
+timeout = "1h"
+env = { PATH = "/usr/local/bin:/usr/bin:/bin" }
+
+[daemon]
+max_concurrent = 8
+shutdown_grace = "30s"
+history_max_bytes = "64MiB"
+history_files = 5
+
+[jobs.sync-orders]
+schedule = "*/15 * * * *"
+command = "/usr/local/bin/sync-orders --full"
+timezone = "Asia/Shanghai"
+timeout = "10m"
+kill_grace = "10s"
+overlap = "queue"
+retry = { attempts = 5, delay = "30s", max_delay = "10m", factor = 2.0, jitter = 0.2 }
+catch_up = "all"
+catch_up_limit = 20
+jitter = "5s"
+env = { RUST_LOG = "info" }
+dir = "/srv/app"
+tags = ["billing"]
+description = "pull orders from the shop API"
+enabled = true
+output_limit = "64KiB"
+
+[jobs.other]
+schedule = "@hourly"
+command = "date"
+"#);
+        assert_eq!(
+            config.daemon,
+            DaemonConfig {
+                max_concurrent: 8,
+                shutdown_grace: Duration::from_secs(30),
+                history_max_bytes: 64 << 20,
+                history_files: 5,
+                sendmail: None,
+                metrics: None,
+            }
+        );
+        let j = job(&config, "sync-orders");
+        assert_eq!(j.timezone, chrono_tz::Asia::Shanghai);
+        assert_eq!(j.timezone_name, "Asia/Shanghai");
+        assert_eq!(j.timeout, Some(Duration::from_secs(600)));
+        assert_eq!(j.overlap, Overlap::Queue);
+        assert_eq!(
+            j.retry,
+            RetryPolicy {
+                attempts: 5,
+                delay: Duration::from_secs(30),
+                max_delay: Duration::from_secs(600),
+                factor: 2.0,
+                jitter: 0.2
+            }
+        );
+        assert_eq!(j.catch_up, CatchUp::All);
+        assert_eq!(j.catch_up_limit, 20);
+        assert_eq!(j.jitter, Duration::from_secs(5));
+        assert_eq!(j.dir, Some(PathBuf::from("/srv/app")));
+        assert_eq!(j.tags, ["billing"]);
+        assert_eq!(
+            j.description.as_deref(),
+            Some("pull orders from the shop API")
+        );
+        assert_eq!(j.output_limit, 65536);
+        let other = job(&config, "other");
+        assert_eq!(
+            other.timezone,
+            chrono_tz::Europe::Berlin,
+            "inherited from [defaults]"
+        );
+        assert_eq!(other.timeout, Some(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn env_is_overlaid_key_by_key() {
+        let config = ok(r#"
+[defaults]
+env = { PATH = "/bin", LANG = "C" }
+[jobs.a]
+schedule = "* * * * *"
+command = "true"
+env = { LANG = "de_DE.UTF-8", EXTRA = "1" }
+[jobs.b]
+schedule = "* * * * *"
+command = "true"
+"#);
+        let a: Vec<(&str, &str)> = job(&config, "a")
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            a,
+            [("EXTRA", "1"), ("LANG", "de_DE.UTF-8"), ("PATH", "/bin")]
+        );
+        let b: Vec<(&str, &str)> = job(&config, "b")
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(b, [("LANG", "C"), ("PATH", "/bin")]);
+    }
+
+    #[test]
+    fn retry_is_overridden_key_by_key() {
+        let config = ok(r#"
+[defaults.retry]
+attempts = 3
+delay = "1m"
+factor = 3
+[jobs.a]
+schedule = "* * * * *"
+command = "true"
+retry.attempts = 7
+[jobs.b]
+schedule = "* * * * *"
+command = "true"
+retry = { jitter = 0, max_delay = "1h" }
+"#);
+        let a = &job(&config, "a").retry;
+        assert_eq!(
+            (a.attempts, a.delay, a.factor),
+            (7, Duration::from_secs(60), 3.0)
+        );
+        let b = &job(&config, "b").retry;
+        assert_eq!(
+            (b.attempts, b.jitter, b.max_delay),
+            (3, 0.0, Duration::from_secs(3600))
+        );
+    }
+
+    #[test]
+    fn defaults_apply_wherever_the_section_is() {
+        let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[defaults]\nshell = \"/bin/bash\"\n");
+        assert_eq!(config.jobs[0].shell, "/bin/bash");
+    }
+
+    #[test]
+    fn timeout_none_cancels_the_default() {
+        let config = ok("[defaults]\ntimeout = \"1h\"\n[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\ntimeout = \"none\"\n");
+        assert_eq!(config.jobs[0].timeout, None);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("64 MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("10MB"), Ok(10_000_000));
+        assert_eq!(parse_size("2KB"), Ok(2000));
+        assert_eq!(parse_size("512B"), Ok(512));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("1.5MiB").is_err());
+        assert!(parse_size("99999999999999999999999").is_err());
+        assert!(parse_size("99999999999GiB").is_err());
+        assert_eq!(
+            parse_size("64mib"),
+            Err((
+                "invalid size \"64mib\": unknown unit \"mib\" (write e.g. \"64KiB\", \"10MB\" or a number of bytes; units: B KB MB GB KiB MiB GiB)".to_string(),
+                Some("did you mean \"MiB\"?".to_string())
+            ))
+        );
+        let config = ok("[daemon]\nhistory_max_bytes = 1048576\n");
+        assert_eq!(config.daemon.history_max_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn unknown_field_with_hint() {
+        assert_eq!(
+            errors("[jobs.a]\nschedule = \"* * * * *\"\ncomand = \"true\"\ncommand = \"x\"\n"),
+            "jobs.toml:3:1: unknown field \"comand\"\n  hint: did you mean \"command\"?\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmax_concurent = 3\n"),
+            "jobs.toml:2:1: unknown field \"max_concurent\"\n  hint: did you mean \"max_concurrent\"?\n"
+        );
+        assert_eq!(
+            errors("[defaults]\nretry = { atempts = 3 }\n"),
+            "jobs.toml:2:11: unknown field \"atempts\"\n  hint: did you mean \"attempts\"?\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nzzz = 1\n"),
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics\n"
+        );
+    }
+
+    #[test]
+    fn fields_in_the_wrong_section() {
+        assert_eq!(
+            errors("[defaults]\nschedule = \"* * * * *\"\ntags = []\n"),
+            "jobs.toml:2:1: \"schedule\" cannot be set in [defaults]\n  hint: it describes one job: set it in each [jobs.NAME] table\n\
+             jobs.toml:3:1: \"tags\" cannot be set in [defaults]\n  hint: it describes one job: set it in each [jobs.NAME] table\n"
+        );
+        assert_eq!(
+            errors("[defaults]\nmax_concurrent = 3\n"),
+            "jobs.toml:2:1: unknown field \"max_concurrent\"\n  hint: \"max_concurrent\" belongs in [daemon]\n"
+        );
+        assert_eq!(
+            errors("[daemon]\ntimeout = \"1m\"\n"),
+            "jobs.toml:2:1: unknown field \"timeout\"\n  hint: it belongs in [defaults] or a [jobs.NAME] table\n"
+        );
+    }
+
+    #[test]
+    fn unknown_section() {
+        assert_eq!(
+            errors("[job.a]\nschedule = \"* * * * *\"\n"),
+            "jobs.toml:1:2: unknown section \"job\"\n  hint: did you mean \"jobs\"?\n"
+        );
+        assert_eq!(
+            errors("command = \"true\"\n[xyz]\n"),
+            "jobs.toml:1:1: unknown section \"command\"\n  hint: fields of a job go under its [jobs.NAME] header\n\
+             jobs.toml:2:2: unknown section \"xyz\"\n  hint: the sections are [defaults], [daemon] and [jobs.NAME]\n"
+        );
+    }
+
+    #[test]
+    fn bad_duration() {
+        assert_eq!(
+            errors("[defaults]\ntimeout = \"10x\"\n"),
+            "jobs.toml:2:11: invalid duration \"10x\": unknown unit \"x\" (write e.g. \"90s\", \"10m\", \"1h30m\", \"2d\"; units: ms s m h d w)\n"
+        );
+        assert_eq!(
+            errors("[defaults]\ntimeout = \"0s\"\n"),
+            "jobs.toml:2:11: \"timeout\" must be longer than 0s\n  hint: write timeout = \"none\" for no timeout\n"
+        );
+    }
+
+    #[test]
+    fn wrong_types() {
+        assert_eq!(
+            errors("[defaults]\ntimeout = 10\n"),
+            "jobs.toml:2:11: expected a string like \"10m\", found an integer\n  hint: durations need a unit: write timeout = \"10s\" for 10 seconds\n"
+        );
+        assert_eq!(
+            errors("[defaults]\nkill_grace = true\nenv = { PORT = 8080 }\nretry = 3\n"),
+            "jobs.toml:2:14: expected a string like \"10m\", found a boolean\n\
+             jobs.toml:3:16: expected a string, found an integer\n  hint: quote it: PORT = \"8080\"\n\
+             jobs.toml:4:9: expected a table like { attempts = 3, delay = \"30s\" }, found an integer\n"
+        );
+        assert_eq!(
+            errors("[jobs.a]\nschedule = 5\ncommand = [\"ls\"]\nenabled = \"false\"\n"),
+            "jobs.toml:2:12: expected a cron expression like \"*/15 * * * *\", found an integer\n\
+             jobs.toml:3:11: expected a string, found an array\n\
+             jobs.toml:4:11: expected true or false, found a string\n  hint: drop the quotes: false\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmax_concurrent = \"4\"\nhistory_max_bytes = 1.5\n"),
+            "jobs.toml:2:18: expected an integer, found a string\n  hint: drop the quotes: 4\n\
+             jobs.toml:3:21: expected a size like \"64KiB\" or a number of bytes, found a float\n"
+        );
+        assert_eq!(
+            errors("daemon = 1979-05-27\n"),
+            "jobs.toml:1:10: expected a table like [daemon], found a date-time\n"
+        );
+    }
+
+    #[test]
+    fn bad_enum_value() {
+        assert_eq!(
+            errors("[defaults]\noverlap = \"skp\"\ncatch_up = \"al\"\n"),
+            "jobs.toml:2:11: \"overlap\" must be one of \"skip\", \"queue\", \"allow\", \"replace\", found \"skp\"\n  hint: did you mean \"skip\"?\n\
+             jobs.toml:3:12: \"catch_up\" must be one of \"none\", \"once\", \"all\", found \"al\"\n  hint: did you mean \"all\"?\n"
+        );
+        assert_eq!(
+            errors("[defaults]\noverlap = 1\n"),
+            "jobs.toml:2:11: expected one of \"skip\", \"queue\", \"allow\", \"replace\", found an integer\n"
+        );
+    }
+
+    #[test]
+    fn out_of_range_numbers() {
+        assert_eq!(
+            errors("[defaults]\nretry = { attempts = -1 }\n"),
+            "jobs.toml:2:22: \"retry.attempts\" must be between 0 and 100, found -1\n"
+        );
+        assert_eq!(
+            errors("[defaults]\nretry = { attempts = 99999999999999999999999999999999999999999, factor = 0.5, jitter = 1.5 }\n"),
+            "jobs.toml:2:22: \"retry.attempts\" must be between 0 and 100, found 99999999999999999999999999999999999999999\n\
+             jobs.toml:2:74: \"retry.factor\" must be between 1.0 and 1000.0, found 0.5\n\
+             jobs.toml:2:88: \"retry.jitter\" must be between 0.0 and 1.0, found 1.5\n"
+        );
+        assert_eq!(
+            errors("[defaults.retry]\nfactor = inf\njitter = nan\n"),
+            "jobs.toml:2:10: \"retry.factor\" must be between 1.0 and 1000.0, found inf\n\
+             jobs.toml:3:10: \"retry.jitter\" must be between 0.0 and 1.0, found nan\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmax_concurrent = 0\nhistory_max_bytes = \"1KiB\"\n[defaults]\noutput_limit = \"2GiB\"\ncatch_up_limit = 0x7fffffffffffffff\n"),
+            "jobs.toml:2:18: \"max_concurrent\" must be between 1 and 10000, found 0\n\
+             jobs.toml:3:21: \"history_max_bytes\" must be at least 4KiB, found \"1KiB\"\n\
+             jobs.toml:5:16: \"output_limit\" must be at least 0B and at most 1GiB, found \"2GiB\"\n\
+             jobs.toml:6:18: \"catch_up_limit\" must be between 1 and 1000, found 0x7fffffffffffffff\n"
+        );
+    }
+
+    #[test]
+    fn max_delay_below_delay() {
+        assert_eq!(
+            errors("[defaults]\nretry = { delay = \"20m\" }\n"),
+            "jobs.toml:2:19: \"retry.max_delay\" (10m) must be at least \"retry.delay\" (20m)\n"
+        );
+        // Reported once, at the table that broke the rule, not at every job.
+        assert_eq!(
+            errors("[defaults]\nretry = { delay = \"1m\" }\n[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\nretry = { max_delay = \"30s\" }\n"),
+            "jobs.toml:6:23: \"retry.max_delay\" (30s) must be at least \"retry.delay\" (1m)\n"
+        );
+    }
+
+    #[test]
+    fn invalid_job_names() {
+        assert_eq!(
+            errors("[jobs.\"a b\"]\nschedule = \"* * * * *\"\ncommand = \"true\"\n"),
+            "jobs.toml:1:7: invalid job name \"a b\"\n  hint: names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. \"a-b\"\n"
+        );
+        assert_eq!(
+            errors("[jobs.\"\"]\nschedule = \"* * * * *\"\ncommand = \"true\"\n"),
+            "jobs.toml:1:7: invalid job name \"\"\n  hint: names may contain only letters, digits, \"_\", \".\" and \"-\", and must not be empty\n"
+        );
+        assert_eq!(
+            errors("[jobs.\"día\"]\nschedule = \"* * * * *\"\ncommand = \"true\"\n"),
+            "jobs.toml:1:7: invalid job name \"día\"\n  hint: names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. \"d-a\"\n"
+        );
+        // A quoted name with a dot is the way to name a job "a.b".
+        assert_eq!(
+            ok("[jobs.\"a.b\"]\nschedule = \"* * * * *\"\ncommand = \"true\"\n").jobs[0].name,
+            "a.b"
+        );
+        assert_eq!(
+            errors("[jobs.a.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\n"),
+            "jobs.toml:1:7: job \"a\" has no \"schedule\"\n  hint: add e.g. schedule = \"0 3 * * *\" (minute hour day-of-month month day-of-week)\n\
+             jobs.toml:1:7: job \"a\" has no \"command\"\n  hint: add e.g. command = \"/usr/local/bin/backup\"\n\
+             jobs.toml:1:9: unknown field \"b\"\n  hint: to name a job \"a.b\", quote it: [jobs.\"a.b\"]\n"
+        );
+    }
+
+    #[test]
+    fn missing_required_fields() {
+        assert_eq!(
+            errors("[jobs.backup]\nschedule = \"0 3 * * *\"\n\n[jobs.sync]\ncommand = \"true\"\n"),
+            "jobs.toml:1:1: job \"backup\" has no \"command\"\n  hint: add e.g. command = \"/usr/local/bin/backup\"\n\
+             jobs.toml:4:1: job \"sync\" has no \"schedule\"\n  hint: add e.g. schedule = \"0 3 * * *\" (minute hour day-of-month month day-of-week)\n"
+        );
+        assert_eq!(
+            errors("[jobs]\nx = {}\ny = 3\n"),
+            "jobs.toml:2:5: job \"x\" has no \"schedule\"\n  hint: add e.g. schedule = \"0 3 * * *\" (minute hour day-of-month month day-of-week)\n\
+             jobs.toml:2:5: job \"x\" has no \"command\"\n  hint: add e.g. command = \"/usr/local/bin/backup\"\n\
+             jobs.toml:3:5: expected a job table like [jobs.NAME], found an integer\n"
+        );
+        assert_eq!(
+            errors("[[jobs]]\nschedule = \"* * * * *\"\n"),
+            "jobs.toml:1:1: expected a table of jobs like [jobs.NAME], found an array\n  hint: write each job as [jobs.NAME] with a unique NAME, not [[jobs]]\n"
+        );
+    }
+
+    #[test]
+    fn string_fields_are_checked() {
+        assert_eq!(
+            errors("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"  \"\ndir = \"srv\"\nshell = \"/bin/sh\\u0000\"\ntags = [\"ok\", \"not ok\", 1]\nenv = { \"A=B\" = \"1\" }\n"),
+            "jobs.toml:3:11: \"command\" is empty\n\
+             jobs.toml:4:7: \"dir\" must be an absolute path, found \"srv\"\n  hint: a relative directory would depend on where rea was started\n\
+             jobs.toml:5:9: \"shell\" contains a NUL character\n\
+             jobs.toml:6:15: invalid tag \"not ok\"\n  hint: names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. \"not-ok\"\n\
+             jobs.toml:6:25: expected a string, found an integer\n\
+             jobs.toml:7:9: invalid environment variable name \"A=B\"\n  hint: names must be non-empty and contain no \"=\" or NUL\n"
+        );
+    }
+
+    #[test]
+    fn huge_values_are_not_repeated_in_full() {
+        let big = "x".repeat(100_000);
+        let text = errors(&format!("[defaults]\ntimeout = \"{big}\"\n"));
+        assert!(text.len() < 1000, "{} bytes", text.len());
+        assert!(text.contains("more bytes)"), "{text}");
+    }
+
+    #[test]
+    fn unknown_timezone() {
+        assert_eq!(
+            errors("[defaults]\ntimezone = \"Europe/Berln\"\n"),
+            "jobs.toml:2:12: unknown timezone \"Europe/Berln\"\n  hint: did you mean one of \"Europe/Berlin\", \"Europe/Dublin\", \"Europe/Belgrade\"?\n"
+        );
+        assert_eq!(
+            errors("[defaults]\ntimezone = \"Mars/Olympus_Mons\"\n"),
+            "jobs.toml:2:12: unknown timezone \"Mars/Olympus_Mons\"\n  hint: use an IANA name such as \"Europe/Berlin\", \"UTC\", or \"local\"\n"
+        );
+    }
+
+    #[test]
+    fn syntax_error_position() {
+        assert_eq!(
+            errors("[jobs.a]\nschedule = \"* * * * *\ncommand = \"true\"\n"),
+            "jobs.toml:2:22: invalid TOML: string is not closed on this line\n  hint: end it with \" (a string over several lines is written \"\"\"...\"\"\")\n"
+        );
+        assert_eq!(
+            errors("[jobs.a\n"),
+            "jobs.toml:1:8: invalid TOML: unclosed table, expected `]`\n"
+        );
+        assert_eq!(
+            errors("# ü\n  ünquoted = 1\n"),
+            "jobs.toml:2:3: invalid TOML: invalid unquoted key, expected letters, numbers, `-`, `_`\n"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_and_tables() {
+        assert_eq!(
+            errors("[jobs.a]\ncommand = \"a\"\ncommand = \"b\"\n"),
+            "jobs.toml:3:1: invalid TOML: duplicate key \"command\"\n  hint: each key may appear once per table\n"
+        );
+        assert_eq!(
+            errors("[jobs.a]\ncommand = \"a\"\n\n[jobs.a]\n"),
+            "jobs.toml:4:7: invalid TOML: duplicate table [jobs.a]\n  hint: each table may appear once; merge the two\n"
+        );
+        assert_eq!(
+            errors("[jobs]\n\"a b\" = {}\n'a b' = {} # again\n"),
+            "jobs.toml:3:1: invalid TOML: duplicate key 'a b'\n  hint: each key may appear once per table\n"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_read_well() {
+        assert_eq!(
+            errors("[jobs.a]\ncommand =   # TODO\n"),
+            "jobs.toml:2:13: invalid TOML: missing value after \"=\"\n  hint: write e.g. key = \"value\"\n"
+        );
+        assert_eq!(errors("a = \"\0\"\n"), "jobs.toml:1:6: invalid TOML: control character U+0000 is not allowed here\n  hint: remove it; inside a string it can be written escaped, e.g. \"\\u0000\"\n");
+        assert_eq!(
+            errors("x = [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["),
+            "jobs.toml:1:85: invalid TOML: cannot recurse further; max recursion depth met\n"
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_located() {
+        let src = b"[jobs.a]\ncommand = \"caf\xc3\xa9 \xff\"\n";
+        let diags = parse(src, Path::new("jobs.toml")).unwrap_err();
+        assert_eq!(
+            render(&diags),
+            "jobs.toml:2:17: the job file is not valid UTF-8 (byte 0xFF)\n  hint: save the file as UTF-8\n"
+        );
+        let diags = parse(b"\xfe", Path::new("j")).unwrap_err();
+        assert_eq!((diags[0].line, diags[0].col), (Some(1), Some(1)));
+    }
+
+    #[test]
+    fn every_problem_at_once_in_file_order() {
+        let src = r#"[jobs.zeta]
+schedule = "* * * * *"
+comand = "true"
+
+[daemon]
+max_concurrent = 0
+
+[jobs.alpha]
+schedule = "* * * * *"
+command = "true"
+overlap = "never"
+retry = { attempts = 101 }
+
+[extra]
+"#;
+        assert_eq!(
+            errors(src),
+            "jobs.toml:1:1: job \"zeta\" has no \"command\"\n  hint: add e.g. command = \"/usr/local/bin/backup\"\n\
+             jobs.toml:3:1: unknown field \"comand\"\n  hint: did you mean \"command\"?\n\
+             jobs.toml:6:18: \"max_concurrent\" must be between 1 and 10000, found 0\n\
+             jobs.toml:11:11: \"overlap\" must be one of \"skip\", \"queue\", \"allow\", \"replace\", found \"never\"\n\
+             jobs.toml:12:22: \"retry.attempts\" must be between 0 and 100, found 101\n\
+             jobs.toml:14:2: unknown section \"extra\"\n  hint: the sections are [defaults], [daemon] and [jobs.NAME]\n"
+        );
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        assert_eq!(
+            errors("[jobs.a] # ünïcödé\nschedule = \"* * * * *\"\ncommand = \"true\"\ndescription = \"ü\"; overlap = 1\n"),
+            "jobs.toml:4:18: invalid TOML: unexpected key or value, expected newline, `#`\n"
+        );
+        assert_eq!(
+            errors("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\nenv = { \"ü\" = \"x\", B = 1 }\n"),
+            "jobs.toml:4:24: expected a string, found an integer\n  hint: quote it: B = \"1\"\n"
+        );
+    }
+
+    #[test]
+    fn cron_errors_point_into_the_string() {
+        let e = |span: Option<Range<usize>>| ScheduleError {
+            message: "bad".into(),
+            hint: None,
+            span,
+        };
+        let text = "schedule = \"*/15 * 99 * *\"\n";
+        let value = 11..26;
+        assert_eq!(&text[value.clone()], "\"*/15 * 99 * *\"");
+        assert_eq!(
+            schedule_error_offset(text, value.clone(), "*/15 * 99 * *", &e(Some(7..9))),
+            19
+        );
+        assert_eq!(&text[19..21], "99");
+        assert_eq!(
+            schedule_error_offset(text, value.clone(), "*/15 * 99 * *", &e(None)),
+            11
+        );
+        // Literal strings have no escapes either.
+        let text = "schedule = '0 0 * * XYZ'";
+        assert_eq!(
+            schedule_error_offset(text, 11..24, "0 0 * * XYZ", &e(Some(8..11))),
+            20
+        );
+        // Escapes break the mapping: point at the string.
+        let text = "schedule = \"0 0 * *\\t1\"";
+        assert_eq!(
+            schedule_error_offset(text, 11..23, "0 0 * *\t1", &e(Some(8..9))),
+            11
+        );
+        // Multi-line strings too.
+        let text = "schedule = \"\"\"0 0 * * 9\"\"\"";
+        assert_eq!(
+            schedule_error_offset(text, 11..26, "0 0 * * 9", &e(Some(8..9))),
+            11
+        );
+        // A span past the end (a buggy parser) never points outside the value.
+        let text = "schedule = \"0\"";
+        assert_eq!(
+            schedule_error_offset(text, 11..14, "0", &e(Some(50..51))),
+            11
+        );
+    }
+
+    #[test]
+    fn positions() {
+        let ctx = Ctx::new("f".into(), "ab\nçd\n\nx");
+        assert_eq!(ctx.position(0), (1, 1));
+        assert_eq!(ctx.position(2), (1, 3));
+        assert_eq!(ctx.position(3), (2, 1));
+        assert_eq!(ctx.position(5), (2, 2), "after the two-byte ç");
+        assert_eq!(ctx.position(4), (2, 1), "inside ç: its start");
+        assert_eq!(ctx.position(7), (3, 1));
+        assert_eq!(ctx.position(8), (4, 1));
+        assert_eq!(ctx.position(9), (4, 2));
+        assert_eq!(ctx.position(999), (4, 2), "past the end: the end");
+        assert_eq!(Ctx::new("f".into(), "").position(0), (1, 1));
+    }
+
+    #[test]
+    fn hostile_input_never_panics() {
+        let mut inputs: Vec<Vec<u8>> = vec![
+            vec![0u8; 100],
+            b"a = \"\0\"".to_vec(),
+            b"[jobs.a]\nschedule = \"* * * * *\0\"".to_vec(),
+            (0..=255u8).collect(),
+            (0..=255u8).rev().cycle().take(10_000).collect(),
+            b"\xef\xbb\xbf[jobs.a]\nschedule = 1".to_vec(),
+            b"\r\n\r\n[jobs.a]\r\ncommand = 1\r\n".to_vec(),
+            format!("[jobs.a]\ncommand = \"{}\"\n", "x".repeat(1 << 20)).into_bytes(),
+            format!("# {}\n[jobs.a]\nx = 1", "é".repeat(1 << 19)).into_bytes(),
+            format!("x = {}", "[".repeat(100_000)).into_bytes(),
+            format!("x = {}{}", "[".repeat(70), "]".repeat(70)).into_bytes(),
+            format!("x = {}", "{a=".repeat(50_000)).into_bytes(),
+            format!("{}= 1", "a.".repeat(10_000)).into_bytes(),
+            format!("[{}]", "a.".repeat(10_000)).into_bytes(),
+            b"[daemon]\nmax_concurrent = 18446744073709551616\nhistory_max_bytes = -1\nhistory_files = -9223372036854775808".to_vec(),
+            b"[defaults]\nretry = { factor = 1e999, jitter = -0.0, attempts = 0b1111 }".to_vec(),
+            b"[jobs.a]\nschedule = \"\"\"\n".to_vec(),
+            b"[[jobs.a]]\n[jobs.a.retry]\n".to_vec(),
+            b"jobs = []\ndefaults = []\n".to_vec(),
+            b"[jobs]\na = 1\nb = \"x\"\nc = []\nd.e.f = 1\n".to_vec(),
+        ];
+        let example = include_bytes!("../../../jobs.example.toml");
+        for cut in 0..example.len() {
+            inputs.push(example[..cut].to_vec());
+        }
+        for input in &inputs {
+            let result = parse(input, Path::new("jobs.toml"));
+            if let Err(diags) = result {
+                assert!(!diags.is_empty());
+                for d in diags {
+                    assert!(d.line >= Some(1) && d.col >= Some(1), "{d}");
+                    assert!(!d.message.contains('\n'), "one-line messages: {d:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_mebibyte_line_is_located() {
+        let src = format!(
+            "[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"{}\" x\n",
+            "é".repeat(1 << 20)
+        );
+        assert_eq!(
+            errors(&src),
+            format!(
+                "jobs.toml:3:{}: invalid TOML: unexpected key or value, expected newline, `#`\n",
+                12 + (1 << 20) + 2
+            )
+        );
+    }
+
+    #[test]
+    fn permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.toml");
+        std::fs::write(&path, MINIMAL).expect("write");
+        let chmod = |mode| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+
+        chmod(0o644);
+        assert!(check_permissions(&path).is_ok());
+        assert_eq!(load(&path).expect("valid").jobs.len(), 1);
+        chmod(0o600);
+        assert!(check_permissions(&path).is_ok());
+
+        chmod(0o664);
+        let d = check_permissions(&path).unwrap_err();
+        assert_eq!(
+            d.message,
+            "refusing a job file writable by group (mode 0664): whoever can edit it can run commands as rea's user"
+        );
+        assert_eq!(
+            d.hint.as_deref(),
+            Some(format!("run: chmod go-w {}", path.display()).as_str())
+        );
+        assert_eq!(load(&path).unwrap_err(), vec![d]);
+        let relaxed = LoadOptions {
+            allow_insecure_permissions: true,
+        };
+        assert_eq!(load_with(&path, relaxed).expect("allowed").jobs.len(), 1);
+
+        chmod(0o646);
+        assert!(check_permissions(&path)
+            .unwrap_err()
+            .message
+            .contains("writable by others (mode 0646)"));
+        chmod(0o666);
+        assert!(check_permissions(&path)
+            .unwrap_err()
+            .message
+            .contains("writable by group and others (mode 0666)"));
+
+        // A bad file is reported with its permission problem, all at once.
+        std::fs::write(&path, "[jobs.a]\n").expect("write");
+        let diags = load(&path).unwrap_err();
+        assert_eq!(diags.len(), 3);
+        assert!(diags[0]
+            .message
+            .starts_with("refusing a job file writable by group and others"));
+
+        let missing = dir.path().join("nope.toml");
+        let diags = load(&missing).unwrap_err();
+        assert!(
+            diags[0].message.starts_with("cannot read the job file: "),
+            "{}",
+            diags[0]
+        );
+    }
+
+    #[test]
+    fn hint_quotes_odd_paths() {
+        assert_eq!(shell_quote("/etc/rea/jobs.toml"), "/etc/rea/jobs.toml");
+        assert_eq!(shell_quote("my jobs.toml"), "'my jobs.toml'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn duplicate_tags_collapse() {
+        let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\ntags = [\"x\", \"y\", \"x\"]\n");
+        assert_eq!(config.jobs[0].tags, ["x", "y"]);
+    }
+
+    #[test]
+    fn metrics_address() {
+        let config = ok("[daemon]\nmetrics = \"127.0.0.1:9746\"\n");
+        assert_eq!(config.daemon.metrics, Some(([127, 0, 0, 1], 9746).into()));
+        let config = ok("[daemon]\nmetrics = \"[::1]:0\"\n");
+        assert_eq!(config.daemon.metrics.map(|a| a.is_ipv6()), Some(true));
+        assert_eq!(ok("[daemon]\n").daemon.metrics, None);
+        assert_eq!(
+            errors("[daemon]\nmetrics = \"localhost:9746\"\n"),
+            "jobs.toml:2:11: invalid metrics address \"localhost:9746\"\n  hint: write IP:PORT, e.g. \"127.0.0.1:9746\" or \"[::1]:9746\" (an address, not a host name)\n"
+        );
+        assert_eq!(
+            errors("[daemon]\nmetrics = 9746\n"),
+            "jobs.toml:2:11: expected a string like \"127.0.0.1:9746\", found an integer\n"
+        );
+    }
+}
+
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary bytes, and TOML-ish soup, never panic and always locate.
+        #[test]
+        fn arbitrary_bytes(src in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Err(diags) = parse(&src, Path::new("j")) {
+                prop_assert!(diags.iter().all(|d| d.line >= Some(1) && d.col >= Some(1)));
+            }
+        }
+
+        #[test]
+        fn toml_soup(parts in proptest::collection::vec(prop::sample::select(vec![
+            "[", "]", "[[", "]]", "jobs", "defaults", "daemon", ".", "a", "\"", "'", "=", " ", "\n",
+            "{", "}", ",", "1", "-1", "2.5", "\"x\"", "\"10m\"", "retry", "env", "schedule", "command",
+            "true", "#", "\\", "\"\"\"", "é", "\0", "attempts", "timezone", "\"UTC\"", "tags",
+        ]), 0..60)) {
+            let src: String = parts.concat();
+            if let Err(diags) = parse(src.as_bytes(), Path::new("j")) {
+                prop_assert!(diags.iter().all(|d| d.line >= Some(1) && d.col >= Some(1)));
+            }
+        }
+    }
+}

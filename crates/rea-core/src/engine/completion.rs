@@ -1,0 +1,315 @@
+//! A run's end: its final record, the job's failure streak, a retry (one
+//! helper for jobs and one-shots), the hooks and mail it calls for, and the
+//! runs waiting behind it.
+
+use super::*;
+use crate::backoff::RetryPolicy;
+
+/// What [`plan_retry`] decided for a failed run.
+enum Retry {
+    /// The next attempt is this heap entry.
+    Scheduled(EntryId),
+    /// The policy's attempts are used up.
+    Exhausted,
+    /// The policy has no retries.
+    NotAllowed,
+}
+
+/// A failed or timed-out run is a failure: it is retried, calls
+/// `on_failure` and extends the failure streak. Killed, interrupted or
+/// skipped runs are not (someone or something decided they should stop).
+fn is_failure(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Failed | RunStatus::TimedOut)
+}
+
+/// The one retry rule, for jobs and one-shots alike: after `attempt`
+/// failed, `policy` says whether and when the next attempt runs; if it
+/// does, `next` goes into the heap for that instant. The failed run's
+/// record says which (`retry_at`, or `retries_exhausted`).
+fn plan_retry(
+    heap: &mut DueQueue<Due>,
+    rng: &mut fastrand::Rng,
+    policy: &RetryPolicy,
+    attempt: u32,
+    next: Due,
+    now: DateTime<Utc>,
+    rec: &mut Record,
+) -> Retry {
+    match policy.delay_for(attempt, rng.f64()) {
+        Some(delay) => {
+            let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
+            rec.detail = Some(json!({ "retry_at": crate::record::format_ts(at) }));
+            Retry::Scheduled(heap.insert(at, next))
+        }
+        None if policy.attempts > 0 => {
+            rec.detail = Some(json!({ "retries_exhausted": true }));
+            Retry::Exhausted
+        }
+        None => Retry::NotAllowed,
+    }
+}
+
+/// The hooks and mail a finished run calls for.
+fn after_run(def: &Arc<Job>, rec: &Record, status: RunStatus, exhausted: bool) -> Option<AfterRun> {
+    let mut hooks = Vec::new();
+    if status == RunStatus::Succeeded {
+        if let Some(h) = &def.on_success {
+            hooks.push((Hook::Success, h.clone()));
+        }
+    }
+    if is_failure(status) {
+        if let Some(h) = &def.on_failure {
+            hooks.push((Hook::Failure, h.clone()));
+        }
+        if exhausted {
+            if let Some(h) = &def.on_retry_exhausted {
+                hooks.push((Hook::RetryExhausted, h.clone()));
+            }
+        }
+    }
+    let mail = !def.mailto.is_empty()
+        && match def.mail_on {
+            crate::job::MailOn::Failure => {
+                matches!(
+                    status,
+                    RunStatus::Failed | RunStatus::TimedOut | RunStatus::Killed
+                )
+            }
+            crate::job::MailOn::Output => rec.output.as_deref().is_some_and(|o| !o.is_empty()),
+            crate::job::MailOn::Always => status != RunStatus::Skipped,
+        };
+    (!hooks.is_empty() || mail).then(|| AfterRun {
+        job: def.clone(),
+        record: rec.clone(),
+        hooks,
+        mail,
+    })
+}
+
+impl Engine {
+    /// The daemon spawned (or failed to spawn) a run from `Action::Start`.
+    pub fn spawned(
+        &mut self,
+        run: &str,
+        result: Result<Started, String>,
+        now: DateTime<Utc>,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        match result {
+            Ok(started) => {
+                if let Some(active) = self.runs.get_mut(run) {
+                    active.started = Some(started);
+                    let mut rec = run_record(&active.pending, RunStatus::Started, now);
+                    rec.started = Some(started.at);
+                    rec.pid = Some(started.pid);
+                    rec.waited_ms = Some(ms(started.at - active.pending.ready_at));
+                    out.push(Action::Record(Box::new(rec)));
+                }
+            }
+            Err(error) => {
+                if let Some(active) = self.runs.remove(run) {
+                    let mut rec = run_record(&active.pending, RunStatus::Failed, now);
+                    rec.reason = Some(error);
+                    rec.ended = Some(now);
+                    self.finish(active, rec, RunStatus::Failed, now, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// Another node claimed the occurrence of a run the engine asked to
+    /// start (`Action::Start`): the run is dropped without a record, a
+    /// retry or a result here (the node that runs it records it), and its
+    /// place goes to whatever waits.
+    pub fn claim_lost(&mut self, run: &str, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        if let Some(active) = self.runs.remove(run) {
+            let name = active.pending.job;
+            if active.pending.oneshot {
+                if let Some(shot) = self.oneshots.get_mut(name.as_str()) {
+                    shot.running = false;
+                }
+            } else if let Some(state) = self.jobs.get_mut(&name) {
+                state.active = state.active.saturating_sub(1);
+                if state.removed && state.active == 0 {
+                    self.jobs.remove(&name);
+                } else {
+                    self.kick(&name, now, &mut out);
+                }
+            }
+        }
+        self.fill_slots(now, &mut out);
+        out
+    }
+
+    /// A spawned run ended.
+    pub fn finished(&mut self, run: &str, outcome: &Outcome, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let Some(active) = self.runs.remove(run) else {
+            return out;
+        };
+        let status = if outcome.terminated {
+            RunStatus::Killed
+        } else if outcome.timed_out {
+            RunStatus::TimedOut
+        } else if outcome.termination == Termination::Exited(0) {
+            RunStatus::Succeeded
+        } else {
+            RunStatus::Failed
+        };
+        let mut rec = run_record(&active.pending, status, now);
+        rec.started = Some(outcome.started.at);
+        rec.ended = Some(outcome.ended);
+        rec.duration_ms = Some(ms(outcome.ended - outcome.started.at));
+        rec.waited_ms = Some(ms(outcome.started.at - active.pending.ready_at));
+        rec.pid = Some(outcome.started.pid);
+        match outcome.termination {
+            Termination::Exited(code) => rec.exit_code = Some(code),
+            Termination::Signaled(sig) => rec.signal = Some(sig),
+        }
+        rec.output = Some(outcome.output.text.clone());
+        rec.output_bytes = Some(outcome.output.total_bytes);
+        rec.max_rss_kb = Some(outcome.usage.max_rss_kb);
+        rec.user_cpu_ms = Some(outcome.usage.user_ms);
+        rec.sys_cpu_ms = Some(outcome.usage.sys_ms);
+        if status == RunStatus::TimedOut {
+            if let Some(t) = active.def.timeout() {
+                rec.reason = Some(format!("timed out after {}", crate::duration::format(t)));
+            }
+        }
+        if let Some(stop) = active.stop {
+            rec.reason = Some(stop.as_str().to_string());
+        }
+        self.finish(active, rec, status, now, &mut out);
+        out
+    }
+
+    /// Bookkeeping common to every end of a run.
+    pub(super) fn finish(
+        &mut self,
+        active: Active,
+        mut rec: Record,
+        status: RunStatus,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let name = active.pending.job.clone();
+        if active.pending.oneshot {
+            self.finish_oneshot(&active, rec, status, now, out);
+            self.fill_slots(now, out);
+            return;
+        }
+        let Some(state) = self.jobs.get_mut(&name) else {
+            out.push(Action::Record(Box::new(rec)));
+            return;
+        };
+        state.active = state.active.saturating_sub(1);
+        match status {
+            RunStatus::Succeeded => state.consecutive_failures = 0,
+            s if is_failure(s) => state.consecutive_failures += 1,
+            _ => {}
+        }
+        if let (Some(ended), Some(started)) = (rec.ended, rec.started.or(rec.ended)) {
+            state.last = Some(LastRun {
+                run: active.pending.run.clone(),
+                status,
+                ended,
+                duration: (ended - started).to_std().unwrap_or_default(),
+                exit_code: rec.exit_code,
+            });
+        }
+        let mut exhausted = false;
+        if is_failure(status) && !state.removed && !self.stopping {
+            let retry = Due::Retry {
+                job: name.clone(),
+                scheduled: active.pending.scheduled,
+                attempt: active.pending.attempt + 1,
+            };
+            match plan_retry(
+                &mut self.heap,
+                &mut self.rng,
+                &state.def.retry,
+                active.pending.attempt,
+                retry,
+                now,
+                &mut rec,
+            ) {
+                Retry::Scheduled(id) => {
+                    if let Some(old) = state.retry.replace(id) {
+                        self.heap.cancel(old);
+                    }
+                }
+                Retry::Exhausted => exhausted = true,
+                Retry::NotAllowed => {}
+            }
+        }
+        let after_run = after_run(&state.def, &rec, status, exhausted);
+        out.push(Action::Record(Box::new(rec)));
+        if let Some(a) = after_run {
+            out.push(Action::AfterRun(Box::new(a)));
+        }
+        if status == RunStatus::Succeeded {
+            self.dependents_of(&name, now, out);
+        }
+        let Some(state) = self.jobs.get_mut(&name) else {
+            return;
+        };
+        if state.removed && state.active == 0 {
+            self.jobs.remove(&name);
+        } else {
+            self.kick(&name, now, out);
+        }
+        self.fill_slots(now, out);
+    }
+
+    /// A one-shot's run ended: retry per its policy, or it is done.
+    pub(super) fn finish_oneshot(
+        &mut self,
+        active: &Active,
+        mut rec: Record,
+        status: RunStatus,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let id = active.pending.job.clone();
+        let mut done = true;
+        if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
+            shot.running = false;
+            // An operator's cancel --kill is final: no retry follows it.
+            if is_failure(status) && !self.stopping && active.stop.is_none() {
+                let retry = Due::OneShot {
+                    shot: shot.def.clone(),
+                    attempt: active.pending.attempt + 1,
+                    trigger: Trigger::Retry,
+                };
+                let policy = shot.def.retry_policy();
+                if let Retry::Scheduled(entry) = plan_retry(
+                    &mut self.heap,
+                    &mut self.rng,
+                    &policy,
+                    active.pending.attempt,
+                    retry,
+                    now,
+                    &mut rec,
+                ) {
+                    shot.entry = Some(entry);
+                    done = false;
+                }
+            }
+            if self.stopping && active.stop == Some(StopReason::Shutdown) {
+                // Terminated by shutdown: still pending, it runs again at the
+                // next start (at-least-once).
+                done = false;
+            }
+        }
+        out.push(Action::Record(Box::new(rec)));
+        if done {
+            self.oneshots.remove(id.as_str());
+            out.push(Action::OneShotDone { id });
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! The daemon's decisions as a pure state machine: it is fed events
+//! (time passed, a run started or ended, a new configuration, an operator's
+//! request) together with "now", and answers with actions (start a run,
+//! terminate one, append a history record). It never reads the clock, never
+//! sleeps and does no I/O, so days of schedule, DST transitions and clock
+//! steps are tested in milliseconds with plain instants (`tests/` drives the
+//! real processes through the binary instead).
+//!
+//! What lives here: overlap policy, the global concurrency limit, retries,
+//! catch-up of missed occurrences, pause, reload diffing. What does not:
+//! spawning (executor), writing the log (history), sockets, signals and
+//! timers (daemon).
+//!
+//! Invariant: every public handler first dispatches everything due at `now`,
+//! so an event never observes a stale heap (a job due in the same instant as
+//! a reload is fired by the old definition exactly once, never lost).
+//!
+//! The files, by concern (each adds methods to [`Engine`]):
+//!
+//! | file | what it decides |
+//! |---|---|
+//! | `mod.rs` | the state, the vocabulary (actions, heap entries), `advance` |
+//! | `occurrences.rs` | start-up, schedule occurrences, catch-up, clock steps |
+//! | `admission.rs` | overlap policy, the global concurrency limit, triggers |
+//! | `completion.rs` | a run's end: status, retry (one helper for jobs and one-shots), hooks and mail |
+//! | `reload.rs` | a new job set, diffed by name |
+//! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
+//! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
+//! | `status.rs` | what `rea status` shows |
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::due_queue::{DueQueue, EntryId};
+use crate::job::{CatchUp, Job, Overlap};
+use crate::oneshot::OneShot;
+use crate::record::{Event, Record, RunStatus, Trigger};
+use crate::run::{Outcome, Started, Termination};
+
+mod admission;
+mod completion;
+mod dependencies;
+mod occurrences;
+mod oneshots;
+mod reload;
+mod status;
+
+pub use admission::TriggerResult;
+pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
+use oneshots::{ShotKey, ShotState};
+pub use status::{JobStatus, LastRun, RunningRun};
+
+/// What the engine runs: the jobs in file order and the limits that apply
+/// to all of them, borrowed from the configuration in force.
+#[derive(Debug, Clone)]
+pub struct Plan<'a> {
+    /// Where the jobs come from (the job file), named in `config_loaded`
+    /// records.
+    pub source: Cow<'a, str>,
+    pub jobs: &'a [Arc<Job>],
+    /// Runs allowed at once across all jobs (at least one is).
+    pub max_concurrent: usize,
+}
+
+/// What the daemon must do.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Spawn a run; answer with `Engine::spawned`.
+    Start(StartRun),
+    /// SIGTERM → grace → SIGKILL the run's process group.
+    Terminate { run: String },
+    /// Append to the history log.
+    Record(Box<Record>),
+    /// A one-shot is done for good (ran, cancelled or expired): remove it
+    /// from the durable journal.
+    OneShotDone { id: String },
+    /// A job's run ended: run its hooks and send its mail, as decided here.
+    AfterRun(Box<AfterRun>),
+}
+
+/// Side effects of a finished run that the job file asks for.
+#[derive(Debug, Clone)]
+pub struct AfterRun {
+    pub job: Arc<Job>,
+    pub record: Record,
+    /// Hook commands to run, in order.
+    pub hooks: Vec<(Hook, String)>,
+    /// Mail the output to the job's `mailto`.
+    pub mail: bool,
+}
+
+/// Which hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Success,
+    Failure,
+    RetryExhausted,
+}
+
+impl Hook {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::Success => "on_success",
+            Hook::Failure => "on_failure",
+            Hook::RetryExhausted => "on_retry_exhausted",
+        }
+    }
+}
+
+/// What a run executes: a job of the file, or a one-shot.
+#[derive(Debug, Clone)]
+pub enum Def {
+    Job(Arc<Job>),
+    OneShot(Arc<OneShot>),
+}
+
+impl Def {
+    /// The job of the file, if this is one (tests, status).
+    pub fn job(&self) -> Option<&Arc<Job>> {
+        match self {
+            Def::Job(j) => Some(j),
+            Def::OneShot(_) => None,
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        match self {
+            Def::Job(j) => j.timeout,
+            Def::OneShot(s) => s.timeout(),
+        }
+    }
+}
+
+/// A run the daemon must spawn now.
+#[derive(Debug, Clone)]
+pub struct StartRun {
+    pub run: String,
+    /// The job's name, or the one-shot's id.
+    pub name: String,
+    pub def: Def,
+    pub attempt: u32,
+    pub trigger: Trigger,
+    /// The occurrence this run serves (for retries: the original one).
+    pub scheduled: DateTime<Utc>,
+}
+
+/// Why a run was asked to stop early; becomes the `reason` of its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Replaced,
+    Shutdown,
+    Operator,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Replaced => "replaced by a newer run (overlap = \"replace\")",
+            StopReason::Shutdown => "daemon shutdown",
+            StopReason::Operator => "killed by operator",
+        }
+    }
+}
+
+/// A heap entry.
+#[derive(Debug, Clone)]
+enum Due {
+    /// A schedule occurrence; `at` is the occurrence, the entry is due at
+    /// `at + jitter`.
+    Occurrence {
+        job: String,
+        at: DateTime<Utc>,
+        jitter: Duration,
+    },
+    Retry {
+        job: String,
+        scheduled: DateTime<Utc>,
+        attempt: u32,
+    },
+    /// A one-shot's run (first attempt or a retry).
+    OneShot {
+        shot: Arc<OneShot>,
+        attempt: u32,
+        trigger: Trigger,
+    },
+}
+
+/// A run that is decided but not yet spawned (waiting for its job's previous
+/// run, or for a global slot).
+#[derive(Debug, Clone)]
+struct Pending {
+    run: String,
+    job: String,
+    /// `job` names a one-shot, not a job of the file.
+    oneshot: bool,
+    attempt: u32,
+    trigger: Trigger,
+    scheduled: DateTime<Utc>,
+    jitter: Duration,
+    /// When it entered the global queue (for `waited_ms`).
+    ready_at: DateTime<Utc>,
+}
+
+/// A run that has been handed to the daemon to spawn.
+#[derive(Debug, Clone)]
+struct Active {
+    pending: Pending,
+    def: Def,
+    started: Option<Started>,
+    stop: Option<StopReason>,
+}
+
+#[derive(Debug)]
+struct JobState {
+    def: Arc<Job>,
+    /// No longer in the file (kept while a run of it finishes).
+    removed: bool,
+    next: Option<EntryId>,
+    /// The latest occurrence already dealt with (fired, skipped or missed):
+    /// occurrences at or before it are never run again, which is what keeps
+    /// a backward clock step from repeating one.
+    last_occurrence: Option<DateTime<Utc>>,
+    retry: Option<EntryId>,
+    /// Runs of this job in the global queue or spawned.
+    active: usize,
+    /// Runs waiting for this job's active run to end (overlap = queue or
+    /// replace, catch-up backlog).
+    waiting: VecDeque<Pending>,
+    consecutive_failures: u32,
+    last: Option<LastRun>,
+    /// Jobs of its `after` list that succeeded since it last ran for them.
+    deps_done: BTreeSet<String>,
+}
+
+/// Information from the history log that the engine needs at start.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Latest occurrence dealt with, per job.
+    pub last_occurrences: HashMap<String, DateTime<Utc>>,
+    /// When the previous daemon started (the horizon for jobs that have no
+    /// occurrence in the log yet).
+    pub previous_start: Option<DateTime<Utc>>,
+    /// `started` records without a final one: the previous daemon died.
+    pub unfinished: Vec<Record>,
+    /// Jobs paused when the previous daemon stopped.
+    pub paused: BTreeSet<String>,
+}
+
+/// The state machine. See the module documentation.
+pub struct Engine {
+    jobs: BTreeMap<String, JobState>,
+    /// File order, for display.
+    order: Vec<String>,
+    heap: DueQueue<Due>,
+    runs: HashMap<String, Active>,
+    /// Runs waiting for a global slot, in due order.
+    ready: VecDeque<Pending>,
+    max_concurrent: usize,
+    paused: BTreeSet<String>,
+    stopping: bool,
+    rng: fastrand::Rng,
+    run_counter: u32,
+    /// The job file, for records.
+    file: String,
+    /// Job name → the jobs whose `after` lists it (derived from `jobs` on
+    /// start and reload), so a success looks up its dependents instead of
+    /// scanning every job.
+    dependents: HashMap<String, Vec<String>>,
+    /// Pending and running one-shots by id.
+    oneshots: HashMap<ShotKey, ShotState>,
+}
+
+impl Engine {
+    /// An engine for `config`; nothing is scheduled until `start`.
+    pub fn new(plan: &Plan, seed: u64) -> Engine {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let run_counter = rng.u32(..);
+        let mut engine = Engine {
+            jobs: BTreeMap::new(),
+            order: Vec::new(),
+            heap: DueQueue::new(),
+            runs: HashMap::new(),
+            ready: VecDeque::new(),
+            max_concurrent: plan.max_concurrent.max(1),
+            paused: BTreeSet::new(),
+            stopping: false,
+            rng,
+            run_counter,
+            file: plan.source.to_string(),
+            oneshots: HashMap::new(),
+            dependents: HashMap::new(),
+        };
+        for job in plan.jobs {
+            engine.order.push(job.name.clone());
+            engine
+                .jobs
+                .insert(job.name.clone(), JobState::new(job.clone()));
+        }
+        engine.rebuild_dependents();
+        engine
+    }
+
+    /// The instant the daemon must wake at next, if any.
+    pub fn next_wake(&mut self) -> Option<DateTime<Utc>> {
+        self.heap.next_due()
+    }
+
+    /// Time has passed. `clock_changed` says the wall clock was stepped (or
+    /// the machine resumed) since the last wake: occurrences that were skipped
+    /// over then go through each job's catch-up policy instead of firing.
+    pub fn wake(&mut self, now: DateTime<Utc>, clock_changed: bool) -> Vec<Action> {
+        let mut out = Vec::new();
+        if clock_changed {
+            self.replan_after_clock_change(now, &mut out);
+        }
+        self.advance(now, &mut out);
+        out
+    }
+
+    /// Pauses the schedule of the named jobs. Returns the names that changed.
+    pub fn pause(&mut self, names: &[String]) -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| self.jobs.contains_key(*n) && self.paused.insert((*n).clone()))
+            .cloned()
+            .collect()
+    }
+
+    /// Resumes the named jobs. Returns the names that changed.
+    pub fn resume(&mut self, names: &[String]) -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| self.paused.remove(*n))
+            .cloned()
+            .collect()
+    }
+
+    pub fn paused(&self) -> &BTreeSet<String> {
+        &self.paused
+    }
+
+    /// Stop starting runs: waiting ones are dropped, running ones go on
+    /// until `terminate_all` (after the shutdown grace).
+    pub fn shutdown(&mut self) {
+        self.stopping = true;
+        for p in self.ready.drain(..) {
+            if let Some(s) = self.jobs.get_mut(&p.job) {
+                s.active = s.active.saturating_sub(1);
+            }
+        }
+        for s in self.jobs.values_mut() {
+            s.waiting.clear();
+        }
+    }
+
+    /// Terminates every run still in progress (shutdown grace expired).
+    pub fn terminate_all(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        for (run, active) in self.runs.iter_mut() {
+            if active.stop.is_none() {
+                active.stop = Some(StopReason::Shutdown);
+                out.push(Action::Terminate { run: run.clone() });
+            }
+        }
+        out
+    }
+
+    /// Whether `run` has been handed to the daemon to spawn (not waiting).
+    pub fn running_run(&self, run: &str) -> bool {
+        self.runs.contains_key(run)
+    }
+
+    /// Runs spawned and not yet finished.
+    pub fn running(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn max_concurrent(&self) -> usize {
+        self.max_concurrent
+    }
+
+    /// Runs waiting for a global slot.
+    pub fn queued(&self) -> usize {
+        self.ready.len()
+    }
+
+    // ---- internals -------------------------------------------------------
+
+    /// Pops and handles every heap entry due at `now`.
+    fn advance(&mut self, now: DateTime<Utc>, out: &mut Vec<Action>) {
+        while let Some((id, _due, entry)) = self.heap.pop_due(now) {
+            match entry {
+                Due::Occurrence { job, at, jitter } => {
+                    self.on_occurrence(&job, id, at, jitter, now, out)
+                }
+                Due::OneShot {
+                    shot,
+                    attempt,
+                    trigger,
+                } => self.on_oneshot_due(&shot.id, attempt, trigger, now, out),
+                Due::Retry {
+                    job,
+                    scheduled,
+                    attempt,
+                } => {
+                    let Some(state) = self.jobs.get_mut(&job) else {
+                        continue;
+                    };
+                    if state.retry == Some(id) {
+                        state.retry = None;
+                    }
+                    if state.removed || self.stopping {
+                        continue;
+                    }
+                    self.dispatch(
+                        &job,
+                        Trigger::Retry,
+                        attempt,
+                        scheduled,
+                        Duration::ZERO,
+                        now,
+                        out,
+                    );
+                }
+            }
+        }
+        self.fill_slots(now, out);
+    }
+
+    fn new_pending(
+        &mut self,
+        name: &str,
+        trigger: Trigger,
+        attempt: u32,
+        scheduled: DateTime<Utc>,
+        jitter: Duration,
+        now: DateTime<Utc>,
+    ) -> Pending {
+        self.run_counter = self.run_counter.wrapping_add(1);
+        Pending {
+            run: run_id(now, self.run_counter),
+            job: name.to_string(),
+            oneshot: false,
+            attempt,
+            trigger,
+            scheduled,
+            jitter,
+            ready_at: now,
+        }
+    }
+}
+
+impl JobState {
+    fn new(def: Arc<Job>) -> JobState {
+        JobState {
+            def,
+            removed: false,
+            next: None,
+            last_occurrence: None,
+            retry: None,
+            active: 0,
+            waiting: VecDeque::new(),
+            consecutive_failures: 0,
+            last: None,
+            deps_done: BTreeSet::new(),
+        }
+    }
+}
+
+fn ms(d: chrono::Duration) -> u64 {
+    d.num_milliseconds().max(0) as u64
+}
+
+fn run_record(p: &Pending, status: RunStatus, now: DateTime<Utc>) -> Record {
+    let mut rec = Record::new(Event::Run, now);
+    rec.job = Some(p.job.clone());
+    rec.run = Some(p.run.clone());
+    rec.attempt = Some(p.attempt);
+    rec.trigger = Some(p.trigger);
+    rec.status = Some(status);
+    rec.scheduled = Some(p.scheduled);
+    if !p.jitter.is_zero() {
+        rec.jitter_ms = Some(p.jitter.as_millis() as u64);
+    }
+    rec
+}
+
+fn skip_record(p: &Pending, reason: &str, now: DateTime<Utc>) -> Action {
+    let mut rec = run_record(p, RunStatus::Skipped, now);
+    rec.reason = Some(reason.to_string());
+    Action::Record(Box::new(rec))
+}
+
+const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// Run ids sort by creation time: 10 base32 digits of milliseconds since the
+/// epoch and 4 of a per-daemon counter that starts at a random value, so ids
+/// from successive daemons in one state directory do not collide.
+fn run_id(now: DateTime<Utc>, counter: u32) -> String {
+    let mut ms = now.timestamp_millis().max(0) as u64;
+    let mut c = counter as u64;
+    let mut buf = [0u8; 14];
+    for i in (0..10).rev() {
+        buf[i] = CROCKFORD[(ms & 31) as usize];
+        ms >>= 5;
+    }
+    for i in (10..14).rev() {
+        buf[i] = CROCKFORD[(c & 31) as usize];
+        c >>= 5;
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! A new job set replaces the old one, diffed by job name: unchanged jobs
+//! keep their next fire, pending retry and running runs; changed ones are
+//! rescheduled; removed ones are cancelled while their runs finish.
+
+use super::*;
+
+impl Engine {
+    /// A new valid configuration: apply the difference by job name.
+    pub fn reload(&mut self, plan: &Plan, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let (mut added, mut changed, mut unchanged) = (0u64, 0u64, 0u64);
+        let new_names: BTreeSet<&str> = plan.jobs.iter().map(|j| j.name.as_str()).collect();
+        let removed: Vec<String> = self
+            .jobs
+            .keys()
+            .filter(|n| !new_names.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in &removed {
+            self.retire(name);
+        }
+        self.order = plan.jobs.iter().map(|j| j.name.clone()).collect();
+        for job in plan.jobs {
+            let name = job.name.clone();
+            match self.jobs.get_mut(&name) {
+                Some(state) if !state.removed && *state.def == **job => unchanged += 1,
+                Some(state) => {
+                    let was_removed = state.removed;
+                    state.def = job.clone();
+                    state.removed = false;
+                    if let Some(id) = state.next.take() {
+                        self.heap.cancel(id);
+                    }
+                    if !job.enabled {
+                        if let Some(id) = state.retry.take() {
+                            self.heap.cancel(id);
+                        }
+                        state.waiting.clear();
+                    }
+                    if was_removed {
+                        added += 1;
+                    } else {
+                        changed += 1;
+                    }
+                    self.schedule_next(&name, now);
+                }
+                None => {
+                    added += 1;
+                    self.jobs.insert(name.clone(), JobState::new(job.clone()));
+                    self.schedule_next(&name, now);
+                }
+            }
+        }
+        self.paused.retain(|n| new_names.contains(n.as_str()));
+        self.rebuild_dependents();
+        self.max_concurrent = plan.max_concurrent.max(1);
+        self.file = plan.source.to_string();
+        let mut rec = Record::new(Event::ConfigLoaded, now);
+        rec.count = Some(plan.jobs.len() as u64);
+        rec.detail = Some(json!({
+            "file": self.file,
+            "added": added,
+            "changed": changed,
+            "removed": removed.len(),
+            "unchanged": unchanged,
+        }));
+        out.push(Action::Record(Box::new(rec)));
+        self.fill_slots(now, &mut out);
+        out
+    }
+
+    /// The job left the file: cancel what is pending, let runs finish.
+    pub(super) fn retire(&mut self, name: &str) {
+        let Some(state) = self.jobs.get_mut(name) else {
+            return;
+        };
+        state.removed = true;
+        for id in [state.next.take(), state.retry.take()]
+            .into_iter()
+            .flatten()
+        {
+            self.heap.cancel(id);
+        }
+        state.waiting.clear();
+        let before = self.ready.len();
+        self.ready.retain(|p| p.job != name);
+        state.active = state.active.saturating_sub(before - self.ready.len());
+        if state.active == 0 {
+            self.jobs.remove(name);
+        }
+    }
+}

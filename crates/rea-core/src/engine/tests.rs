@@ -1,0 +1,991 @@
+//! Injected-clock tests of the engine: days of schedule, DST, clock steps,
+//! overlap, concurrency, retries, catch-up and reloads, in milliseconds.
+
+use super::*;
+use crate::backoff::RetryPolicy;
+use crate::run::{Output, Usage};
+use crate::schedule::Schedule;
+
+/// A job with every field at its default (`Job::default`, the same
+/// defaults the job file reader starts from), running `true`.
+fn job(name: &str, expr: &str) -> Job {
+    Job {
+        name: name.to_string(),
+        schedule: Some(Schedule::parse(expr).unwrap_or_else(|e| panic!("test job {name}: {e}"))),
+        command: "true".to_string(),
+        ..Job::default()
+    }
+}
+
+/// What a job file would give the engine.
+struct Jobs {
+    jobs: Vec<Arc<Job>>,
+    max_concurrent: usize,
+}
+
+impl Jobs {
+    fn plan(&self) -> Plan<'_> {
+        Plan {
+            source: "jobs.toml".into(),
+            jobs: &self.jobs,
+            max_concurrent: self.max_concurrent,
+        }
+    }
+}
+
+fn config(jobs: Vec<Job>, max_concurrent: usize) -> Jobs {
+    Jobs {
+        jobs: jobs.into_iter().map(Arc::new).collect(),
+        max_concurrent,
+    }
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .expect("test instant")
+        .with_timezone(&Utc)
+}
+
+fn starts(actions: &[Action]) -> Vec<StartRun> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn records(actions: &[Action]) -> Vec<Record> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Record(r) => Some((**r).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn outcome(pid: u32, started: DateTime<Utc>, ended: DateTime<Utc>, code: i32) -> Outcome {
+    Outcome {
+        started: Started { pid, at: started },
+        ended,
+        termination: Termination::Exited(code),
+        timed_out: false,
+        terminated: false,
+        output: Output::default(),
+        usage: Usage::default(),
+    }
+}
+
+/// (run, job, scheduled, started, trigger)
+type StartedRun = (String, String, DateTime<Utc>, DateTime<Utc>, Trigger);
+
+/// A tiny simulated daemon: runs every Start for `run_for`, with `code`.
+struct Sim {
+    engine: Engine,
+    now: DateTime<Utc>,
+    /// (run, job, scheduled, started, trigger)
+    started: Vec<StartedRun>,
+    running: Vec<(String, DateTime<Utc>)>,
+    records: Vec<Record>,
+    max_seen_running: usize,
+}
+
+impl Sim {
+    fn new(cfg: &Jobs, now: DateTime<Utc>) -> Sim {
+        let mut engine = Engine::new(&cfg.plan(), 42);
+        let actions = engine.start(now, Recovered::default());
+        let mut sim = Sim {
+            engine,
+            now,
+            started: vec![],
+            running: vec![],
+            records: vec![],
+            max_seen_running: 0,
+        };
+        sim.apply(actions);
+        sim
+    }
+
+    fn apply(&mut self, actions: Vec<Action>) {
+        let mut queue: VecDeque<Action> = actions.into();
+        while let Some(a) = queue.pop_front() {
+            match a {
+                Action::Start(s) => {
+                    self.started.push((
+                        s.run.clone(),
+                        s.name.clone(),
+                        s.scheduled,
+                        self.now,
+                        s.trigger,
+                    ));
+                    self.running.push((s.run.clone(), self.now));
+                    self.max_seen_running = self.max_seen_running.max(self.running.len());
+                    let more = self.engine.spawned(
+                        &s.run,
+                        Ok(Started {
+                            pid: 100,
+                            at: self.now,
+                        }),
+                        self.now,
+                    );
+                    queue.extend(more);
+                }
+                Action::Record(r) => self.records.push(*r),
+                Action::Terminate { .. } | Action::OneShotDone { .. } | Action::AfterRun(_) => {}
+            }
+        }
+    }
+
+    /// Advances to `until`, finishing each run `run_for` after it started
+    /// with exit `code`.
+    fn run_until(&mut self, until: DateTime<Utc>, run_for: chrono::Duration, code: i32) {
+        loop {
+            let next_finish = self.running.iter().map(|(_, s)| *s + run_for).min();
+            let next_wake = self.engine.next_wake();
+            let next = [next_finish, next_wake].into_iter().flatten().min();
+            let Some(next) = next.filter(|n| *n <= until) else {
+                break;
+            };
+            self.now = next.max(self.now);
+            if next_finish == Some(next) {
+                let idx = self
+                    .running
+                    .iter()
+                    .position(|(_, s)| *s + run_for == next)
+                    .expect("finishing run");
+                let (run, started) = self.running.remove(idx);
+                let actions =
+                    self.engine
+                        .finished(&run, &outcome(100, started, self.now, code), self.now);
+                self.apply(actions);
+            } else {
+                let actions = self.engine.wake(self.now, false);
+                self.apply(actions);
+            }
+        }
+        self.now = until.max(self.now);
+    }
+
+    fn starts_of(&self, name: &str) -> Vec<DateTime<Utc>> {
+        self.started
+            .iter()
+            .filter(|s| s.1 == name)
+            .map(|s| s.3)
+            .collect()
+    }
+}
+
+#[test]
+fn fires_at_each_instant_over_a_day() {
+    let cfg = config(vec![job("q", "*/15 * * * *")], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
+    sim.run_until(at("2026-11-30T00:00:00Z"), chrono::Duration::seconds(1), 0);
+    let s = sim.starts_of("q");
+    assert_eq!(
+        s.len(),
+        96,
+        "every 15 minutes for a day, the first at 00:15"
+    );
+    assert_eq!(s[0], at("2026-11-29T00:15:00Z"));
+    assert_eq!(*s.last().unwrap(), at("2026-11-30T00:00:00Z"));
+    let finals = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Succeeded))
+        .count();
+    assert_eq!(finals, 95, "the midnight run is still running at the end");
+}
+
+#[test]
+fn dst_spring_forward_fixed_job_runs_once_after_the_gap() {
+    let mut j = job("ny", "30 2 * * *");
+    j.timezone = chrono_tz::America::New_York;
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-03-07T00:00:00Z"));
+    sim.run_until(at("2026-03-10T00:00:00Z"), chrono::Duration::seconds(1), 0);
+    assert_eq!(
+        sim.starts_of("ny"),
+        vec![
+            at("2026-03-07T07:30:00Z"),
+            at("2026-03-08T07:00:00Z"),
+            at("2026-03-09T06:30:00Z")
+        ]
+    );
+}
+
+#[test]
+fn overlap_skip_records_a_skipped_run() {
+    let cfg = config(vec![job("slow", "* * * * *")], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
+    sim.run_until(
+        at("2026-11-29T00:04:30Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
+    // Starts at :01, :04 (the :02 and :03 occurrences fall inside the first run).
+    assert_eq!(
+        sim.starts_of("slow"),
+        vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:04:00Z")]
+    );
+    let skipped: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Skipped))
+        .collect();
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("overlap = \"skip\""));
+    assert_eq!(skipped[0].scheduled, Some(at("2026-11-29T00:02:00Z")));
+}
+
+#[test]
+fn overlap_queue_keeps_at_most_one_waiting() {
+    let mut j = job("q", "* * * * *");
+    j.overlap = Overlap::Queue;
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
+    sim.run_until(
+        at("2026-11-29T00:04:30Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
+    // :01 runs to 03:30; :02 queued, :03 skipped (queue full); :02's run starts at 03:30.
+    assert_eq!(
+        sim.starts_of("q"),
+        vec![at("2026-11-29T00:01:00Z"), at("2026-11-29T00:03:30Z")]
+    );
+    let skipped: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Skipped))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0].scheduled, Some(at("2026-11-29T00:03:00Z")));
+    assert!(skipped[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("already queued"));
+    let second = &sim.started[1];
+    assert_eq!(
+        second.2,
+        at("2026-11-29T00:02:00Z"),
+        "the queued run serves the :02 occurrence"
+    );
+}
+
+#[test]
+fn overlap_allow_runs_side_by_side() {
+    let mut j = job("a", "* * * * *");
+    j.overlap = Overlap::Allow;
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:00Z"));
+    sim.run_until(
+        at("2026-11-29T00:03:00Z"),
+        chrono::Duration::seconds(150),
+        0,
+    );
+    assert_eq!(sim.starts_of("a").len(), 3);
+    assert_eq!(
+        sim.max_seen_running, 3,
+        "01 runs until 03:30, 02 and 03 join it"
+    );
+}
+
+#[test]
+fn overlap_replace_terminates_then_starts() {
+    let mut j = job("r", "* * * * *");
+    j.overlap = Overlap::Replace;
+    let cfg = config(vec![j], 8);
+    let now = at("2026-11-29T00:00:30Z");
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(now, Recovered::default());
+    let t1 = at("2026-11-29T00:01:00Z");
+    let a = engine.wake(t1, false);
+    let first = starts(&a).pop().expect("first run");
+    engine.spawned(&first.run, Ok(Started { pid: 10, at: t1 }), t1);
+    let t2 = at("2026-11-29T00:02:00Z");
+    let a = engine.wake(t2, false);
+    assert!(
+        starts(&a).is_empty(),
+        "must not overlap while the old run dies"
+    );
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::Terminate { run } if *run == first.run)));
+    let mut o = outcome(10, t1, t2, -1);
+    o.terminated = true;
+    o.termination = Termination::Signaled(15);
+    let a = engine.finished(&first.run, &o, t2);
+    let recs = records(&a);
+    assert_eq!(recs[0].status, Some(RunStatus::Killed));
+    assert!(recs[0].reason.as_deref().unwrap().contains("replaced"));
+    let second = starts(&a);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].scheduled, t2);
+}
+
+#[test]
+fn the_global_limit_is_never_exceeded_and_queues_in_due_order() {
+    let jobs: Vec<Job> = (0..10)
+        .map(|i| job(&format!("j{i}"), "0 * * * *"))
+        .collect();
+    let cfg = config(jobs, 3);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
+    sim.run_until(at("2026-11-29T01:10:00Z"), chrono::Duration::seconds(60), 0);
+    assert_eq!(sim.started.len(), 10);
+    assert_eq!(sim.max_seen_running, 3);
+    let order: Vec<_> = sim.started.iter().map(|s| s.1.clone()).collect();
+    assert_eq!(order, (0..10).map(|i| format!("j{i}")).collect::<Vec<_>>());
+    // The last three waited three minutes for a slot; it is recorded.
+    let waited: Vec<u64> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Started))
+        .map(|r| r.waited_ms.unwrap())
+        .collect();
+    assert_eq!(waited.iter().filter(|w| **w == 180_000).count(), 1);
+    assert_eq!(waited.iter().filter(|w| **w == 0).count(), 3);
+}
+
+#[test]
+fn failures_retry_with_backoff_until_exhausted() {
+    let mut j = job("flaky", "0 * * * *");
+    j.retry = RetryPolicy {
+        attempts: 3,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(25),
+        factor: 2.0,
+        jitter: 0.0,
+    };
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
+    sim.run_until(at("2026-11-29T01:30:00Z"), chrono::Duration::seconds(1), 1);
+    let s = sim.starts_of("flaky");
+    // 01:00:00 fails at :01 → +10s → 01:00:11 fails at :12 → +20s → :32 → +25s (cap) → :58
+    assert_eq!(
+        s,
+        vec![
+            at("2026-11-29T01:00:00Z"),
+            at("2026-11-29T01:00:11Z"),
+            at("2026-11-29T01:00:32Z"),
+            at("2026-11-29T01:00:58Z"),
+        ]
+    );
+    let triggers: Vec<_> = sim.started.iter().map(|s| s.4).collect();
+    assert_eq!(
+        triggers,
+        vec![
+            Trigger::Schedule,
+            Trigger::Retry,
+            Trigger::Retry,
+            Trigger::Retry
+        ]
+    );
+    let attempts: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Failed))
+        .map(|r| r.attempt.unwrap())
+        .collect();
+    assert_eq!(attempts, vec![1, 2, 3, 4]);
+    let last = sim
+        .records
+        .iter()
+        .rev()
+        .find(|r| r.status == Some(RunStatus::Failed))
+        .unwrap();
+    assert_eq!(last.detail.as_ref().unwrap()["retries_exhausted"], true);
+    // Every retry serves the original occurrence.
+    assert!(sim
+        .started
+        .iter()
+        .all(|s| s.2 == at("2026-11-29T01:00:00Z")));
+}
+
+#[test]
+fn fifty_jobs_failing_together_do_not_retry_in_lockstep() {
+    let jobs: Vec<Job> = (0..50)
+        .map(|i| {
+            let mut j = job(&format!("j{i}"), "0 * * * *");
+            j.retry = RetryPolicy {
+                attempts: 1,
+                delay: Duration::from_secs(60),
+                jitter: 0.5,
+                ..RetryPolicy::default()
+            };
+            j
+        })
+        .collect();
+    let cfg = config(jobs, 64);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:59:00Z"));
+    sim.run_until(at("2026-11-29T01:05:00Z"), chrono::Duration::seconds(1), 1);
+    let retries: Vec<_> = sim
+        .started
+        .iter()
+        .filter(|s| s.4 == Trigger::Retry)
+        .map(|s| s.3)
+        .collect();
+    assert_eq!(retries.len(), 50);
+    let distinct: std::collections::BTreeSet<_> = retries.iter().map(|t| t.timestamp()).collect();
+    assert!(
+        distinct.len() >= 25,
+        "retries must spread, got {} distinct seconds",
+        distinct.len()
+    );
+    let lo = at("2026-11-29T01:00:31Z");
+    let hi = at("2026-11-29T01:01:31Z");
+    assert!(
+        retries.iter().all(|t| *t >= lo && *t <= hi),
+        "all within delay ± 50%"
+    );
+}
+
+#[test]
+fn a_fresh_occurrence_supersedes_a_pending_retry() {
+    let mut j = job("sync", "*/5 * * * *");
+    j.retry = RetryPolicy {
+        attempts: 5,
+        delay: Duration::from_secs(600),
+        jitter: 0.0,
+        ..RetryPolicy::default()
+    };
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:30Z"));
+    sim.run_until(at("2026-11-29T00:20:30Z"), chrono::Duration::seconds(1), 1);
+    let triggers: Vec<_> = sim.started.iter().map(|s| s.4).collect();
+    assert!(
+        triggers.iter().all(|t| *t == Trigger::Schedule),
+        "retries 10 minutes out never beat the next 5-minute run"
+    );
+    assert_eq!(sim.started.len(), 4);
+}
+
+#[test]
+fn catch_up_policies_after_downtime() {
+    let now = at("2026-11-29T10:00:30Z");
+    let mut rec = Recovered::default();
+    for name in ["none", "once", "all"] {
+        rec.last_occurrences
+            .insert(name.to_string(), at("2026-11-29T06:00:00Z"));
+    }
+    let mut none = job("none", "0 * * * *");
+    none.catch_up = CatchUp::None;
+    let mut once = job("once", "0 * * * *");
+    once.catch_up = CatchUp::Once;
+    let mut all = job("all", "0 * * * *");
+    all.catch_up = CatchUp::All;
+    all.catch_up_limit = 3;
+    let cfg = config(vec![none, once, all], 8);
+    let mut engine = Engine::new(&cfg.plan(), 3);
+    let actions = engine.start(now, rec);
+    let recs = records(&actions);
+    let s = starts(&actions);
+    // none: 07,08,09,10 missed; nothing runs.
+    let missed_none = recs
+        .iter()
+        .find(|r| r.event == Event::Missed && r.job.as_deref() == Some("none"))
+        .unwrap();
+    assert_eq!(missed_none.count, Some(4));
+    assert!(s.iter().all(|x| x.name != "none"));
+    // once: one catch-up run for the latest missed occurrence.
+    let once_runs: Vec<_> = s.iter().filter(|x| x.name == "once").collect();
+    assert_eq!(once_runs.len(), 1);
+    assert_eq!(once_runs[0].trigger, Trigger::CatchUp);
+    assert_eq!(once_runs[0].scheduled, at("2026-11-29T10:00:00Z"));
+    // all: limit 3 → 08, 09, 10 run one after another; 07 recorded missed.
+    let all_runs: Vec<_> = s.iter().filter(|x| x.name == "all").collect();
+    assert_eq!(
+        all_runs.len(),
+        1,
+        "catch-up runs of one job go one at a time"
+    );
+    assert_eq!(all_runs[0].scheduled, at("2026-11-29T08:00:00Z"));
+    let missed_all = recs
+        .iter()
+        .find(|r| r.event == Event::Missed && r.job.as_deref() == Some("all"))
+        .unwrap();
+    assert_eq!(missed_all.count, Some(1));
+    let run = all_runs[0].run.clone();
+    engine.spawned(&run, Ok(Started { pid: 1, at: now }), now);
+    let t = now + chrono::Duration::seconds(5);
+    let next = starts(&engine.finished(&run, &outcome(1, now, t, 0), t));
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].scheduled, at("2026-11-29T09:00:00Z"));
+    // Nothing is missed twice: the next regular fire is 11:00.
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T11:00:00Z"))
+    );
+}
+
+#[test]
+fn forward_clock_step_applies_catch_up_and_backward_never_repeats() {
+    let mut once = job("once", "*/10 * * * *");
+    once.catch_up = CatchUp::Once;
+    let none = job("none", "*/10 * * * *");
+    let cfg = config(vec![once, none], 8);
+    let mut engine = Engine::new(&cfg.plan(), 9);
+    let t0 = at("2026-11-29T00:01:00Z");
+    engine.start(t0, Recovered::default());
+    // The clock jumps from 00:01 to 01:05: 00:10 … 01:00 were skipped over.
+    let t1 = at("2026-11-29T01:05:00Z");
+    let a = engine.wake(t1, true);
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].trigger),
+        ("once", Trigger::CatchUp)
+    );
+    let missed = records(&a)
+        .into_iter()
+        .filter(|r| r.event == Event::Missed)
+        .collect::<Vec<_>>();
+    assert_eq!(missed.iter().map(|r| r.count.unwrap()).sum::<u64>(), 6 + 5);
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T01:10:00Z"))
+    );
+    // Fire 01:10, then the clock steps back to 00:30: 01:10 must not run again.
+    let t2 = at("2026-11-29T01:10:00Z");
+    let a = engine.wake(t2, false);
+    assert_eq!(
+        starts(&a).len(),
+        1,
+        "only `none` is idle (the catch-up run of `once` is still running)"
+    );
+    let back = at("2026-11-29T00:30:00Z");
+    let a = engine.wake(back, true);
+    assert!(starts(&a).is_empty());
+    assert_eq!(
+        engine.job_status("none").unwrap().next_fire,
+        Some(at("2026-11-29T01:20:00Z"))
+    );
+    assert!(engine
+        .wake(at("2026-11-29T01:10:00Z"), false)
+        .iter()
+        .all(|a| !matches!(a, Action::Start(_))));
+}
+
+#[test]
+fn reload_keeps_unchanged_reschedules_changed_and_cancels_removed() {
+    let cfg = config(
+        vec![
+            job("keep", "0 * * * *"),
+            job("change", "0 * * * *"),
+            job("drop", "0 * * * *"),
+        ],
+        8,
+    );
+    let now = at("2026-11-29T00:10:00Z");
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(now, Recovered::default());
+    let new = config(
+        vec![
+            job("keep", "0 * * * *"),
+            job("change", "30 * * * *"),
+            job("add", "*/5 * * * *"),
+        ],
+        8,
+    );
+    let a = engine.reload(&new.plan(), now);
+    let rec = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::ConfigLoaded)
+        .unwrap();
+    let d = rec.detail.unwrap();
+    assert_eq!(
+        (
+            d["added"].as_u64(),
+            d["changed"].as_u64(),
+            d["removed"].as_u64(),
+            d["unchanged"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1), Some(1))
+    );
+    assert_eq!(
+        engine.job_status("keep").unwrap().next_fire,
+        Some(at("2026-11-29T01:00:00Z"))
+    );
+    assert_eq!(
+        engine.job_status("change").unwrap().next_fire,
+        Some(at("2026-11-29T00:30:00Z"))
+    );
+    assert_eq!(
+        engine.job_status("add").unwrap().next_fire,
+        Some(at("2026-11-29T00:15:00Z"))
+    );
+    assert!(engine.job_status("drop").is_none());
+    let names: Vec<_> = engine.status().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, vec!["keep", "change", "add"]);
+}
+
+#[test]
+fn a_job_due_in_the_same_instant_as_a_reload_runs_exactly_once() {
+    let cfg = config(vec![job("x", "0 * * * *")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:59:00Z"), Recovered::default());
+    let due = at("2026-11-29T01:00:00Z");
+    let mut changed = job("x", "0 * * * *");
+    changed.command = "echo changed".into();
+    let a = engine.reload(&config(vec![changed], 8).plan(), due);
+    let s = starts(&a);
+    assert_eq!(s.len(), 1, "fired by the reload's own advance");
+    assert_eq!(
+        s[0].def.job().unwrap().command,
+        "true",
+        "a run already due belongs to the old definition"
+    );
+    assert!(
+        starts(&engine.wake(due, false)).is_empty(),
+        "and never twice"
+    );
+    assert_eq!(
+        engine.job_status("x").unwrap().next_fire,
+        Some(at("2026-11-29T02:00:00Z"))
+    );
+}
+
+#[test]
+fn paused_jobs_are_skipped_by_the_schedule_but_can_be_triggered() {
+    let cfg = config(vec![job("p", "* * * * *")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    assert_eq!(
+        engine.pause(&["p".into(), "nope".into()]),
+        vec!["p".to_string()]
+    );
+    let a = engine.wake(at("2026-11-29T00:01:00Z"), false);
+    assert!(starts(&a).is_empty());
+    assert!(records(&a)[0].reason.as_deref().unwrap().contains("paused"));
+    let (r, a) = engine.trigger("p", false, at("2026-11-29T00:01:10Z"));
+    assert!(matches!(r, TriggerResult::Started { .. }));
+    assert_eq!(starts(&a)[0].trigger, Trigger::Manual);
+    let (r, _) = engine.trigger("q", false, at("2026-11-29T00:01:10Z"));
+    assert_eq!(
+        r,
+        TriggerResult::UnknownJob {
+            suggestions: vec![]
+        }
+    );
+    let (r, _) = engine.trigger("p", false, at("2026-11-29T00:01:11Z"));
+    assert!(
+        matches!(r, TriggerResult::Skipped { .. }),
+        "overlap skip applies to triggers"
+    );
+    let (r, _) = engine.trigger("p", true, at("2026-11-29T00:01:12Z"));
+    assert!(
+        matches!(r, TriggerResult::Started { .. }),
+        "--force bypasses overlap"
+    );
+    assert_eq!(engine.resume(&["p".into()]), vec!["p".to_string()]);
+}
+
+#[test]
+fn reboot_jobs_run_at_start_only() {
+    let cfg = config(vec![job("boot", "@reboot")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:00Z");
+    let a = engine.start(now, Recovered::default());
+    assert_eq!(starts(&a)[0].trigger, Trigger::Reboot);
+    assert!(starts(&engine.reload(&cfg.plan(), now)).is_empty());
+    assert_eq!(engine.next_wake(), None, "nothing else is ever due");
+}
+
+#[test]
+fn unfinished_runs_become_interrupted_at_start() {
+    let cfg = config(vec![job("x", "0 * * * *")], 8);
+    let mut started = Record::new(Event::Run, at("2026-11-29T00:00:00Z"));
+    started.job = Some("x".into());
+    started.run = Some("r1".into());
+    started.status = Some(RunStatus::Started);
+    let rec = Recovered {
+        unfinished: vec![started],
+        ..Recovered::default()
+    };
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let a = engine.start(at("2026-11-29T00:10:00Z"), rec);
+    let r = records(&a)
+        .into_iter()
+        .find(|r| r.status == Some(RunStatus::Interrupted))
+        .unwrap();
+    assert_eq!(r.run.as_deref(), Some("r1"));
+}
+
+#[test]
+fn shutdown_stops_starting_and_terminates_on_request() {
+    let cfg = config(vec![job("a", "* * * * *"), job("b", "* * * * *")], 1);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    let t = at("2026-11-29T00:01:00Z");
+    let a = engine.wake(t, false);
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    engine.spawned(&s[0].run, Ok(Started { pid: 1, at: t }), t);
+    engine.shutdown();
+    assert_eq!(engine.queued(), 0);
+    let term = engine.terminate_all();
+    assert_eq!(term.len(), 1);
+    let mut o = outcome(1, t, t, -1);
+    o.terminated = true;
+    let a = engine.finished(&s[0].run, &o, t);
+    assert!(starts(&a).is_empty());
+    assert_eq!(records(&a)[0].reason.as_deref(), Some("daemon shutdown"));
+    assert!(starts(&engine.wake(at("2026-11-29T00:05:00Z"), false)).is_empty());
+}
+
+#[test]
+fn jitter_delays_within_its_bound_and_is_recorded() {
+    let mut j = job("j", "0 * * * *");
+    j.jitter = Duration::from_secs(30);
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:30Z"));
+    sim.run_until(at("2026-11-29T10:00:30Z"), chrono::Duration::seconds(1), 0);
+    let s = sim.started.clone();
+    assert_eq!(s.len(), 10);
+    for (_, _, scheduled, started, _) in &s {
+        let d = *started - *scheduled;
+        assert!(
+            d >= chrono::Duration::zero() && d <= chrono::Duration::seconds(30),
+            "{d}"
+        );
+    }
+    let delays: std::collections::BTreeSet<_> =
+        s.iter().map(|x| (x.3 - x.2).num_milliseconds()).collect();
+    assert!(delays.len() > 5, "jitter varies");
+    let rec = sim
+        .records
+        .iter()
+        .find(|r| r.status == Some(RunStatus::Started))
+        .unwrap();
+    assert!(rec.jitter_ms.is_some());
+}
+
+#[test]
+fn a_stalled_daemon_fires_the_first_due_and_counts_the_rest_missed() {
+    let cfg = config(vec![job("m", "* * * * *")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    let a = engine.wake(at("2026-11-29T00:10:10Z"), false);
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].scheduled, at("2026-11-29T00:01:00Z"));
+    let m = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::Missed)
+        .unwrap();
+    assert_eq!(m.count, Some(9));
+    assert_eq!(
+        engine.job_status("m").unwrap().next_fire,
+        Some(at("2026-11-29T00:11:00Z"))
+    );
+}
+
+#[test]
+fn run_ids_are_unique_and_sort_by_time() {
+    let a = run_id(at("2026-11-29T00:00:00Z"), 1);
+    let b = run_id(at("2026-11-29T00:00:00.001Z"), 0);
+    assert_eq!(a.len(), 14);
+    assert!(a < b);
+    assert_ne!(
+        run_id(at("2026-11-29T00:00:00Z"), 1),
+        run_id(at("2026-11-29T00:00:00Z"), 2)
+    );
+}
+
+fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {
+    crate::oneshot::OneShot {
+        id: id.into(),
+        argv: vec!["true".into()],
+        shell: false,
+        dir: "/".into(),
+        env: Default::default(),
+        due: at(due),
+        submitted: at("2026-11-29T00:00:00Z"),
+        expire_ms: None,
+        timeout_ms: None,
+        retry: Default::default(),
+        tags: vec![],
+    }
+}
+
+#[test]
+fn one_shots_fire_at_their_instant_and_are_then_done() {
+    let cfg = config(vec![job("j", "@yearly")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    assert!(engine
+        .submit(shot("o", "2026-11-29T00:30:00Z"), now)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        engine
+            .submit(shot("o", "2026-11-29T00:30:00Z"), now)
+            .unwrap_err(),
+        SubmitError::Duplicate("a one-shot named \"o\" is already pending".into())
+    );
+    assert!(matches!(
+        engine.submit(shot("j", "2026-11-29T00:30:00Z"), now),
+        Err(SubmitError::NameTaken(_))
+    ));
+    assert_eq!(engine.next_wake(), Some(at("2026-11-29T00:30:00Z")));
+    let t = at("2026-11-29T00:30:00Z");
+    let a = engine.wake(t, false);
+    let s = starts(&a);
+    assert_eq!((s[0].name.as_str(), s[0].trigger), ("o", Trigger::Oneshot));
+    engine.spawned(&s[0].run, Ok(Started { pid: 1, at: t }), t);
+    let a = engine.finished(&s[0].run, &outcome(1, t, t, 0), t);
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::OneShotDone { id } if id == "o")));
+    assert_eq!(engine.oneshot_count(), 0);
+}
+
+#[test]
+fn restored_one_shots_catch_up_or_expire() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    let now = at("2026-11-29T01:00:00Z");
+    engine.start(now, Recovered::default());
+    let mut stale = shot("stale", "2026-11-29T00:00:00Z");
+    stale.expire_ms = Some(60_000);
+    let a = engine.restore(
+        vec![
+            shot("late", "2026-11-29T00:00:00Z"),
+            stale,
+            shot("future", "2026-11-29T02:00:00Z"),
+        ],
+        now,
+    );
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].trigger),
+        ("late", Trigger::CatchUp)
+    );
+    let r = records(&a);
+    assert!(r
+        .iter()
+        .any(|r| r.job.as_deref() == Some("stale") && r.status == Some(RunStatus::Skipped)));
+    assert!(a
+        .iter()
+        .any(|x| matches!(x, Action::OneShotDone { id } if id == "stale")));
+    assert_eq!(engine.oneshot_count(), 2);
+}
+
+#[test]
+fn cancel_removes_a_pending_one_shot_and_refuses_a_running_one_without_kill() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    engine
+        .submit(shot("p", "2026-11-29T05:00:00Z"), now)
+        .unwrap();
+    engine
+        .submit(shot("r", "2026-11-29T00:00:00Z"), now)
+        .unwrap();
+    let (res, a) = engine.cancel_oneshot("p", false, now).unwrap();
+    assert_eq!(res, CancelResult::Cancelled);
+    assert_eq!(records(&a)[0].status, Some(RunStatus::Cancelled));
+    assert_eq!(engine.next_wake(), None, "its heap entry is gone");
+    assert!(matches!(
+        engine.cancel_oneshot("r", false, now),
+        Err(SubmitError::Running(_))
+    ));
+    let (res, a) = engine.cancel_oneshot("r", true, now).unwrap();
+    assert_eq!(res, CancelResult::Killing);
+    assert!(a.iter().any(|x| matches!(x, Action::Terminate { .. })));
+    assert!(matches!(
+        engine.cancel_oneshot("zz", false, now),
+        Err(SubmitError::Unknown(_))
+    ));
+}
+
+#[test]
+fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
+    let cfg = config(vec![], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    for i in 0..200 {
+        let mut s = shot(
+            &format!("s{i:03}"),
+            &format!("2026-11-30T{:02}:{:02}:00Z", (i * 7) % 24, i % 60),
+        );
+        if i % 3 == 0 {
+            s.tags = vec!["orders".into()];
+        }
+        engine.submit(s, now).unwrap();
+    }
+    let ids = |v: Vec<OneShotStatus>| v.into_iter().map(|s| s.def.id.clone()).collect::<Vec<_>>();
+    let all = ids(engine.oneshots());
+    assert_eq!(ids(engine.oneshots_first(None, usize::MAX)), all);
+    assert_eq!(ids(engine.oneshots_first(None, 5)), all[..5]);
+    assert!(engine.oneshots_first(None, 0).is_empty());
+    let tagged: Vec<String> = engine
+        .oneshots()
+        .into_iter()
+        .filter(|s| s.def.tags.iter().any(|t| t == "orders"))
+        .map(|s| s.def.id.clone())
+        .take(10)
+        .collect();
+    assert_eq!(ids(engine.oneshots_first(Some("orders"), 10)), tagged);
+}
+
+#[test]
+fn a_paused_job_catches_up_nothing_after_a_stall() {
+    let mut j = job("p", "* * * * *");
+    j.catch_up = CatchUp::All;
+    let cfg = config(vec![j], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    engine.pause(&["p".into()]);
+    let a = engine.wake(at("2026-11-29T00:05:10Z"), false);
+    assert!(starts(&a).is_empty(), "paused: no catch-up runs");
+    let m = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::Missed)
+        .unwrap();
+    assert_eq!(m.count, Some(4));
+}
+
+/// An occurrence another node claimed: no record, no failure streak, no
+/// retry; its global slot goes to the next run waiting, and the job's next
+/// occurrence is this node's to claim again.
+#[test]
+fn a_lost_claim_drops_the_run_without_a_trace_and_frees_its_slot() {
+    let mut failing = job("a", "* * * * *");
+    failing.retry = RetryPolicy {
+        attempts: 3,
+        ..RetryPolicy::default()
+    };
+    let cfg = config(vec![failing, job("b", "* * * * *")], 1);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let t0 = at("2026-11-29T00:00:30Z");
+    let _ = engine.start(t0, Recovered::default());
+    let due = at("2026-11-29T00:01:00Z");
+    let first = starts(&engine.wake(due, false));
+    assert_eq!(first.len(), 1, "one slot: {first:?}");
+    assert_eq!(engine.queued(), 1, "the other job waits for the slot");
+    let lost = engine.claim_lost(&first[0].run, due);
+    assert!(records(&lost).is_empty(), "a lost claim records nothing");
+    let next = starts(&lost);
+    assert_eq!(next.len(), 1, "the waiting run takes the slot");
+    assert_ne!(next[0].name, first[0].name);
+    let status = engine.job_status(&first[0].name).expect("job");
+    assert!(status.running.is_empty());
+    assert_eq!(status.consecutive_failures, 0);
+    assert_eq!(
+        status.retry_at, None,
+        "no retry for a run that never ran here"
+    );
+    assert_eq!(status.last, None, "no result either");
+    assert_eq!(status.next_fire, Some(at("2026-11-29T00:02:00Z")));
+}

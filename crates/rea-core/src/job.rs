@@ -1,0 +1,183 @@
+//! A job of the job file as the engine sees it: a name, a schedule in a
+//! zone, a command, and the policies of its runs (timeout, overlap, retry,
+//! catch-up, hooks, mail). Plain data with its defaults; reading it from
+//! TOML is `rea-config`'s work.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+use crate::backoff::RetryPolicy;
+use crate::schedule::Schedule;
+
+/// What to do when a job is due while a previous run of it still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overlap {
+    /// Record a `skipped` run and do nothing (default).
+    #[default]
+    Skip,
+    /// Run after the current one; at most one waits.
+    Queue,
+    /// Start another run alongside.
+    Allow,
+    /// Terminate the running one (as on timeout), then start.
+    Replace,
+}
+
+/// What to do with occurrences missed while the daemon was down (or the
+/// wall clock jumped forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CatchUp {
+    /// cron's behaviour: missed occurrences are recorded as missed, not run.
+    #[default]
+    None,
+    /// anacron / systemd `Persistent=`: one run if any occurrence was missed.
+    Once,
+    /// Each missed occurrence, up to `catch_up_limit`.
+    All,
+}
+
+/// One `[jobs.NAME]` table with `[defaults]` applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub name: String,
+    /// The parsed schedule; None for a job that only runs `after` others.
+    pub schedule: Option<Schedule>,
+    pub command: String,
+    /// Shell that runs `command` as `shell -c command`. Default `/bin/sh`.
+    pub shell: String,
+    /// Zone the schedule is evaluated in. Default UTC.
+    pub timezone: Tz,
+    /// The zone as written (`"local"` stays `"local"` for display).
+    pub timezone_name: String,
+    /// None = no timeout.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL on timeout/replace/shutdown. Default 10s.
+    pub kill_grace: Duration,
+    pub overlap: Overlap,
+    pub retry: RetryPolicy,
+    pub catch_up: CatchUp,
+    /// Bound for `catch_up = "all"`. Default 10.
+    pub catch_up_limit: u32,
+    /// Random start delay in [0, jitter]. Default 0.
+    pub jitter: Duration,
+    /// defaults.env overlaid with the job's env.
+    pub env: BTreeMap<String, String>,
+    /// Working directory; None = the daemon's.
+    pub dir: Option<PathBuf>,
+    pub tags: Vec<String>,
+    pub description: Option<String>,
+    pub enabled: bool,
+    /// Bytes of stdout+stderr kept per run (head and tail). Default 64 KiB.
+    pub output_limit: usize,
+    /// Run as this user (the daemon must be root, or be this user).
+    pub user: Option<String>,
+    /// Mail the run's output here through sendmail, as cron's MAILTO.
+    pub mailto: Vec<String>,
+    pub mail_on: MailOn,
+    /// Hook commands (run with the job's shell, user, dir and env).
+    pub on_failure: Option<String>,
+    pub on_success: Option<String>,
+    pub on_retry_exhausted: Option<String>,
+    /// A hook running longer is terminated. Default 5m.
+    pub hook_timeout: Duration,
+    /// Run when each of these jobs has succeeded (since this job's last
+    /// run so triggered).
+    pub after: Vec<String>,
+}
+
+/// When `mailto` sends a mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MailOn {
+    /// A run that did not succeed (failed, timed out, killed).
+    #[default]
+    Failure,
+    /// Every run that printed something, as cron does.
+    Output,
+    /// Every run.
+    Always,
+}
+
+impl Job {
+    /// The first fire strictly after `after`; None for `@reboot`, jobs
+    /// without a schedule, and schedules that never fire again.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.schedule.as_ref()?.next_after(after, self.timezone)
+    }
+
+    pub fn is_reboot(&self) -> bool {
+        self.schedule.as_ref().is_some_and(Schedule::is_reboot)
+    }
+
+    /// The schedule as written, or `after a, b` for a dependent job.
+    pub fn schedule_text(&self) -> String {
+        match &self.schedule {
+            Some(s) if self.after.is_empty() => s.source().to_string(),
+            Some(s) => format!("{} + after {}", s.source(), self.after.join(", ")),
+            None => format!("after {}", self.after.join(", ")),
+        }
+    }
+}
+
+/// The built-in defaults of every field (what a job gets when neither the
+/// job nor `[defaults]` sets it). `name` and `command` are empty and there
+/// is no schedule: a reader fills those in.
+impl Default for Job {
+    fn default() -> Self {
+        Job {
+            name: String::new(),
+            schedule: None,
+            command: String::new(),
+            shell: "/bin/sh".to_string(),
+            timezone: Tz::UTC,
+            timezone_name: "UTC".to_string(),
+            timeout: None,
+            kill_grace: Duration::from_secs(10),
+            overlap: Overlap::Skip,
+            retry: RetryPolicy::default(),
+            catch_up: CatchUp::None,
+            catch_up_limit: 10,
+            jitter: Duration::ZERO,
+            env: BTreeMap::new(),
+            dir: None,
+            tags: Vec::new(),
+            description: None,
+            enabled: true,
+            output_limit: 64 * 1024,
+            user: None,
+            mailto: Vec::new(),
+            mail_on: MailOn::Failure,
+            on_failure: None,
+            on_success: None,
+            on_retry_exhausted: None,
+            hook_timeout: Duration::from_secs(300),
+            after: Vec::new(),
+        }
+    }
+}
+
+/// Why a job (or one-shot) name is not allowed, phrased as a hint with a
+/// corrected example; None if it is fine. Names end up in command lines
+/// and file names, so they stay plain.
+pub fn name_problem(name: &str) -> Option<String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if name.is_empty() {
+        return Some(
+            "names may contain only letters, digits, \"_\", \".\" and \"-\", and must not be empty"
+                .to_string(),
+        );
+    }
+    if name.chars().all(allowed) {
+        return None;
+    }
+    let fixed: String = name
+        .chars()
+        .map(|c| if allowed(c) { c } else { '-' })
+        .collect();
+    Some(format!(
+        "names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. {fixed:?}"
+    ))
+}

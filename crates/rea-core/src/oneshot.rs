@@ -1,0 +1,101 @@
+//! One-shot jobs: submitted at run time (`rea submit --in 30m -- cmd`,
+//! `rea at 14:30`) to run once at an instant, durable across restarts. This
+//! is the definition only, as plain data; the engine schedules it, a store
+//! (`rea-store`'s journal) keeps it, the program runs it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Retry settings of a one-shot (the job file's `retry`, flattened).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct OneShotRetry {
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay_ms: Option<u64>,
+}
+
+/// One-shots have no job file entry; this stands in for its `kill_grace`.
+pub const KILL_GRACE: Duration = Duration::from_secs(10);
+/// ... and this for its `output_limit`.
+pub const OUTPUT_LIMIT: usize = 64 * 1024;
+
+/// A job that runs once at `due`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OneShot {
+    /// The name given at submission, or a generated id; unique among
+    /// pending one-shots and distinct from every job name.
+    pub id: String,
+    /// The program and its arguments, executed without a shell (with
+    /// `shell`, `argv[0]` is a script for `/bin/sh -c`).
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shell: bool,
+    /// The submitter's working directory.
+    pub dir: PathBuf,
+    /// Only what the submitter passed with `--env`; never its whole
+    /// environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    pub due: DateTime<Utc>,
+    pub submitted: DateTime<Utc>,
+    /// If the daemon was down at `due` and comes back later than this
+    /// after it, the one-shot is dropped (recorded) instead of run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_default_retry")]
+    pub retry: OneShotRetry,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+fn is_default_retry(r: &OneShotRetry) -> bool {
+    *r == OneShotRetry::default()
+}
+
+impl OneShot {
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout_ms.map(Duration::from_millis)
+    }
+
+    pub fn expire(&self) -> Option<Duration> {
+        self.expire_ms.map(Duration::from_millis)
+    }
+
+    /// The retry policy in the job file's terms.
+    pub fn retry_policy(&self) -> crate::backoff::RetryPolicy {
+        let mut p = crate::backoff::RetryPolicy {
+            attempts: self.retry.attempts,
+            ..Default::default()
+        };
+        if let Some(d) = self.retry.delay_ms {
+            p.delay = Duration::from_millis(d);
+        }
+        if let Some(d) = self.retry.max_delay_ms {
+            p.max_delay = Duration::from_millis(d);
+        }
+        if p.max_delay < p.delay {
+            p.max_delay = p.delay;
+        }
+        p
+    }
+
+    /// What to execute.
+    pub fn program(&self) -> crate::run::Program {
+        if self.shell {
+            crate::run::Program::Shell {
+                shell: "/bin/sh".into(),
+                script: self.argv.first().cloned().unwrap_or_default(),
+            }
+        } else {
+            crate::run::Program::Argv(self.argv.clone())
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The run history's vocabulary as plain data: one [`Record`] per event
+//! (a run's state change, missed occurrences, daemon and configuration
+//! events), with the statuses and triggers it names. The engine speaks it,
+//! the stores persist it (`rea-store` writes it as one JSON line each) and
+//! the commands read it back; its serde form *is* the documented history
+//! schema, so a field added here is a field added to every line.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Version of the line schema below; bump on incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What a line records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A state change of a run; `status` says which.
+    Run,
+    /// Occurrences that passed while the daemon was down or the clock jumped,
+    /// not run because of the job's `catch_up` policy.
+    Missed,
+    DaemonStarted,
+    DaemonStopped,
+    ConfigLoaded,
+    ConfigRejected,
+}
+
+/// Why a run started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Schedule,
+    Retry,
+    Manual,
+    CatchUp,
+    Reboot,
+    Oneshot,
+    /// The jobs named in its `after` succeeded.
+    Dependency,
+}
+
+impl Trigger {
+    /// The name the history, `REA_TRIGGER` and the logs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Retry => "retry",
+            Trigger::Manual => "manual",
+            Trigger::CatchUp => "catch_up",
+            Trigger::Reboot => "reboot",
+            Trigger::Oneshot => "oneshot",
+            Trigger::Dependency => "dependency",
+        }
+    }
+}
+
+/// The states of a run. `Started` is the only non-final one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Started,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Killed,
+    Skipped,
+    Interrupted,
+    /// A pending one-shot cancelled by the operator before it ran.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The final statuses of a scheduled job's run (`cancelled` only
+    /// happens to one-shots).
+    pub const FINAL: [RunStatus; 6] = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Killed,
+        RunStatus::Skipped,
+        RunStatus::Interrupted,
+    ];
+
+    pub fn is_final(self) -> bool {
+        self != RunStatus::Started
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Started => "started",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Killed => "killed",
+            RunStatus::Skipped => "skipped",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One line of the log. Fields that do not apply to an event are omitted
+/// from the JSON. A final run line is self-contained (it repeats what the
+/// `started` line said) so a reader never has to join lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub v: u32,
+    /// When the line was written.
+    #[serde(with = "ms_time")]
+    pub ts: DateTime<Utc>,
+    pub event: Event,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Trigger>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+    /// The occurrence this run belongs to (for retries: the original one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
+    pub scheduled: Option<DateTime<Utc>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
+    pub started: Option<DateTime<Utc>>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ms_time::opt"
+    )]
+    pub ended: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Time spent waiting for a `max_concurrent` slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
+    /// Random start delay applied (job `jitter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// Captured stdout+stderr, bounded (head … marker … tail).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Bytes the run wrote in total (may exceed what `output` keeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_kb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_cpu_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sys_cpu_ms: Option<u64>,
+    /// Why: skip reason, spawn error, config error text, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Counts: missed occurrences, jobs loaded, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Event-specific extras (config_loaded counts, daemon pid/version, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+}
+
+/// An instant as the log writes it: RFC 3339, UTC, milliseconds. The status
+/// and control answers use the same form.
+pub fn format_ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Instants in the log are RFC 3339 UTC with milliseconds
+/// (`2026-11-29T09:12:17.000Z`): precise enough for lateness, short, and
+/// sortable as text.
+mod ms_time {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_ts(*t))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        DateTime::<Utc>::deserialize(d)
+    }
+
+    pub(super) mod opt {
+        use super::*;
+
+        pub(in crate::record) fn serialize<S: Serializer>(
+            t: &Option<DateTime<Utc>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => super::serialize(t, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(in crate::record) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<DateTime<Utc>>, D::Error> {
+            Option::<DateTime<Utc>>::deserialize(d)
+        }
+    }
+}
+
+impl Record {
+    /// A line of `event` at `ts` with every optional field empty.
+    pub fn new(event: Event, ts: DateTime<Utc>) -> Record {
+        Record {
+            v: SCHEMA_VERSION,
+            ts,
+            event,
+            job: None,
+            run: None,
+            attempt: None,
+            trigger: None,
+            status: None,
+            scheduled: None,
+            started: None,
+            ended: None,
+            duration_ms: None,
+            waited_ms: None,
+            jitter_ms: None,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            output: None,
+            output_bytes: None,
+            max_rss_kb: None,
+            user_cpu_ms: None,
+            sys_cpu_ms: None,
+            reason: None,
+            count: None,
+            detail: None,
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! The embedded history reader: the live file and the rotated ones, newest
+//! first, with cheap text pre-filters before a line is parsed.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::ops::ControlFlow;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::{DateTime, Utc};
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+use serde::Deserialize;
+
+use super::jsonl_writer::rotated_files;
+use super::{
+    log_path, HistoryReader, JobSummary, LastOccurrences, Query, RevLines, RunSummary,
+    DEFAULT_CHUNK_SIZE,
+};
+
+/// Reads the JSON-lines history of a state directory, newest first, across
+/// the live file and the rotated ones. Needs no daemon; missing files are
+/// an empty history.
+pub struct JsonlReader {
+    dir: PathBuf,
+    chunk: usize,
+    malformed: AtomicU64,
+}
+
+/// What a scan does with a raw line before paying for a full parse.
+enum Pre {
+    Parse,
+    Skip,
+    Stop,
+}
+
+/// The fields the summary scans need; `output` and `detail` are skipped by
+/// the parser without being allocated.
+#[derive(Deserialize)]
+struct RunHead {
+    ts: DateTime<Utc>,
+    event: Event,
+    #[serde(default)]
+    job: Option<String>,
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    attempt: Option<u32>,
+    #[serde(default)]
+    trigger: Option<Trigger>,
+    #[serde(default)]
+    status: Option<RunStatus>,
+    #[serde(default)]
+    scheduled: Option<DateTime<Utc>>,
+    #[serde(default)]
+    started: Option<DateTime<Utc>>,
+    #[serde(default)]
+    ended: Option<DateTime<Utc>>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    signal: Option<i32>,
+}
+
+impl JsonlReader {
+    pub fn new(state_dir: &Path) -> JsonlReader {
+        JsonlReader {
+            dir: state_dir.to_path_buf(),
+            chunk: DEFAULT_CHUNK_SIZE,
+            malformed: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes per backwards read (tests use tiny ones to hit chunk edges).
+    pub fn with_chunk_size(mut self, chunk: usize) -> JsonlReader {
+        self.chunk = chunk.max(1);
+        self
+    }
+
+    /// Opens the live file and every rotated one up front, newest first, and
+    /// notes their lengths: renames don't affect open files, so a rotation
+    /// while a query runs can't make it read a file twice or lines written
+    /// later. A rotation between two opens can show the same file under two
+    /// names; the (device, inode) check drops the second.
+    fn open_files(&self) -> io::Result<Vec<(File, u64)>> {
+        let mut paths = vec![log_path(&self.dir)];
+        paths.extend(rotated_files(&self.dir)?.into_iter().map(|(_, path)| path));
+        let mut seen = HashSet::new();
+        let mut files = Vec::new();
+        for path in paths {
+            let file = match File::open(&path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot read history {}: {e}", path.display()),
+                    ))
+                }
+            };
+            let meta = file.metadata()?;
+            if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
+                files.push((file, meta.len()));
+            }
+        }
+        Ok(files)
+    }
+
+    fn scan<T: serde::de::DeserializeOwned>(
+        &self,
+        pre: impl Fn(&str) -> Pre,
+        mut visit: impl FnMut(T) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        self.malformed.store(0, Ordering::Relaxed);
+        for (file, len) in self.open_files()? {
+            for line in RevLines::new(file, len, self.chunk) {
+                let line = line?;
+                let Ok(line) = std::str::from_utf8(&line) else {
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                match pre(line) {
+                    Pre::Parse => {}
+                    Pre::Skip => continue,
+                    Pre::Stop => return Ok(()),
+                }
+                match serde_json::from_str::<T>(line) {
+                    Ok(record) => {
+                        if visit(record).is_break() {
+                            return Ok(());
+                        }
+                    }
+                    Err(_) => {
+                        self.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `ts` of a line as rea writes it (`{"v":1,"ts":"…",…`) without a full
+/// parse; `None` for anything else, which then gets the full parse.
+pub(crate) fn fast_ts(line: &str) -> Option<DateTime<Utc>> {
+    let head = line.get(..line.len().min(24))?;
+    let at = head.find(",\"ts\":\"")? + 7;
+    let rest = &line[at..];
+    let end = rest.get(..rest.len().min(48))?.find('"')?;
+    DateTime::parse_from_rfc3339(&rest[..end])
+        .ok()
+        .map(|ts| ts.with_timezone(&Utc))
+}
+
+/// `"value"` as it appears in a line rea wrote: a cheap substring test that
+/// rules lines out before parsing. Sound for any whitespace layout; only a
+/// hand-written line spelling printable characters as `\u` escapes could be
+/// missed, and rea never writes those.
+fn quoted(value: &str) -> io::Result<String> {
+    serde_json::to_string(value).map_err(io::Error::other)
+}
+
+impl HistoryReader for JsonlReader {
+    fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
+        let mut found = Vec::new();
+        if query.limit == Some(0) {
+            self.malformed.store(0, Ordering::Relaxed);
+            return Ok(found);
+        }
+        let job = query.job.as_deref().map(quoted).transpose()?;
+        let mut statuses: Vec<String> = query
+            .statuses
+            .iter()
+            .map(|s| format!("\"{}\"", s.as_str()))
+            .collect();
+        if query.with_missed && !statuses.is_empty() {
+            statuses.push("\"missed\"".to_string());
+        }
+        self.scan(
+            |line| {
+                if let (Some(since), Some(ts)) = (query.since, fast_ts(line)) {
+                    if ts < since {
+                        return Pre::Stop;
+                    }
+                }
+                if job.as_ref().is_some_and(|job| !line.contains(job.as_str()))
+                    || (!statuses.is_empty() && !statuses.iter().any(|s| line.contains(s.as_str())))
+                {
+                    return Pre::Skip;
+                }
+                Pre::Parse
+            },
+            |record: Record| {
+                // The log is in `ts` order (rotation keeps it), so the first
+                // line older than `since` ends the search.
+                if query.since.is_some_and(|since| record.ts < since) {
+                    return ControlFlow::Break(());
+                }
+                if query.matches(&record) {
+                    found.push(record);
+                    if query.limit.is_some_and(|limit| found.len() >= limit) {
+                        return ControlFlow::Break(());
+                    }
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(found)
+    }
+
+    fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+        self.newest(run_id, |r| {
+            r.event == Event::Run && r.run.as_deref() == Some(run_id)
+        })
+    }
+
+    fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+        self.newest(job, |r| {
+            r.event == Event::Run
+                && r.job.as_deref() == Some(job)
+                && r.status
+                    .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
+        })
+    }
+
+    fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+        // Runs whose final line was seen (we read newest first, and a final
+        // line comes after its `started` line). An entry leaves the set when
+        // its `started` line is reached, so the set holds only the runs in
+        // flight at that point (plus skipped runs, which never started).
+        let mut finished: HashSet<(String, Option<u32>)> = HashSet::new();
+        let mut unfinished = Vec::new();
+        self.scan(
+            |_| Pre::Parse,
+            |record: Record| {
+                if record.event == Event::DaemonStarted {
+                    return ControlFlow::Break(());
+                }
+                if record.event != Event::Run {
+                    return ControlFlow::Continue(());
+                }
+                let (Some(run), Some(status)) = (&record.run, record.status) else {
+                    return ControlFlow::Continue(());
+                };
+                let key = (run.clone(), record.attempt);
+                if status.is_final() {
+                    finished.insert(key);
+                } else if !finished.remove(&key) {
+                    unfinished.push(record);
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(unfinished)
+    }
+
+    fn last_occurrences(&self, jobs: &HashSet<String>) -> io::Result<LastOccurrences> {
+        let mut latest: HashMap<String, DateTime<Utc>> = HashMap::new();
+        let mut daemon_started = None;
+        // The oldest of the per-job answers once every job has one: a line
+        // is never written before its `scheduled` instant, so once lines are
+        // older than every answer none can be improved.
+        let mut settle_below: Option<DateTime<Utc>> = None;
+        self.scan(
+            |_| Pre::Parse,
+            |head: RunHead| {
+                if head.event == Event::DaemonStarted && daemon_started.is_none() {
+                    daemon_started = Some(head.ts);
+                }
+                let counts = match head.event {
+                    Event::Missed => true,
+                    Event::Run => {
+                        matches!(head.trigger, Some(Trigger::Schedule | Trigger::CatchUp))
+                    }
+                    _ => false,
+                };
+                if let (true, Some(job), Some(scheduled)) = (counts, &head.job, head.scheduled) {
+                    if jobs.contains(job) {
+                        let best = latest.entry(job.clone()).or_insert(scheduled);
+                        if scheduled > *best {
+                            *best = scheduled;
+                        }
+                        if latest.len() == jobs.len() {
+                            settle_below = latest.values().min().copied();
+                        }
+                    }
+                }
+                let settled =
+                    latest.len() == jobs.len() && settle_below.is_none_or(|below| head.ts < below);
+                if settled && daemon_started.is_some() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )?;
+        Ok((latest, daemon_started))
+    }
+
+    fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+        self.summaries_until(None)
+    }
+
+    fn recent_summaries(&self, jobs: &HashSet<String>) -> io::Result<HashMap<String, JobSummary>> {
+        self.summaries_until(Some(jobs))
+    }
+
+    fn malformed(&self) -> u64 {
+        self.malformed.load(Ordering::Relaxed)
+    }
+}
+
+impl JsonlReader {
+    /// The newest record that `wanted` accepts, parsing only lines that
+    /// contain `text` as a JSON string (a job name or a run id).
+    fn newest(&self, text: &str, wanted: impl Fn(&Record) -> bool) -> io::Result<Option<Record>> {
+        let needle = quoted(text)?;
+        let mut found = None;
+        self.scan(
+            |line| {
+                if line.contains(needle.as_str()) {
+                    Pre::Parse
+                } else {
+                    Pre::Skip
+                }
+            },
+            |record: Record| {
+                if wanted(&record) {
+                    found = Some(record);
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// Per-job summaries, newest first; with `stop_when`, reading ends once
+    /// each of those jobs has a complete failure streak.
+    fn summaries_until(
+        &self,
+        stop_when: Option<&HashSet<String>>,
+    ) -> io::Result<HashMap<String, JobSummary>> {
+        // The bool: a success was seen, so the failure streak is complete.
+        let mut summaries: HashMap<String, (JobSummary, bool)> = HashMap::new();
+        let mut open: usize = stop_when.map_or(usize::MAX, HashSet::len);
+        self.scan(
+            // Half of a log is `started` lines, which never count here: skip
+            // them before the parse. The pattern cannot occur inside a string
+            // value (its quotes would be escaped there).
+            |line| {
+                if line.contains(r#""status":"started""#) {
+                    Pre::Skip
+                } else {
+                    Pre::Parse
+                }
+            },
+            |head: RunHead| {
+                let (Event::Run, Some(job), Some(status)) = (head.event, &head.job, head.status)
+                else {
+                    return ControlFlow::Continue(());
+                };
+                if !status.is_final() {
+                    return ControlFlow::Continue(());
+                }
+                let (summary, streak_done) = match summaries.get_mut(job.as_str()) {
+                    Some(entry) => entry,
+                    None => summaries.entry(job.clone()).or_default(),
+                };
+                if status == RunStatus::Skipped {
+                    summary.skipped += 1;
+                    return ControlFlow::Continue(());
+                }
+                summary.total_runs += 1;
+                if summary.last.is_none() {
+                    summary.last = Some(RunSummary {
+                        run: head.run.clone(),
+                        attempt: head.attempt,
+                        trigger: head.trigger,
+                        status,
+                        scheduled: head.scheduled,
+                        started: head.started,
+                        ended: head.ended,
+                        duration_ms: head.duration_ms,
+                        exit_code: head.exit_code,
+                        signal: head.signal,
+                    });
+                }
+                match status {
+                    RunStatus::Succeeded => {
+                        if summary.last_success.is_none() {
+                            summary.last_success = Some(head.started.unwrap_or(head.ts));
+                        }
+                        if !*streak_done && stop_when.is_some_and(|w| w.contains(job.as_str())) {
+                            open = open.saturating_sub(1);
+                        }
+                        *streak_done = true;
+                        if open == 0 {
+                            return ControlFlow::Break(());
+                        }
+                    }
+                    RunStatus::Failed | RunStatus::TimedOut if !*streak_done => {
+                        summary.consecutive_failures += 1;
+                    }
+                    _ => {}
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(summaries
+            .into_iter()
+            .map(|(job, (summary, _))| (job, summary))
+            .collect())
+    }
+}

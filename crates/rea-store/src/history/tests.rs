@@ -1,0 +1,749 @@
+//! Tests of the JSON-lines backend: the file format, rotation, torn lines,
+//! the backlog, and each query against a naive forward read.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+
+use super::jsonl_reader::fast_ts;
+use super::jsonl_writer::rotated_files;
+use super::*;
+
+mod recent {
+    use super::*;
+
+    #[test]
+    fn recent_summaries_stop_once_every_job_has_a_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = JsonlHistory::open(dir.path(), 1 << 30, 1).unwrap();
+        let t0 = DateTime::parse_from_rfc3339("2026-11-29T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let run = |job: &str, status: RunStatus, i: i64| {
+            let mut r = Record::new(Event::Run, t0 + chrono::Duration::seconds(i));
+            r.job = Some(job.into());
+            r.run = Some(format!("r{i}"));
+            r.status = Some(status);
+            r
+        };
+        // Old history: many runs of `a` that a bounded read never reaches.
+        for i in 0..100 {
+            h.append(&run("a", RunStatus::Failed, i)).unwrap();
+        }
+        h.append(&run("a", RunStatus::Succeeded, 100)).unwrap();
+        h.append(&run("b", RunStatus::Succeeded, 101)).unwrap();
+        h.append(&run("a", RunStatus::Failed, 102)).unwrap();
+        let reader = JsonlReader::new(dir.path());
+        let jobs: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        let recent = reader.recent_summaries(&jobs).unwrap();
+        assert_eq!(recent["a"].consecutive_failures, 1);
+        assert_eq!(recent["a"].last.as_ref().unwrap().status, RunStatus::Failed);
+        assert_eq!(recent["b"].consecutive_failures, 0);
+        assert_eq!(recent["a"].total_runs, 2, "stopped at a's success");
+        let all = reader.job_summaries().unwrap();
+        assert_eq!(all["a"].total_runs, 102);
+        assert_eq!(all["a"].consecutive_failures, 1);
+    }
+}
+
+mod jsonl {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::BufWriter;
+
+    fn ts(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + secs, 0).expect("valid timestamp")
+    }
+
+    fn run(at: i64, job: &str, id: &str, status: RunStatus, trigger: Trigger) -> Record {
+        let mut r = Record::new(Event::Run, ts(at));
+        r.job = Some(job.to_string());
+        r.run = Some(id.to_string());
+        r.attempt = Some(1);
+        r.status = Some(status);
+        r.trigger = Some(trigger);
+        r.scheduled = Some(ts(at));
+        r.started = Some(ts(at));
+        r
+    }
+
+    fn daemon_started(at: i64) -> Record {
+        Record::new(Event::DaemonStarted, ts(at))
+    }
+
+    /// Every parseable record of every file, oldest first, the simple way.
+    fn forward_read(dir: &Path) -> Vec<Record> {
+        let mut paths: Vec<PathBuf> = rotated_files(dir)
+            .expect("list")
+            .into_iter()
+            .rev()
+            .map(|(_, p)| p)
+            .collect();
+        paths.push(log_path(dir));
+        let mut records = Vec::new();
+        for path in paths {
+            let Ok(bytes) = fs::read(&path) else { continue };
+            for line in bytes.split(|&b| b == b'\n') {
+                if let Ok(r) = serde_json::from_slice::<Record>(line) {
+                    records.push(r);
+                }
+            }
+        }
+        records
+    }
+
+    fn all(reader: &JsonlReader) -> Vec<Record> {
+        reader.query(&Query::default()).expect("query")
+    }
+
+    fn line_of(record: &Record) -> String {
+        format!("{}\n", serde_json::to_string(record).expect("serialise"))
+    }
+
+    fn mixed_records(n: i64) -> Vec<Record> {
+        (0..n)
+            .map(|i| match i % 5 {
+                0 => daemon_started(i),
+                1 => run(
+                    i,
+                    "backup",
+                    &format!("r{i}"),
+                    RunStatus::Started,
+                    Trigger::Schedule,
+                ),
+                2 => {
+                    let mut r = run(
+                        i,
+                        "report",
+                        &format!("r{i}"),
+                        RunStatus::Failed,
+                        Trigger::Manual,
+                    );
+                    r.output = Some(format!("line {i}\nwith \"quotes\" and ünïcode"));
+                    r
+                }
+                3 => run(
+                    i,
+                    "backup",
+                    &format!("r{i}"),
+                    RunStatus::Succeeded,
+                    Trigger::Retry,
+                ),
+                _ => {
+                    let mut r = Record::new(Event::Missed, ts(i));
+                    r.job = Some("report".into());
+                    r.scheduled = Some(ts(i - 1));
+                    r.count = Some(2);
+                    r
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn roundtrip_newest_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let records = mixed_records(100);
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let mut expected = records.clone();
+        expected.reverse();
+        for chunk in [7, 64, DEFAULT_CHUNK_SIZE] {
+            let reader = JsonlReader::new(dir.path()).with_chunk_size(chunk);
+            assert_eq!(all(&reader), expected, "chunk {chunk}");
+            assert_eq!(reader.malformed(), 0);
+        }
+        assert_eq!(all(&h.reader()), expected);
+    }
+
+    #[test]
+    fn each_append_adds_exactly_one_whole_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let mut expected = String::new();
+        for r in mixed_records(20) {
+            h.append(&r).expect("append");
+            expected.push_str(&line_of(&r));
+            assert_eq!(
+                fs::read_to_string(log_path(dir.path())).expect("read"),
+                expected
+            );
+        }
+        let mode = fs::metadata(log_path(dir.path())).expect("stat").mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped_and_the_next_append_starts_a_new_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = mixed_records(3);
+        {
+            let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+            for r in &records {
+                h.append(r).expect("append");
+            }
+        }
+        let path = log_path(dir.path());
+        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
+        f.write_all(b"{\"v\":1,\"ts\":\"2023-11-").expect("write");
+        drop(f);
+
+        let reader = JsonlReader::new(dir.path()).with_chunk_size(16);
+        let mut expected: Vec<Record> = records.iter().rev().cloned().collect();
+        assert_eq!(all(&reader), expected);
+        assert_eq!(reader.malformed(), 1);
+
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("reopen");
+        let next = run(10, "backup", "r10", RunStatus::Succeeded, Trigger::Schedule);
+        h.append(&next).expect("append");
+        let text = fs::read_to_string(&path).expect("read");
+        assert!(
+            text.ends_with(&format!("2023-11-\n{}", line_of(&next))),
+            "{text}"
+        );
+        expected.insert(0, next);
+        assert_eq!(all(&reader), expected);
+        assert_eq!(reader.malformed(), 1);
+    }
+
+    #[test]
+    fn garbage_and_missing_files_are_not_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("nope");
+        assert_eq!(all(&JsonlReader::new(&missing)), vec![]);
+        assert_eq!(all(&JsonlReader::new(dir.path())), vec![]);
+
+        let a = run(1, "a", "r1", RunStatus::Succeeded, Trigger::Schedule);
+        let b = run(2, "a", "r2", RunStatus::Failed, Trigger::Schedule);
+        let mut bytes = line_of(&a).into_bytes();
+        bytes.extend_from_slice(b"not json at all\n\xff\xfe binary\n\n{\"v\":1}\n");
+        bytes.extend_from_slice(line_of(&b).as_bytes());
+        fs::write(log_path(dir.path()), bytes).expect("write");
+        let reader = JsonlReader::new(dir.path()).with_chunk_size(5);
+        assert_eq!(all(&reader), vec![b, a]);
+        assert_eq!(reader.malformed(), 3);
+    }
+
+    #[test]
+    fn rotation_keeps_max_files_and_queries_span_them_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records: Vec<Record> = (0..40)
+            .map(|i| {
+                run(
+                    i,
+                    "job",
+                    &format!("r{i:02}"),
+                    RunStatus::Succeeded,
+                    Trigger::Schedule,
+                )
+            })
+            .collect();
+        let line_len = line_of(&records[0]).len() as u64;
+        let max_bytes = line_len * 3 + 1;
+        let mut h = JsonlHistory::open(dir.path(), max_bytes, 3).expect("open");
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let rotated: Vec<u32> = rotated_files(dir.path())
+            .expect("list")
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(rotated, vec![1, 2, 3]);
+        for path in [
+            log_path(dir.path()),
+            rotated_path(dir.path(), 1),
+            rotated_path(dir.path(), 3),
+        ] {
+            assert!(fs::metadata(&path).expect("stat").len() <= max_bytes);
+        }
+        // 4 files of 3 lines, except the live one which has 40 % 3 = 1.
+        let expected: Vec<Record> = records.iter().rev().take(10).cloned().collect();
+        for chunk in [7, 64, 4096] {
+            assert_eq!(
+                all(&JsonlReader::new(dir.path()).with_chunk_size(chunk)),
+                expected
+            );
+        }
+        let mut forward = forward_read(dir.path());
+        forward.reverse();
+        assert_eq!(forward, expected);
+
+        // A rotated file missing in the middle: the others still read, in order.
+        fs::remove_file(rotated_path(dir.path(), 2)).expect("rm");
+        let got = all(&JsonlReader::new(dir.path()).with_chunk_size(64));
+        let want: Vec<Record> = expected[..4]
+            .iter()
+            .chain(&expected[7..])
+            .cloned()
+            .collect();
+        assert_eq!(got, want);
+        // Writing on fills the gap again through renames.
+        for r in &records[..3] {
+            let mut r = r.clone();
+            r.ts = ts(100);
+            h.append(&r).expect("append");
+        }
+        assert!(log_path(dir.path()).exists());
+    }
+
+    #[test]
+    fn rotation_with_no_rotated_files_starts_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = run(1, "job", "r1", RunStatus::Succeeded, Trigger::Schedule);
+        let mut h = JsonlHistory::open(dir.path(), line_of(&r).len() as u64, 0).expect("open");
+        for i in 0..5 {
+            let mut r = r.clone();
+            r.ts = ts(i);
+            h.append(&r).expect("append");
+        }
+        assert!(rotated_files(dir.path()).expect("list").is_empty());
+        assert_eq!(all(&h.reader()).len(), 1);
+    }
+
+    #[test]
+    fn lowering_max_files_removes_the_extra_rotated_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in 1..=5 {
+            fs::write(rotated_path(dir.path(), n), "").expect("write");
+        }
+        let r = run(1, "job", "r1", RunStatus::Succeeded, Trigger::Schedule);
+        let mut h = JsonlHistory::open(dir.path(), 10, 2).expect("open");
+        h.append(&r).expect("append");
+        h.append(&r).expect("append");
+        let rotated: Vec<u32> = rotated_files(dir.path())
+            .expect("list")
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(rotated, vec![1, 2]);
+    }
+
+    fn rev_lines_of(bytes: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+        RevLines::new(bytes, bytes.len() as u64, chunk)
+            .collect::<io::Result<Vec<_>>>()
+            .expect("read")
+    }
+
+    #[test]
+    fn rev_lines_handles_chunk_edges_and_long_lines() {
+        let long = "x".repeat(300);
+        let text = format!("a\n\nbb\n{long}\nccc\n{long}y");
+        let want: Vec<Vec<u8>> = text
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .rev()
+            .map(|l| l.as_bytes().to_vec())
+            .collect();
+        for chunk in 1..40 {
+            assert_eq!(rev_lines_of(text.as_bytes(), chunk), want, "chunk {chunk}");
+        }
+        assert_eq!(rev_lines_of(b"", 7), Vec::<Vec<u8>>::new());
+        assert_eq!(rev_lines_of(b"\n\n", 7), Vec::<Vec<u8>>::new());
+
+        // Same through a real file.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f");
+        fs::write(&path, &text).expect("write");
+        let file = File::open(&path).expect("open");
+        let got: Vec<Vec<u8>> = RevLines::new(file, text.len() as u64, 64)
+            .collect::<io::Result<_>>()
+            .expect("read");
+        assert_eq!(got, want);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn rev_lines_is_a_reversed_forward_read(
+            lines in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..150), 0..30),
+            trailing in any::<bool>(),
+            chunk in 1usize..100,
+        ) {
+            let lines: Vec<Vec<u8>> = lines
+                .into_iter()
+                .map(|l| l.into_iter().filter(|&b| b != b'\n').collect())
+                .collect();
+            let mut bytes = lines.join(&b'\n');
+            if trailing {
+                bytes.push(b'\n');
+            }
+            let want: Vec<Vec<u8>> = bytes
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .rev()
+                .map(<[u8]>::to_vec)
+                .collect();
+            prop_assert_eq!(rev_lines_of(&bytes, chunk), want);
+        }
+    }
+
+    /// The conformance kit, on files rotated at different sizes and read
+    /// in chunks of different sizes (the kit's oracles know nothing of
+    /// files; this is where the file format's edges are crossed).
+    #[test]
+    fn the_jsonl_backend_conforms() {
+        let n = std::cell::Cell::new(0usize);
+        crate::conformance::history_backend(40, || {
+            let i = n.get();
+            n.set(i + 1);
+            let max_bytes = [300u64, 2_000, u64::MAX][i % 3];
+            let chunk = [7usize, 64, 1000][(i / 3) % 3];
+            let dir = tempfile::tempdir().expect("tempdir");
+            let writer = JsonlHistory::open(dir.path(), max_bytes, 1000).expect("open");
+            let reader = JsonlReader::new(dir.path()).with_chunk_size(chunk);
+            crate::conformance::Fresh {
+                writer: Box::new(writer),
+                reader: Box::new(reader),
+                keep: Box::new(dir),
+            }
+        });
+    }
+
+    #[test]
+    fn queries_on_a_large_log_stop_early() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut out = BufWriter::new(File::create(log_path(dir.path())).expect("create"));
+        let mut records = Vec::with_capacity(50_000);
+        for i in 0..50_000 {
+            let job = if i % 1000 == 0 { "rare" } else { "often" };
+            let status = if i % 7 == 0 {
+                RunStatus::Failed
+            } else {
+                RunStatus::Succeeded
+            };
+            let r = run(i, job, &format!("r{i}"), status, Trigger::Schedule);
+            out.write_all(line_of(&r).as_bytes()).expect("write");
+            records.push(r);
+        }
+        out.flush().expect("flush");
+        drop(out);
+        let reader = JsonlReader::new(dir.path()).with_chunk_size(4096);
+        let queries = [
+            Query {
+                limit: Some(10),
+                ..Query::default()
+            },
+            Query {
+                job: Some("rare".into()),
+                limit: Some(3),
+                ..Query::default()
+            },
+            Query {
+                job: Some("rare".into()),
+                since: Some(ts(45_500)),
+                ..Query::default()
+            },
+            Query {
+                statuses: vec![RunStatus::Failed],
+                since: Some(ts(49_900)),
+                ..Query::default()
+            },
+        ];
+        for q in &queries {
+            assert_eq!(
+                reader.query(q).expect("query"),
+                crate::conformance::naive_query(&records, q),
+                "{q:?}"
+            );
+        }
+        assert_eq!(
+            reader.find_run("r49000").expect("find").map(|r| r.ts),
+            Some(ts(49_000))
+        );
+        assert_eq!(
+            reader.find_run("r123").expect("find").map(|r| r.ts),
+            Some(ts(123))
+        );
+        assert_eq!(reader.find_run("nope").expect("find"), None);
+    }
+
+    #[test]
+    fn find_run_and_latest_final_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let records = [
+            run(1, "a", "r1", RunStatus::Started, Trigger::Schedule),
+            run(2, "a", "r1", RunStatus::Failed, Trigger::Schedule),
+            run(3, "a", "r2", RunStatus::Started, Trigger::Manual),
+            run(4, "a", "r3", RunStatus::Skipped, Trigger::Schedule),
+            run(5, "b", "r4", RunStatus::Started, Trigger::Schedule),
+        ];
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let reader = h.reader().with_chunk_size(32);
+        assert_eq!(
+            reader.find_run("r1").expect("find").as_ref(),
+            Some(&records[1])
+        );
+        assert_eq!(
+            reader.find_run("r2").expect("find").as_ref(),
+            Some(&records[2])
+        );
+        assert_eq!(reader.find_run("r9").expect("find"), None);
+        assert_eq!(
+            reader.latest_final_run("a").expect("latest").as_ref(),
+            Some(&records[1])
+        );
+        assert_eq!(reader.latest_final_run("b").expect("latest"), None);
+    }
+
+    #[test]
+    fn unfinished_runs_since_the_last_daemon_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), 400, 5).expect("open");
+        let mut retry = run(8, "c", "r3", RunStatus::Started, Trigger::Retry);
+        retry.attempt = Some(2);
+        let records = [
+            daemon_started(0),
+            run(1, "old", "r0", RunStatus::Started, Trigger::Schedule),
+            daemon_started(2),
+            run(3, "a", "r1", RunStatus::Started, Trigger::Schedule),
+            run(4, "b", "r2", RunStatus::Started, Trigger::Schedule),
+            run(5, "c", "r3", RunStatus::Started, Trigger::Schedule),
+            run(6, "a", "r1", RunStatus::Succeeded, Trigger::Schedule),
+            run(7, "c", "r3", RunStatus::Failed, Trigger::Schedule),
+            retry.clone(),
+            run(9, "d", "r4", RunStatus::Skipped, Trigger::Schedule),
+        ];
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let reader = h.reader().with_chunk_size(64);
+        assert_eq!(
+            reader.unfinished_runs().expect("scan"),
+            vec![retry, records[4].clone()]
+        );
+        h.append(&daemon_started(10)).expect("append");
+        assert_eq!(reader.unfinished_runs().expect("scan"), vec![]);
+        assert_eq!(
+            JsonlReader::new(&dir.path().join("none"))
+                .unfinished_runs()
+                .expect("scan"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn last_occurrences_per_job() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let mut missed = Record::new(Event::Missed, ts(50));
+        missed.job = Some("m".into());
+        missed.scheduled = Some(ts(45));
+        let mut catch_up = run(52, "c", "r7", RunStatus::Succeeded, Trigger::CatchUp);
+        catch_up.scheduled = Some(ts(30));
+        // `a` runs with overlap allowed: the final line of an older occurrence
+        // is written after the start of a newer one.
+        let mut a_old_final = run(61, "a", "r8", RunStatus::Succeeded, Trigger::Schedule);
+        a_old_final.scheduled = Some(ts(40));
+        let records = [
+            run(10, "a", "r1", RunStatus::Succeeded, Trigger::Schedule),
+            daemon_started(20),
+            run(35, "z", "r2", RunStatus::Succeeded, Trigger::Schedule),
+            run(40, "a", "r3", RunStatus::Started, Trigger::Schedule),
+            missed,
+            catch_up,
+            run(60, "a", "r4", RunStatus::Started, Trigger::Schedule),
+            a_old_final,
+            run(70, "a", "r5", RunStatus::Failed, Trigger::Retry),
+            run(71, "c", "r6", RunStatus::Succeeded, Trigger::Manual),
+        ];
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let reader = h.reader().with_chunk_size(50);
+        let jobs: HashSet<String> = ["a", "c", "m", "never"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (latest, started) = reader.last_occurrences(&jobs).expect("scan");
+        let want: HashMap<String, DateTime<Utc>> = [("a", ts(60)), ("c", ts(30)), ("m", ts(45))]
+            .iter()
+            .map(|(j, t)| (j.to_string(), *t))
+            .collect();
+        assert_eq!(latest, want);
+        assert_eq!(started, Some(ts(20)));
+
+        let (latest, started) = reader.last_occurrences(&HashSet::new()).expect("scan");
+        assert!(latest.is_empty());
+        assert_eq!(started, Some(ts(20)));
+    }
+
+    #[test]
+    fn job_summaries_over_the_whole_history() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), 500, 10).expect("open");
+        let mut failed = run(7, "a", "r7", RunStatus::Failed, Trigger::Schedule);
+        failed.duration_ms = Some(1500);
+        failed.exit_code = Some(3);
+        let records = [
+            run(1, "a", "r1", RunStatus::Failed, Trigger::Schedule),
+            run(2, "a", "r2", RunStatus::Succeeded, Trigger::Schedule),
+            run(3, "a", "r3", RunStatus::TimedOut, Trigger::Schedule),
+            run(4, "a", "r4", RunStatus::Killed, Trigger::Manual),
+            run(5, "a", "r5", RunStatus::Skipped, Trigger::Schedule),
+            run(6, "a", "r6", RunStatus::Started, Trigger::Schedule),
+            failed,
+            run(8, "b", "r8", RunStatus::Succeeded, Trigger::Schedule),
+            daemon_started(9),
+        ];
+        for r in &records {
+            h.append(r).expect("append");
+        }
+        let summaries = h
+            .reader()
+            .with_chunk_size(100)
+            .job_summaries()
+            .expect("scan");
+        assert_eq!(summaries.len(), 2);
+        let a = &summaries["a"];
+        assert_eq!(a.total_runs, 5);
+        assert_eq!(a.skipped, 1);
+        assert_eq!(a.consecutive_failures, 2);
+        assert_eq!(a.last_success, Some(ts(2)));
+        let last = a.last.as_ref().expect("last");
+        assert_eq!(
+            (last.status, last.duration_ms, last.exit_code),
+            (RunStatus::Failed, Some(1500), Some(3))
+        );
+        assert_eq!(last.run.as_deref(), Some("r7"));
+        let b = &summaries["b"];
+        assert_eq!((b.total_runs, b.consecutive_failures), (1, 0));
+    }
+
+    #[test]
+    fn job_summaries_skip_started_lines_but_not_outputs_that_mention_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), 1 << 20, 2).expect("open");
+        let mut sneaky = run(2, "a", "r2", RunStatus::Failed, Trigger::Schedule);
+        sneaky.output = Some(r#"{"status":"started"}"#.into());
+        for r in [
+            run(1, "a", "r2", RunStatus::Started, Trigger::Schedule),
+            sneaky,
+            run(3, "b", "r3", RunStatus::Started, Trigger::Schedule),
+        ] {
+            h.append(&r).expect("append");
+        }
+        let summaries = h.reader().job_summaries().expect("scan");
+        let a = &summaries["a"];
+        assert_eq!((a.total_runs, a.consecutive_failures), (1, 1));
+        assert_eq!(a.last.as_ref().map(|l| l.status), Some(RunStatus::Failed));
+        assert!(
+            !summaries.contains_key("b"),
+            "a run in progress is no result"
+        );
+    }
+
+    #[test]
+    fn write_errors_keep_records_in_the_backlog_until_writing_works() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = log_path(dir.path());
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let records = mixed_records(6);
+        h.append(&records[0]).expect("append");
+
+        // Disk full: the path now leads to /dev/full.
+        let aside = dir.path().join("aside");
+        fs::rename(&path, &aside).expect("rename");
+        std::os::unix::fs::symlink("/dev/full", &path).expect("symlink");
+        let err = h.append(&records[1]).expect_err("disk full");
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
+        assert!(err.to_string().contains("history.jsonl"), "{err}");
+        assert!(h.append(&records[2]).is_err());
+        assert_eq!(h.backlog_len(), 2);
+        assert!(h.last_error().expect("error").message.contains("No space"));
+
+        // Something in the way that cannot be opened at all.
+        fs::remove_file(&path).expect("rm");
+        fs::create_dir(&path).expect("mkdir");
+        assert!(h.append(&records[3]).is_err());
+        assert!(h.flush_backlog().is_err());
+        assert_eq!(h.backlog_len(), 3);
+
+        // The file is back: everything is written, in order.
+        fs::remove_dir(&path).expect("rmdir");
+        fs::rename(&aside, &path).expect("rename back");
+        h.flush_backlog().expect("flush");
+        assert_eq!(h.backlog_len(), 0);
+        h.append(&records[4]).expect("append");
+        let want: Vec<Record> = records[..5].iter().rev().cloned().collect();
+        assert_eq!(all(&h.reader()), want);
+        assert_eq!(h.dropped(), 0);
+        assert!(h.last_error().is_some(), "kept for rea status");
+    }
+
+    #[test]
+    fn a_full_backlog_drops_the_oldest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = log_path(dir.path());
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        h.set_backlog_limits(3, usize::MAX);
+        fs::remove_file(&path).expect("rm");
+        std::os::unix::fs::symlink("/dev/full", &path).expect("symlink");
+        let records = mixed_records(5);
+        for r in &records {
+            assert!(h.append(r).is_err());
+        }
+        assert_eq!((h.backlog_len(), h.dropped()), (3, 2));
+        fs::remove_file(&path).expect("rm");
+        h.flush_backlog().expect("flush");
+        let want: Vec<Record> = records[2..].iter().rev().cloned().collect();
+        assert_eq!(all(&h.reader()), want);
+
+        // The byte bound keeps at least the newest record.
+        h.set_backlog_limits(100, 1);
+        fs::remove_file(&path).expect("rm");
+        fs::create_dir(&path).expect("mkdir");
+        assert!(h.append(&records[0]).is_err());
+        assert!(h.append(&records[1]).is_err());
+        assert_eq!((h.backlog_len(), h.dropped()), (1, 3));
+    }
+
+    #[test]
+    fn a_deleted_file_is_recreated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = log_path(dir.path());
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 3).expect("open");
+        let records = mixed_records(3);
+        h.append(&records[0]).expect("append");
+        fs::remove_file(&path).expect("rm");
+        h.append(&records[1]).expect("append");
+        // Replaced by another file (an external logrotate's `create`).
+        fs::rename(&path, dir.path().join("history.jsonl-old")).expect("mv");
+        fs::write(&path, "").expect("create");
+        h.append(&records[2]).expect("append");
+        assert_eq!(
+            fs::read_to_string(&path).expect("read"),
+            line_of(&records[2])
+        );
+    }
+
+    #[test]
+    fn open_reports_an_unusable_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::create_dir(log_path(dir.path())).expect("mkdir");
+        let err = JsonlHistory::open(dir.path(), u64::MAX, 3)
+            .err()
+            .expect("error");
+        assert!(err.to_string().contains("history.jsonl"), "{err}");
+    }
+
+    #[test]
+    fn fast_ts_reads_what_the_writer_writes() {
+        let r = run(5, "a", "r1", RunStatus::Started, Trigger::Schedule);
+        assert_eq!(fast_ts(&line_of(&r)), Some(ts(5)));
+        assert_eq!(fast_ts("{\"ts\":\"2023-01-01T00:00:00Z\"}"), None);
+        assert_eq!(fast_ts("garbage"), None);
+        assert_eq!(fast_ts(""), None);
+    }
+}

@@ -1,0 +1,77 @@
+//! The CLI's side of the control socket: a blocking connection that sends
+//! a request and reads its answer.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream as StdStream;
+use std::path::Path;
+
+use super::protocol::{line, Envelope, Request, Response, VERSION};
+use super::socket_path;
+
+/// Why a client could not talk to the daemon.
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    /// No daemon listens for this state directory.
+    NoDaemon(String),
+    Io(String),
+}
+
+/// A blocking connection to the daemon, used by the CLI.
+pub(crate) struct Client {
+    reader: BufReader<StdStream>,
+    writer: StdStream,
+}
+
+impl Client {
+    pub(crate) fn connect(state_dir: &Path) -> Result<Client, ClientError> {
+        let path = socket_path(state_dir);
+        let stream = StdStream::connect(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::NoDaemon(format!(
+                "no rea daemon is running for state directory {} (start one with `rea run`, or pass the daemon's --state-dir)",
+                state_dir.display()
+            )),
+            io::ErrorKind::PermissionDenied => ClientError::Io(format!(
+                "permission denied on {}: the daemon runs as another user",
+                path.display()
+            )),
+            _ => ClientError::Io(format!("cannot connect to {}: {e}", path.display())),
+        })?;
+        let writer = stream
+            .try_clone()
+            .map_err(|e| ClientError::Io(e.to_string()))?;
+        Ok(Client {
+            reader: BufReader::new(stream),
+            writer,
+        })
+    }
+
+    /// Sends one request and reads its (first) response.
+    pub(crate) fn request(&mut self, request: &Request) -> Result<Response, ClientError> {
+        let env = Envelope {
+            v: VERSION,
+            request: request.clone(),
+        };
+        if let Err(e) = self.writer.write_all(line(&env).as_bytes()) {
+            // A daemon that refuses a peer answers and hangs up at once, maybe
+            // before our request went out: its answer says why.
+            return self
+                .read_response()
+                .map_err(|_| ClientError::Io(format!("cannot send to the daemon: {e}")));
+        }
+        self.read_response()
+    }
+
+    /// Reads the next response line (the second line of a trigger --wait).
+    pub(crate) fn read_response(&mut self) -> Result<Response, ClientError> {
+        let mut text = String::new();
+        let n = self
+            .reader
+            .read_line(&mut text)
+            .map_err(|e| ClientError::Io(format!("cannot read from the daemon: {e}")))?;
+        if n == 0 {
+            return Err(ClientError::Io("the daemon closed the connection".into()));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ClientError::Io(format!("unreadable answer from the daemon: {e}")))
+    }
+}

@@ -1,0 +1,431 @@
+//! The control protocol: one JSON object per line each way, versioned with
+//! `"v": 1`. These types are the only definition of the wire format: the
+//! daemon serialises them and the CLI deserialises the same types, so the
+//! two cannot drift, and the README's protocol section documents them.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use rea_core::oneshot::OneShotRetry;
+use rea_core::record::format_ts;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// Protocol version spoken by this build.
+pub(crate) const VERSION: u32 = 1;
+
+/// Which jobs a pause/resume names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Selector {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) jobs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tag: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) all: bool,
+}
+
+/// A request line: `{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub(crate) enum Request {
+    /// Is anybody there?
+    Ping,
+    /// Live status of every job, or one.
+    Status {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        job: Option<String>,
+    },
+    /// Run a job now. With `wait`, a second response line follows when the
+    /// run ends, carrying its final history record.
+    Trigger {
+        job: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        wait: bool,
+    },
+    Pause(Selector),
+    Resume(Selector),
+    /// Re-read the job file now.
+    Reload,
+    /// A one-shot job; acknowledged once it is durable.
+    Submit(Submission),
+    /// Cancel pending one-shots (running ones only with `kill`).
+    Cancel {
+        ids: Vec<String>,
+        #[serde(default)]
+        kill: bool,
+    },
+    /// Pending one-shots, by due time.
+    Pending {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tag: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
+    },
+}
+
+/// `rea submit` on the wire. Exactly one of `at` and `in_ms` says when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub(crate) struct Submission {
+    /// Unique among pending one-shots; generated when absent. A duplicate is
+    /// refused with code `duplicate`, which makes retried submissions safe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    /// Program and arguments (no shell), or with `shell` one script.
+    pub(crate) argv: Vec<String>,
+    #[serde(default)]
+    pub(crate) shell: bool,
+    /// Working directory (absolute).
+    pub(crate) dir: PathBuf,
+    #[serde(default)]
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) in_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expire_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub(crate) retry: OneShotRetry,
+    #[serde(default)]
+    pub(crate) tags: Vec<String>,
+}
+
+/// The envelope every request travels in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Envelope {
+    pub(crate) v: u32,
+    #[serde(flatten)]
+    pub(crate) request: Request,
+}
+
+/// A response line: `{"v":1,"ok":true,"data":{…}}` or
+/// `{"v":1,"ok":false,"error":"…","code":"unknown_job","suggestions":[…]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Response {
+    pub(crate) v: u32,
+    pub(crate) ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) data: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    /// Machine-readable error kind: `bad_request`, `unknown_job`,
+    /// `unsupported_version`, `refused`, `invalid_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) code: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) suggestions: Vec<String>,
+}
+
+impl Response {
+    pub(crate) fn ok(data: Value) -> Response {
+        Response {
+            v: VERSION,
+            ok: true,
+            data: Some(data),
+            error: None,
+            code: None,
+            suggestions: Vec::new(),
+        }
+    }
+
+    pub(crate) fn err(code: &str, error: impl Into<String>) -> Response {
+        Response {
+            v: VERSION,
+            ok: false,
+            data: None,
+            error: Some(error.into()),
+            code: Some(code.to_string()),
+            suggestions: Vec::new(),
+        }
+    }
+
+    pub(crate) fn with_suggestions(mut self, s: Vec<String>) -> Response {
+        self.suggestions = s;
+        self
+    }
+}
+
+/// An instant on the wire: RFC 3339, UTC, milliseconds (as the history
+/// writes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ts(pub(crate) DateTime<Utc>);
+
+impl Serialize for Ts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_ts(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ts, D::Error> {
+        DateTime::<Utc>::deserialize(d).map(Ts)
+    }
+}
+
+/// `status`: the daemon and every job (or one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StatusReply {
+    /// Always true from a daemon (the offline view says false).
+    pub(crate) live: bool,
+    pub(crate) daemon: DaemonInfo,
+    pub(crate) jobs: Vec<JobInfo>,
+    /// `status ID` of a pending one-shot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) oneshot: Option<OneShotInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DaemonInfo {
+    pub(crate) running: bool,
+    pub(crate) pid: u32,
+    pub(crate) version: String,
+    pub(crate) started_at: Ts,
+    pub(crate) uptime_s: i64,
+    pub(crate) file: String,
+    pub(crate) state_dir: String,
+    pub(crate) last_reload: Ts,
+    /// Set while the job file on disk is invalid.
+    pub(crate) config_error: Option<ConfigError>,
+    pub(crate) running_runs: usize,
+    pub(crate) max_concurrent: usize,
+    /// Runs waiting for a `max_concurrent` slot.
+    pub(crate) queued: usize,
+    pub(crate) oneshots_pending: usize,
+    pub(crate) history: HistoryInfo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ConfigError {
+    pub(crate) at: Ts,
+    pub(crate) errors: Vec<String>,
+}
+
+/// How writing the history goes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HistoryInfo {
+    pub(crate) backlog: usize,
+    pub(crate) dropped: u64,
+    pub(crate) last_error: Option<WriteError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WriteError {
+    pub(crate) at: Ts,
+    pub(crate) message: String,
+}
+
+/// One job's live state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct JobInfo {
+    pub(crate) name: String,
+    /// `running`, `queued`, `retry_pending`, `disabled`, `paused` or `idle`.
+    pub(crate) state: String,
+    pub(crate) enabled: bool,
+    pub(crate) paused: bool,
+    pub(crate) running: Vec<RunningInfo>,
+    pub(crate) queued: usize,
+    pub(crate) retry_at: Option<Ts>,
+    pub(crate) next_fire: Option<Ts>,
+    pub(crate) consecutive_failures: u32,
+    pub(crate) after: Vec<String>,
+    pub(crate) last: Option<LastInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunningInfo {
+    pub(crate) run: String,
+    pub(crate) pid: Option<u32>,
+    pub(crate) since: Option<Ts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LastInfo {
+    pub(crate) run: String,
+    pub(crate) status: String,
+    pub(crate) ended: Ts,
+    pub(crate) duration_ms: u64,
+    pub(crate) exit_code: Option<i32>,
+}
+
+/// A pending one-shot (`pending`, `status ID`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OneShotInfo {
+    pub(crate) id: String,
+    /// `pending` or `running`.
+    pub(crate) state: String,
+    pub(crate) due: Ts,
+    pub(crate) next_attempt_at: Option<Ts>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) shell: bool,
+    pub(crate) dir: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) submitted: Ts,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) expire_ms: Option<u64>,
+    pub(crate) retry: OneShotRetry,
+}
+
+/// `pending`: how many are pending, and the first ones by due time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PendingReply {
+    pub(crate) pending: usize,
+    pub(crate) oneshots: Vec<OneShotInfo>,
+}
+
+/// `trigger`: the run, and whether it started or waits for a slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TriggerReply {
+    pub(crate) run: String,
+    pub(crate) job: String,
+    /// `started` or `queued`.
+    pub(crate) state: String,
+}
+
+/// `submit`: the one-shot is durable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SubmitReply {
+    pub(crate) id: String,
+    pub(crate) due: Ts,
+}
+
+/// `cancel`: what happened to each id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CancelReply {
+    pub(crate) cancelled: Vec<Cancelled>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Cancelled {
+    pub(crate) id: String,
+    /// `cancelled`, or `killing` (a running one, with `kill`).
+    pub(crate) result: String,
+}
+
+/// `pause` / `resume`: the jobs that changed, and all paused now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PauseReply {
+    pub(crate) changed: Vec<String>,
+    pub(crate) paused: Vec<String>,
+}
+
+/// `reload`: jobs in force; `unchanged` when the file had not changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ReloadReply {
+    pub(crate) jobs: usize,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) unchanged: bool,
+}
+
+/// `ping`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PingReply {
+    pub(crate) pid: u32,
+}
+
+impl Response {
+    /// A successful answer carrying `data`.
+    pub(crate) fn with<T: Serialize>(data: &T) -> Response {
+        match serde_json::to_value(data) {
+            Ok(v) => Response::ok(v),
+            Err(e) => Response::err("refused", format!("cannot encode the answer: {e}")),
+        }
+    }
+
+    /// The data of a successful answer as `T`.
+    pub(crate) fn data_as<T: for<'de> Deserialize<'de>>(&self) -> Result<T, String> {
+        let data = self.data.clone().unwrap_or(Value::Null);
+        serde_json::from_value(data).map_err(|e| format!("unreadable answer from the daemon: {e}"))
+    }
+}
+
+/// One line of the protocol.
+pub(crate) fn line<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{}".to_string());
+    s.push('\n');
+    s
+}
+
+/// Reads a request line: the envelope, the version, the operation.
+pub(crate) fn parse_request(bytes: &[u8]) -> Result<Request, Response> {
+    // The common case in one parse; the slow path below only explains
+    // what is wrong with a request that does not fit.
+    if let Ok(env) = serde_json::from_slice::<Envelope>(bytes) {
+        if env.v == VERSION {
+            return Ok(env.request);
+        }
+    }
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        Response::err(
+            "bad_request",
+            format!("the request is not a JSON object: {e}"),
+        )
+    })?;
+    let version = v.get("v").and_then(Value::as_u64).unwrap_or(0);
+    if version != VERSION as u64 {
+        return Err(Response::err(
+            "unsupported_version",
+            format!("protocol version {version} is not supported; this daemon speaks v{VERSION}"),
+        ));
+    }
+    let env: Envelope = serde_json::from_value(v)
+        .map_err(|e| Response::err("bad_request", format!("invalid request: {e}")))?;
+    Ok(env.request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_in_the_documented_shape() {
+        let env = Envelope {
+            v: 1,
+            request: Request::Trigger {
+                job: "backup".into(),
+                force: false,
+                wait: true,
+            },
+        };
+        let text = serde_json::to_string(&env).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Envelope>(&text).unwrap(), env);
+        let pause = r#"{"v":1,"op":"pause","tag":"billing"}"#;
+        assert_eq!(
+            parse_request(pause.as_bytes()).unwrap(),
+            Request::Pause(Selector {
+                tag: Some("billing".into()),
+                ..Selector::default()
+            })
+        );
+        assert_eq!(
+            parse_request(br#"{"v":1,"op":"status"}"#).unwrap(),
+            Request::Status { job: None }
+        );
+    }
+
+    #[test]
+    fn bad_requests_get_clear_errors() {
+        assert_eq!(
+            parse_request(b"nope").unwrap_err().code.as_deref(),
+            Some("bad_request")
+        );
+        assert_eq!(
+            parse_request(br#"{"v":2,"op":"ping"}"#)
+                .unwrap_err()
+                .code
+                .as_deref(),
+            Some("unsupported_version")
+        );
+        let e = parse_request(br#"{"v":1,"op":"explode"}"#).unwrap_err();
+        assert_eq!(e.code.as_deref(), Some("bad_request"));
+        assert!(e.error.unwrap().contains("explode"));
+    }
+}

@@ -1,0 +1,240 @@
+//! The daemon's side of the control socket: bind it (0600, inside the
+//! 0700 state directory), check every peer's uid with `SO_PEERCRED` (only
+//! the daemon's own user and root), read request lines and forward them to
+//! the daemon loop, write the answers back in request order. It decides
+//! nothing: the daemon answers.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+use super::protocol::{line, parse_request, Request, Response};
+use super::socket_path;
+
+/// Requests a connection forwards (and answers it writes) before it lets
+/// other tasks run: the daemon loop then group-commits up to this many
+/// submissions at once.
+const READ_SLICE: u32 = 1024;
+
+/// Longest request line accepted; a peer sending more is cut off.
+const MAX_LINE: usize = 1 << 20;
+
+/// How the daemon answers one request.
+pub(crate) enum Reply {
+    /// One response line.
+    Done(Response),
+    /// A first line now, and a second when the receiver yields (trigger --wait).
+    Follow(Response, oneshot::Receiver<Value>),
+}
+
+/// A request handed to the daemon loop, with the way back.
+pub(crate) struct Incoming {
+    pub(crate) request: Request,
+    pub(crate) reply: oneshot::Sender<Reply>,
+}
+
+/// Binds the socket (replacing a stale one: the caller holds the state
+/// directory's lock, so no live daemon owns it) with mode 0600.
+pub(crate) fn bind(state_dir: &Path) -> Result<UnixListener, String> {
+    let path = socket_path(state_dir);
+    if path.as_os_str().len() >= 108 {
+        return Err(format!(
+            "the control socket path {} is too long for a Unix socket (108 bytes); use a shorter --state-dir",
+            path.display()
+        ));
+    }
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot remove the stale socket {}: {e}",
+                path.display()
+            ))
+        }
+    }
+    let listener = UnixListener::bind(&path)
+        .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict the control socket {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+/// Accepts connections forever, forwarding each request line to `tx`.
+pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) {
+    let me = rustix::process::geteuid().as_raw();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // EMFILE and friends: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let allowed = stream
+            .peer_cred()
+            .map(|c| c.uid() == me || c.uid() == 0)
+            .unwrap_or(false);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if allowed {
+                // Outside tokio's cooperative budget, which would make the
+                // reader yield every ~40 requests and so cut a pipelined
+                // burst into tiny group commits; `connection` yields on its
+                // own every READ_SLICE requests instead.
+                tokio::task::coop::unconstrained(connection(stream, tx)).await;
+            } else {
+                let (_, mut w) = stream.into_split();
+                let r = Response::err(
+                    "refused",
+                    "permission denied: only the daemon's user and root may control it",
+                );
+                let _ = w.write_all(line(&r).as_bytes()).await;
+            }
+        });
+    }
+}
+
+/// An answer the connection's writer must send, in request order.
+enum Queued {
+    Ready(Response),
+    Waiting(oneshot::Receiver<Reply>),
+}
+
+/// Requests are read and forwarded as fast as they arrive (pipelining: the
+/// daemon can then group-commit a burst of submissions); a writer task
+/// sends the answers back in request order. The queue between them is
+/// bounded, so a client that never reads cannot grow the daemon's memory.
+async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
+    let (r, mut w) = stream.into_split();
+    let (order_tx, mut order_rx) = mpsc::channel::<Queued>(4096);
+    // Answers that are ready go out together in one write, and the writer
+    // frees the queue as fast as the loop answers: draining it one line per
+    // budget slice made a pipelining client's burst trickle in ~40 requests
+    // at a time, each its own group commit and fdatasync.
+    let writer = tokio::spawn(tokio::task::coop::unconstrained(async move {
+        let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut slice = 0u32;
+        while let Some(first) = order_rx.recv().await {
+            let mut next = Some(first);
+            while let Some(q) = next.take() {
+                let reply = match q {
+                    Queued::Ready(resp) => Reply::Done(resp),
+                    Queued::Waiting(mut rx) => match rx.try_recv() {
+                        Ok(r) => r,
+                        Err(oneshot::error::TryRecvError::Closed) => {
+                            Reply::Done(Response::err("refused", "the daemon is shutting down"))
+                        }
+                        Err(oneshot::error::TryRecvError::Empty) => {
+                            // Nothing may sit unsent while we wait.
+                            if !flush(&mut w, &mut out).await {
+                                return;
+                            }
+                            match rx.await {
+                                Ok(r) => r,
+                                Err(_) => Reply::Done(Response::err(
+                                    "refused",
+                                    "the daemon is shutting down",
+                                )),
+                            }
+                        }
+                    },
+                };
+                match reply {
+                    Reply::Done(resp) => out.extend_from_slice(line(&resp).as_bytes()),
+                    Reply::Follow(first, rest) => {
+                        out.extend_from_slice(line(&first).as_bytes());
+                        if !flush(&mut w, &mut out).await {
+                            return;
+                        }
+                        let second = match rest.await {
+                            Ok(v) => Response::ok(v),
+                            Err(_) => {
+                                Response::err("refused", "the daemon stopped before the run ended")
+                            }
+                        };
+                        out.extend_from_slice(line(&second).as_bytes());
+                    }
+                }
+                if out.len() >= 64 * 1024 && !flush(&mut w, &mut out).await {
+                    return;
+                }
+                slice += 1;
+                if slice == READ_SLICE {
+                    slice = 0;
+                    if !flush(&mut w, &mut out).await {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                next = order_rx.try_recv().ok();
+            }
+            if !flush(&mut w, &mut out).await {
+                return;
+            }
+        }
+    }));
+    let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, r);
+    let mut buf = Vec::new();
+    let mut slice = 0u32;
+    loop {
+        slice += 1;
+        if slice == READ_SLICE {
+            slice = 0;
+            tokio::task::yield_now().await;
+        }
+        buf.clear();
+        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+        match tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if buf.len() > MAX_LINE {
+            let _ = order_tx
+                .send(Queued::Ready(Response::err(
+                    "bad_request",
+                    "request line too long",
+                )))
+                .await;
+            break;
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let queued = match parse_request(&buf) {
+            Err(resp) => Queued::Ready(resp),
+            Ok(request) => {
+                let (reply_tx, reply_rx) = oneshot::channel();
+                if tx
+                    .send(Incoming {
+                        request,
+                        reply: reply_tx,
+                    })
+                    .is_err()
+                {
+                    break;
+                }
+                Queued::Waiting(reply_rx)
+            }
+        };
+        if order_tx.send(queued).await.is_err() {
+            break;
+        }
+    }
+    drop(order_tx);
+    let _ = writer.await;
+}
+
+/// Writes and empties `out`; false once the peer is gone.
+async fn flush(w: &mut tokio::net::unix::OwnedWriteHalf, out: &mut Vec<u8>) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let ok = w.write_all(out).await.is_ok();
+    out.clear();
+    ok
+}

@@ -1,0 +1,256 @@
+//! Carrying out the engine's actions: spawning runs (after claiming their
+//! occurrence), signalling them, appending history records, telling
+//! `trigger --wait` clients, keeping the one-shot journal in step.
+
+use std::collections::VecDeque;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rea_core::engine::{Action, Def, StartRun};
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+use rea_core::run::{Program, Started};
+use rea_store::claims::{Claim, ClaimOutcome};
+use serde_json::Value;
+use tracing::{error, info, warn};
+
+use super::hooks::run_env;
+use super::{Loop, Msg};
+use crate::executor::{self, RunSpec};
+use crate::host;
+
+impl Loop {
+    /// Carries out actions until none are left (an action's answer may
+    /// produce more, e.g. a failed spawn frees a slot).
+    pub(super) fn execute(&mut self, actions: &mut VecDeque<Action>) {
+        self.execute_actions(actions);
+        self.sync_journal();
+    }
+
+    fn execute_actions(&mut self, actions: &mut VecDeque<Action>) {
+        while let Some(action) = actions.pop_front() {
+            match action {
+                Action::Record(rec) => {
+                    if let Some(m) = &mut self.metrics {
+                        m.observe(&rec);
+                    }
+                    log_record(&rec);
+                    self.append(&rec);
+                    self.notify_waiters(&rec);
+                }
+                Action::OneShotDone { id } => self.journal.del(&id),
+                Action::AfterRun(a) => self.after_run(*a),
+                Action::Terminate { run } => {
+                    if let Some(h) = self.handles.get(&run) {
+                        h.terminate();
+                    }
+                }
+                Action::Start(start) => {
+                    let run = start.run.clone();
+                    if !self.claim(&start) {
+                        actions.extend(self.engine.claim_lost(&run, Utc::now()));
+                        continue;
+                    }
+                    let result = self.spawn(start);
+                    actions.extend(self.engine.spawned(&run, result, Utc::now()));
+                }
+            }
+        }
+    }
+
+    /// Whether this daemon may start `start`: runs of a schedule's
+    /// occurrences (and their retries, catch-ups and dependents) are
+    /// claimed from the store first, so that of several nodes sharing one
+    /// store exactly one starts each. A single node always wins; a store
+    /// that cannot answer refuses the run (it is recorded as failed to
+    /// start, and retried per the job's policy).
+    fn claim(&mut self, start: &StartRun) -> bool {
+        let claimed = matches!(
+            start.trigger,
+            Trigger::Schedule | Trigger::CatchUp | Trigger::Retry | Trigger::Dependency
+        ) && matches!(start.def, Def::Job(_));
+        if !claimed {
+            return true;
+        }
+        let claim = Claim {
+            job: &start.name,
+            scheduled: start.scheduled,
+            attempt: start.attempt,
+            trigger: start.trigger,
+            run: &start.run,
+        };
+        match self.claims.claim(&claim) {
+            Ok(ClaimOutcome::Won) => true,
+            Ok(ClaimOutcome::Lost) => {
+                info!(
+                    job = start.name.as_str(),
+                    run = start.run.as_str(),
+                    "another node runs this occurrence"
+                );
+                false
+            }
+            Err(e) => {
+                warn!(
+                    job = start.name.as_str(),
+                    run = start.run.as_str(),
+                    "cannot claim the occurrence ({e}); not starting it"
+                );
+                false
+            }
+        }
+    }
+
+    /// Makes queued journal deletions durable (they need no acknowledgement,
+    /// so one sync per loop iteration serves them all).
+    pub(super) fn sync_journal(&mut self) {
+        if self.journal.dirty() {
+            if let Err(e) = self.journal.commit() {
+                error!("cannot write the one-shot journal: {e}");
+            }
+        }
+        if self.journal.should_compact(self.engine.oneshot_count()) {
+            let pending = self.engine.oneshots();
+            match self
+                .journal
+                .compact(&mut pending.iter().map(|s| s.def.as_ref()))
+            {
+                Ok(()) => info!(pending = pending.len(), "one-shot journal compacted"),
+                Err(e) => error!("cannot compact the one-shot journal: {e}"),
+            }
+        }
+    }
+
+    pub(super) fn notify_waiters(&mut self, rec: &Record) {
+        let is_final = rec.event == Event::Run && rec.status.is_some_and(|s| s.is_final());
+        if !is_final {
+            return;
+        }
+        let Some(run) = rec.run.as_deref() else {
+            return;
+        };
+        if let Some(waiters) = self.waiters.remove(run) {
+            let value = serde_json::to_value(rec).unwrap_or(Value::Null);
+            for w in waiters {
+                let _ = w.send(value.clone());
+            }
+        }
+    }
+
+    pub(super) fn append(&mut self, rec: &Record) {
+        if let Err(e) = self.history.append(rec) {
+            // Scheduling goes on: the record waits in the writer's backlog and
+            // is written when the disk accepts it again.
+            error!("cannot write the history log (kept in memory, retried on the next write): {e}");
+            if let Some(m) = &self.metrics {
+                m.history_write_error();
+            }
+        }
+    }
+
+    pub(super) fn spawn(&mut self, start: StartRun) -> Result<Started, String> {
+        let (program, env_base, dir, timeout, kill_grace, output_limit) = match &start.def {
+            Def::Job(job) => (
+                Program::Shell {
+                    shell: job.shell.clone(),
+                    script: job.command.clone(),
+                },
+                &job.env,
+                job.dir.clone(),
+                job.timeout,
+                job.kill_grace,
+                job.output_limit,
+            ),
+            Def::OneShot(shot) => (
+                shot.program(),
+                &shot.env,
+                Some(shot.dir.clone()),
+                shot.timeout(),
+                rea_core::oneshot::KILL_GRACE,
+                rea_core::oneshot::OUTPUT_LIMIT,
+            ),
+        };
+        let (user, shell) = match &start.def {
+            Def::Job(job) => (
+                job.user.as_deref().map(host::user).transpose()?,
+                job.shell.as_str(),
+            ),
+            Def::OneShot(_) => (None, "/bin/sh"),
+        };
+        // As cron does for a crontab's owner: the user database says who
+        // the job is; the job's own env may still override.
+        let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
+        env.push((
+            "REA_SCHEDULED_AT".into(),
+            start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
+        ));
+        env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
+        env.push(("REA_TRIGGER".into(), start.trigger.as_str().to_string()));
+        let spec = RunSpec {
+            program,
+            env,
+            dir,
+            timeout,
+            kill_grace,
+            output_limit,
+            stdin: None,
+            user,
+        };
+        let (started, handle, fut) = executor::spawn(spec)?;
+        self.handles.insert(start.run.clone(), handle);
+        let tx = self.tx.clone();
+        let run = start.run;
+        tokio::spawn(async move {
+            let outcome = fut.await;
+            let _ = tx.send(Msg::Finished {
+                run,
+                outcome: Box::new(outcome),
+            });
+        });
+        Ok(started)
+    }
+}
+
+pub(super) fn fmt_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(rea_core::record::format_ts).unwrap_or_default()
+}
+
+/// One log line per history record about a run, naming job, run and attempt.
+fn log_record(rec: &Record) {
+    let job = rec.job.as_deref().unwrap_or("");
+    let run = rec.run.as_deref().unwrap_or("");
+    let attempt = rec.attempt.unwrap_or(0);
+    let reason = rec.reason.as_deref().unwrap_or("");
+    match (rec.event, rec.status) {
+        (Event::Run, Some(RunStatus::Started)) => {
+            let trigger = rec.trigger.map(Trigger::as_str).unwrap_or_default();
+            info!(job, run, attempt, trigger = %trigger, pid = rec.pid.unwrap_or(0), scheduled = %fmt_time(rec.scheduled), "run started")
+        }
+        (Event::Run, Some(RunStatus::Succeeded)) => {
+            info!(
+                job,
+                run,
+                attempt,
+                duration_ms = rec.duration_ms.unwrap_or(0),
+                "run succeeded"
+            )
+        }
+        (Event::Run, Some(RunStatus::Skipped)) => info!(job, run, attempt, reason, "run skipped"),
+        (Event::Run, Some(status)) => warn!(
+            job,
+            run,
+            attempt,
+            exit_code = rec.exit_code,
+            signal = rec.signal,
+            reason,
+            "run {}",
+            status.as_str().replace('_', " ")
+        ),
+        (Event::Missed, _) => {
+            warn!(
+                job,
+                count = rec.count.unwrap_or(0),
+                reason,
+                "occurrences missed"
+            )
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,272 @@
+//! What a finished run's job asks for beyond its record: hook commands
+//! (`on_success`, `on_failure`, `on_retry_exhausted`) and mail to `mailto`
+//! through sendmail, as cron mails MAILTO. They run beside the jobs, are
+//! never retried, and their failures are only logged: a hook can never
+//! cause another run or another hook.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::time::Duration;
+
+use rea_core::engine::AfterRun;
+use rea_core::job::Job;
+use rea_core::record::{Record, RunStatus, Trigger};
+use rea_core::run::{Program, Termination};
+use tracing::{error, info, warn};
+
+use super::actions::fmt_time;
+use super::Loop;
+use crate::executor::{self, RunSpec};
+use crate::host::{self, User};
+
+impl Loop {
+    /// Hooks and mail of a finished run. They run beside the jobs (outside
+    /// `max_concurrent`), are never retried, and their failures are only
+    /// logged: a hook can never cause another run or another hook.
+    pub(super) fn after_run(&mut self, a: AfterRun) {
+        let job = a.job.clone();
+        let rec = a.record;
+        let run = rec.run.clone().unwrap_or_default();
+        let user = match job.user.as_deref().map(host::user).transpose() {
+            Ok(u) => u,
+            Err(e) => {
+                error!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot run hooks or mail: {e}"
+                );
+                return;
+            }
+        };
+        if a.mail {
+            self.send_mail(&job, &rec);
+        }
+        if a.hooks.is_empty() {
+            return;
+        }
+        let tmp = self.opts.state_dir.join("tmp");
+        let output_file = tmp.join(format!("{run}.out"));
+        let written = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&tmp)
+            .and_then(|_| {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&output_file)?;
+                std::io::Write::write_all(&mut f, rec.output.as_deref().unwrap_or("").as_bytes())
+            });
+        if let Err(e) = written {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "cannot write the output file for hooks: {e}"
+            );
+        }
+        let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
+        let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+        env.push(("REA_STATUS".into(), status.to_string()));
+        env.push((
+            "REA_EXIT_CODE".into(),
+            rec.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        ));
+        env.push(("REA_ATTEMPT".into(), rec.attempt.unwrap_or(1).to_string()));
+        env.push((
+            "REA_DURATION_MS".into(),
+            rec.duration_ms.unwrap_or(0).to_string(),
+        ));
+        env.push(("REA_OUTPUT_FILE".into(), output_file.display().to_string()));
+        let hooks = a.hooks;
+        tokio::spawn(async move {
+            for (hook, command) in hooks {
+                let mut env = env.clone();
+                env.push(("REA_HOOK".into(), hook.name().to_string()));
+                let spec = RunSpec {
+                    program: Program::Shell {
+                        shell: job.shell.clone(),
+                        script: command,
+                    },
+                    env,
+                    dir: job.dir.clone(),
+                    timeout: Some(job.hook_timeout),
+                    kill_grace: job.kill_grace,
+                    output_limit: 16 * 1024,
+                    stdin: None,
+                    user: user.clone(),
+                };
+                let name = hook.name();
+                match executor::spawn(spec) {
+                    Err(e) => warn!(
+                        job = job.name.as_str(),
+                        run = run.as_str(),
+                        hook = name,
+                        "hook could not start: {e}"
+                    ),
+                    Ok((_, _, fut)) => {
+                        let o = fut.await;
+                        let first = o.output.text.lines().next().unwrap_or("").to_string();
+                        match (o.timed_out, o.termination) {
+                            (false, Termination::Exited(0)) => {
+                                info!(
+                                    job = job.name.as_str(),
+                                    run = run.as_str(),
+                                    hook = name,
+                                    "hook succeeded"
+                                )
+                            }
+                            (true, _) => warn!(
+                                job = job.name.as_str(),
+                                run = run.as_str(),
+                                hook = name,
+                                "hook timed out after {}",
+                                rea_core::duration::format(job.hook_timeout)
+                            ),
+                            (_, t) => warn!(
+                                job = job.name.as_str(),
+                                run = run.as_str(),
+                                hook = name,
+                                output = first.as_str(),
+                                "hook failed ({t:?})"
+                            ),
+                        }
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&output_file);
+        });
+    }
+
+    /// The run's output through sendmail, as cron mails MAILTO.
+    pub(super) fn send_mail(&mut self, job: &Job, rec: &Record) {
+        let run = rec.run.clone().unwrap_or_default();
+        let Some(sendmail) = host::sendmail_for(&self.config) else {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "no sendmail ({}): mail to {} not sent",
+                host::sendmail_places(),
+                job.mailto.join(", ")
+            );
+            return;
+        };
+        let mut argv = vec![
+            sendmail.display().to_string(),
+            "-i".to_string(),
+            "--".to_string(),
+        ];
+        argv.extend(job.mailto.iter().cloned());
+        let spec = RunSpec {
+            program: Program::Argv(argv),
+            env: Vec::new(),
+            dir: None,
+            timeout: Some(Duration::from_secs(60)),
+            kill_grace: Duration::from_secs(5),
+            output_limit: 4096,
+            stdin: Some(mail_message(job, rec).into_bytes()),
+            user: None,
+        };
+        let name = job.name.clone();
+        match executor::spawn(spec) {
+            Err(e) => warn!(
+                job = name.as_str(),
+                run = run.as_str(),
+                "cannot start sendmail: {e}"
+            ),
+            Ok((_, _, fut)) => {
+                tokio::spawn(async move {
+                    let o = fut.await;
+                    if o.termination != Termination::Exited(0) {
+                        warn!(
+                            job = name.as_str(),
+                            run = run.as_str(),
+                            output = o.output.text.trim(),
+                            "sendmail failed ({:?})",
+                            o.termination
+                        );
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A plain-text mail about a run, headers included (for `sendmail -i`).
+fn mail_message(job: &Job, rec: &Record) -> String {
+    let host = host::hostname();
+    let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+    let how = match (rec.exit_code, rec.signal) {
+        (Some(c), _) => format!(" (exit {c})"),
+        (None, Some(s)) => format!(" (signal {s})"),
+        _ => String::new(),
+    };
+    let output = rec.output.as_deref().unwrap_or("");
+    let mut m = String::new();
+    m.push_str(&format!("To: {}\n", job.mailto.join(", ")));
+    m.push_str(&format!(
+        "Subject: rea: {} {status}{how} on {host}\n",
+        job.name
+    ));
+    m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    m.push_str(&format!(
+        "X-Rea-Run: {}\n\n",
+        rec.run.as_deref().unwrap_or("")
+    ));
+    m.push_str(&format!("job:       {}\n", job.name));
+    m.push_str(&format!("command:   {}\n", job.command));
+    m.push_str(&format!(
+        "run:       {} (attempt {}, trigger {})\n",
+        rec.run.as_deref().unwrap_or(""),
+        rec.attempt.unwrap_or(1),
+        rec.trigger.map(Trigger::as_str).unwrap_or_default()
+    ));
+    m.push_str(&format!("status:    {status}{how}\n"));
+    if let Some(r) = &rec.reason {
+        m.push_str(&format!("reason:    {r}\n"));
+    }
+    m.push_str(&format!("scheduled: {}\n", fmt_time(rec.scheduled)));
+    m.push_str(&format!("started:   {}\n", fmt_time(rec.started)));
+    m.push_str(&format!("duration:  {} ms\n", rec.duration_ms.unwrap_or(0)));
+    m.push_str(&format!("host:      {host}\n\n"));
+    m.push_str(&format!(
+        "output ({} bytes written):\n",
+        rec.output_bytes.unwrap_or(0)
+    ));
+    m.push_str(output);
+    if !output.ends_with('\n') {
+        m.push('\n');
+    }
+    m
+}
+
+/// The environment of a job's run or hook on top of the daemon's: the
+/// user's variables, the job's `env`, then `REA_JOB` and `REA_RUN_ID`.
+pub(super) fn run_env(
+    user: Option<&User>,
+    shell: &str,
+    job_env: &BTreeMap<String, String>,
+    name: &str,
+    run: &str,
+) -> Vec<(String, String)> {
+    let mut env = user_env(user, shell);
+    env.extend(job_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.push(("REA_JOB".into(), name.to_string()));
+    env.push(("REA_RUN_ID".into(), run.to_string()));
+    env
+}
+
+/// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the
+/// user database, and SHELL = the shell that runs the command (not the
+/// user's login shell).
+fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
+    let Some(u) = user else { return Vec::new() };
+    vec![
+        ("HOME".into(), u.home.display().to_string()),
+        ("USER".into(), u.name.clone()),
+        ("LOGNAME".into(), u.name.clone()),
+        ("SHELL".into(), shell.to_string()),
+    ]
+}

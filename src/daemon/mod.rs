@@ -1,0 +1,236 @@
+//! `rea run`: the event loop. It owns every piece of mutable state (the
+//! engine, the run handles, the stores, the configuration in force) on one
+//! thread and turns the engine's actions into I/O: spawning runs,
+//! signalling process groups, appending history records. Everything that
+//! happens (a timer, a finished run, a signal, a control request, a changed
+//! job file) arrives here as an event; nothing here decides policy (that is
+//! `rea_core::engine`) or parses anything (`rea_config`).
+//!
+//! | file | what it does for the loop |
+//! |---|---|
+//! | `mod.rs` | the loop itself: waiting for the next event |
+//! | `startup.rs` | lock, load, open the stores, recover from the history |
+//! | `shutdown.rs` | the stopping states: drain, then terminate |
+//! | `actions.rs` | carrying out the engine's actions (spawn, terminate, record) |
+//! | `requests.rs` | control requests: reload, trigger, pause, one-shots |
+//! | `hooks.rs` | hooks and mail after a run |
+//! | `status.rs` | what `rea status` and systemd are told |
+//! | `metrics/` | the Prometheus registry and its HTTP endpoint |
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use rea_config::Config;
+use rea_core::engine::Engine;
+use rea_core::oneshot::OneShot;
+use rea_core::record::{Event, Record};
+use rea_core::run::Outcome;
+use rea_store::claims::OccurrenceClaims;
+use rea_store::history::HistoryWriter;
+use rea_store::journal::OneShotJournal;
+use rea_store::paused::PausedStore;
+use serde_json::Value;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+use crate::control::Reply;
+use crate::executor::RunHandle;
+use crate::timer::{Wake, WallTimer};
+
+mod actions;
+mod hooks;
+mod metrics;
+mod requests;
+mod shutdown;
+mod startup;
+mod status;
+
+use shutdown::Stopping;
+
+/// What `rea run` was asked to do.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) file: PathBuf,
+    pub(crate) state_dir: PathBuf,
+    pub(crate) allow_insecure: bool,
+}
+
+/// Why the daemon could not start; each carries a message for people.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    Config(Vec<rea_config::Diagnostic>),
+    Locked(String),
+    Other(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(diags) => {
+                write!(f, "the job file has {} error(s)", diags.len())
+            }
+            StartError::Locked(m) | StartError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Requests handled in one loop iteration at most (a flood of pipelined
+/// submissions must not starve timers and finished runs).
+const MAX_BATCH: usize = 20_000;
+
+/// Messages from tasks to the loop.
+enum Msg {
+    Finished { run: String, outcome: Box<Outcome> },
+}
+
+/// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
+extern "C" fn on_sigxfsz(_: libc::c_int) {}
+
+/// Runs the daemon until SIGTERM/SIGINT. Blocks the calling thread.
+pub(crate) fn run(opts: Options) -> Result<(), StartError> {
+    // Under a file-size limit (`ulimit -f`, systemd's LimitFSIZE=) a write
+    // past it raises SIGXFSZ, whose default action kills the daemon. With
+    // the signal handled, the write fails with EFBIG instead and scheduling
+    // goes on while history records wait in the backlog. Handled, not
+    // ignored: exec resets handled signals to the default, so jobs keep
+    // the usual SIGXFSZ semantics, whereas SIG_IGN would be inherited.
+    // SAFETY: the handler does nothing, and no other thread exists yet.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, on_sigxfsz as *const () as libc::sighandler_t);
+    }
+    // One thread: the loop is the only owner of state, and child processes
+    // are awaited through pidfds, so more threads would buy nothing.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::Other(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(main_loop(opts))
+}
+
+async fn main_loop(opts: Options) -> Result<(), StartError> {
+    let startup::Started {
+        mut d,
+        mut inputs,
+        mut actions,
+        lock: _lock,
+    } = startup::start(&opts).await?;
+    let mut timer =
+        WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
+    let sig = |kind| signal(kind).map_err(|e| StartError::Other(e.to_string()));
+    let mut sigterm = sig(SignalKind::terminate())?;
+    let mut sigint = sig(SignalKind::interrupt())?;
+    let mut sighup = sig(SignalKind::hangup())?;
+    d.execute(&mut actions);
+    d.notify_ready();
+
+    loop {
+        d.execute(&mut actions);
+        d.notify_summary();
+        if d.stopping.is_stopping() && d.engine.running() == 0 {
+            break;
+        }
+        if let Err(e) = timer.arm(d.engine.next_wake()) {
+            error!("cannot arm the timer: {e}");
+        }
+        let grace_ends = d.stopping.grace_ends();
+        let watched = inputs.watcher.is_some();
+        tokio::select! {
+            biased;
+            _ = sigterm.recv() => d.on_stop_signal("SIGTERM", &mut actions),
+            _ = sigint.recv() => d.on_stop_signal("SIGINT", &mut actions),
+            Some(Msg::Finished { run, outcome }) = inputs.finished.recv() => {
+                d.handles.remove(&run);
+                actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
+            },
+            wake = timer.wait() => {
+                let changed = matches!(wake, Ok(Wake::ClockChanged));
+                if changed {
+                    warn!("the wall clock was changed; re-planning every job");
+                }
+                if let Err(e) = &wake {
+                    error!("timer error: {e}");
+                }
+                actions.extend(d.engine.wake(Utc::now(), changed));
+            },
+            Some(change) = inputs.changes.recv(), if watched => match change {
+                crate::watch::Change::Modified => {
+                    info!("the job file changed; reloading");
+                    let _ = d.reload(&mut actions, false);
+                }
+                crate::watch::Change::Missing => warn!(
+                    file = %opts.file.display(),
+                    "the job file is gone; still running the last good configuration"
+                ),
+                crate::watch::Change::Warning(m) => warn!("{m}"),
+            },
+            _ = sighup.recv() => {
+                info!("SIGHUP: reloading the job file");
+                let _ = d.reload(&mut actions, true);
+            },
+            Some(scrape) = inputs.scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
+            Some(incoming) = inputs.control.recv() => {
+                let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
+                d.incoming(incoming, &mut batch, &mut actions);
+                for _ in 0..MAX_BATCH {
+                    match inputs.control.try_recv() {
+                        Ok(more) => d.incoming(more, &mut batch, &mut actions),
+                        Err(_) => break,
+                    }
+                }
+                d.commit_submissions(&mut batch, &mut actions);
+            },
+            _ = shutdown::sleep_until(grace_ends), if grace_ends.is_some() => {
+                d.on_grace_expired(&mut actions);
+            },
+        }
+    }
+    let mut rec = Record::new(Event::DaemonStopped, Utc::now());
+    rec.reason = Some("signal".into());
+    d.append(&rec);
+    let _ = std::fs::remove_file(crate::control::socket_path(&opts.state_dir));
+    info!("rea daemon stopped");
+    Ok(())
+}
+
+/// Parsing a large job file (its spanned TOML tree) or replaying a large
+/// one-shot journal allocates far more than the daemon keeps; glibc holds
+/// the freed memory in its arenas, so the process would keep the peak as its
+/// RSS forever. Hand it back once the big work is done.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The loop's state. Only the loop touches it.
+struct Loop {
+    engine: Engine,
+    /// The stores (`rea_store`): the loop names no backend.
+    history: Box<dyn HistoryWriter>,
+    /// Durable pending one-shots.
+    journal: Box<dyn OneShotJournal>,
+    paused: Box<dyn PausedStore>,
+    claims: Box<dyn OccurrenceClaims>,
+    handles: HashMap<String, RunHandle>,
+    tx: mpsc::UnboundedSender<Msg>,
+    /// `trigger --wait` clients, by run id, told the final record.
+    waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,
+    /// The configuration in force (the last good one).
+    config: Config,
+    opts: Options,
+    started_at: DateTime<Utc>,
+    last_reload: DateTime<Utc>,
+    /// Set while the file on disk is invalid: (when, errors).
+    config_error: Option<(DateTime<Utc>, Vec<String>)>,
+    /// The Prometheus endpoint's metrics (`[daemon] metrics`), if served.
+    metrics: Option<metrics::Metrics>,
+    /// systemd's `NOTIFY_SOCKET`, if set.
+    notify: crate::notify::Notifier,
+    stopping: Stopping,
+}

@@ -1,0 +1,396 @@
+//! Control requests: what `rea reload`, `trigger`, `pause`, `resume`,
+//! `status`, `submit`, `cancel` and `pending` ask of the running daemon.
+//! Submissions are validated one by one and made durable together (one
+//! journal write and sync for a burst: group commit).
+
+use std::collections::VecDeque;
+
+use chrono::Utc;
+use rea_core::engine::{Action, CancelResult, SubmitError, TriggerResult};
+use rea_core::job::name_problem;
+use rea_core::oneshot::OneShot;
+use rea_core::record::{Event, Record};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tracing::{error, info};
+
+use super::startup::load;
+use super::status::oneshot_info;
+use super::{metrics, release_freed_memory, Loop};
+use crate::control::protocol::{
+    CancelReply, Cancelled, PauseReply, PendingReply, PingReply, ReloadReply, SubmitReply,
+    TriggerReply, Ts,
+};
+use crate::control::{self, Incoming, Reply, Request, Response, Selector};
+
+impl Loop {
+    /// Re-reads the job file. An invalid file changes nothing but the banner.
+    /// Unless `force` (SIGHUP), a file whose bytes are those of the
+    /// configuration in force is not parsed again: an edit seen by the
+    /// watcher and then by `rea reload` (or the other way round) costs one
+    /// parse, which matters for a 100,000-job file.
+    pub(super) fn reload(
+        &mut self,
+        actions: &mut VecDeque<Action>,
+        force: bool,
+    ) -> Result<ReloadReply, Vec<String>> {
+        let now = Utc::now();
+        let known = (!force && self.config_error.is_none()).then_some(self.config.digest);
+        self.notify.reloading();
+        let result = match load(&self.opts, known) {
+            Ok(None) => Ok(ReloadReply {
+                jobs: self.config.jobs.len(),
+                unchanged: true,
+            }),
+            Ok(Some(cfg)) => {
+                if self.config_error.take().is_some() {
+                    info!("the job file is valid again");
+                }
+                actions.extend(self.engine.reload(&cfg.plan(), now));
+                metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
+                self.history
+                    .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
+                self.config = cfg;
+                self.last_reload = now;
+                release_freed_memory();
+                info!(jobs = self.config.jobs.len(), "job file reloaded");
+                Ok(ReloadReply {
+                    jobs: self.config.jobs.len(),
+                    unchanged: false,
+                })
+            }
+            Err(diags) => {
+                let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+                for e in &errors {
+                    error!("{e}");
+                }
+                error!(
+                    "the job file has {} error(s); still running the last good configuration",
+                    errors.len()
+                );
+                let mut rec = Record::new(Event::ConfigRejected, now);
+                rec.count = Some(errors.len() as u64);
+                rec.reason = Some(errors.join("\n"));
+                rec.detail = Some(json!({ "file": self.opts.file.display().to_string() }));
+                self.append(&rec);
+                self.config_error = Some((now, errors.clone()));
+                Err(errors)
+            }
+        };
+        self.notify_ready();
+        result
+    }
+
+    /// Answers one control request.
+    pub(super) fn control(&mut self, request: Request, actions: &mut VecDeque<Action>) -> Reply {
+        let now = Utc::now();
+        match request {
+            Request::Ping => Reply::Done(Response::with(&PingReply {
+                pid: std::process::id(),
+            })),
+            Request::Submit(_) => Reply::Done(Response::err(
+                "bad_request",
+                "submit is handled in batches",
+            )),
+            Request::Cancel { ids, kill } => {
+                let (result, acts) = self.engine.cancel_oneshots(&ids, kill, now);
+                actions.extend(acts);
+                match result {
+                    Ok(results) => {
+                        let cancelled = ids
+                            .iter()
+                            .zip(results)
+                            .map(|(id, r)| Cancelled {
+                                id: id.clone(),
+                                result: match r {
+                                    CancelResult::Cancelled => "cancelled",
+                                    CancelResult::Killing => "killing",
+                                }
+                                .to_string(),
+                            })
+                            .collect();
+                        Reply::Done(Response::with(&CancelReply { cancelled }))
+                    }
+                    Err(e) => {
+                        let code = match e {
+                            SubmitError::Unknown(_) => "unknown_job",
+                            _ => "refused",
+                        };
+                        Reply::Done(Response::err(code, e.message()))
+                    }
+                }
+            }
+            Request::Pending { tag, limit } => {
+                let oneshots = self
+                    .engine
+                    .oneshots_first(tag.as_deref(), limit.unwrap_or(usize::MAX))
+                    .iter()
+                    .map(oneshot_info)
+                    .collect();
+                Reply::Done(Response::with(&PendingReply {
+                    pending: self.engine.oneshot_count(),
+                    oneshots,
+                }))
+            }
+            Request::Status { job } => {
+                if let Some(name) = &job {
+                    if self.engine.job_status(name).is_none() {
+                        if let Some(shot) = self.engine.oneshot(name) {
+                            let mut reply = self.status_reply(Some(name), now);
+                            reply.oneshot = Some(oneshot_info(&shot));
+                            return Reply::Done(Response::with(&reply));
+                        }
+                        return Reply::Done(self.unknown_job(name));
+                    }
+                }
+                Reply::Done(Response::with(&self.status_reply(job.as_deref(), now)))
+            }
+            Request::Reload => match self.reload(actions, false) {
+                Ok(reply) => Reply::Done(Response::with(&reply)),
+                Err(errors) => Reply::Done(
+                    Response::err(
+                        "invalid_config",
+                        format!(
+                            "the job file has {} error(s); the daemon keeps its last good configuration",
+                            errors.len()
+                        ),
+                    )
+                    .with_suggestions(errors),
+                ),
+            },
+            Request::Pause(sel) => self.pause_resume(sel, true),
+            Request::Resume(sel) => self.pause_resume(sel, false),
+            Request::Trigger { job, force, wait } => {
+                let (result, acts) = self.engine.trigger(&job, force, now);
+                actions.extend(acts);
+                match result {
+                    TriggerResult::UnknownJob { suggestions } => Reply::Done(
+                        Response::err("unknown_job", format!("no job named {job:?}"))
+                            .with_suggestions(suggestions),
+                    ),
+                    TriggerResult::Skipped { reason } => {
+                        Reply::Done(Response::err("refused", format!("not started: {reason}")))
+                    }
+                    TriggerResult::Started { run } | TriggerResult::Queued { run } => {
+                        let state = if self.engine.running_run(&run) {
+                            "started"
+                        } else {
+                            "queued"
+                        };
+                        let first = Response::with(&TriggerReply {
+                            run: run.clone(),
+                            job,
+                            state: state.to_string(),
+                        });
+                        if wait {
+                            let (tx, rx) = oneshot::channel();
+                            self.waiters.entry(run).or_default().push(tx);
+                            Reply::Follow(first, rx)
+                        } else {
+                            Reply::Done(first)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One control request. Submissions are validated and queued for the
+    /// group commit; anything else first commits the queued ones, so a
+    /// pipelined client sees its requests take effect in order.
+    pub(super) fn incoming(
+        &mut self,
+        incoming: Incoming,
+        batch: &mut Vec<(OneShot, oneshot::Sender<Reply>)>,
+        actions: &mut VecDeque<Action>,
+    ) {
+        match incoming.request {
+            Request::Submit(sub) => match self.prepare_submission(sub, batch) {
+                Ok(shot) => {
+                    self.journal.add(&shot);
+                    batch.push((shot, incoming.reply));
+                }
+                Err(resp) => {
+                    let _ = incoming.reply.send(Reply::Done(resp));
+                }
+            },
+            request => {
+                self.commit_submissions(batch, actions);
+                let reply = self.control(request, actions);
+                let _ = incoming.reply.send(reply);
+            }
+        }
+    }
+
+    /// Validates a submission and turns it into a one-shot.
+    pub(super) fn prepare_submission(
+        &mut self,
+        sub: control::Submission,
+        batch: &[(OneShot, oneshot::Sender<Reply>)],
+    ) -> Result<OneShot, Response> {
+        let now = Utc::now();
+        let bad = |m: String| Response::err("bad_request", m);
+        if sub.argv.is_empty() || sub.argv[0].is_empty() {
+            return Err(bad("nothing to run: give a command after --".into()));
+        }
+        if sub.shell && sub.argv.len() != 1 {
+            return Err(bad("with shell, argv must be exactly one script".into()));
+        }
+        if !sub.dir.is_absolute() {
+            return Err(bad(format!(
+                "dir must be an absolute path, not {:?}",
+                sub.dir
+            )));
+        }
+        let due = match (sub.at, sub.in_ms) {
+            (Some(at), None) => at,
+            (None, Some(ms)) => {
+                now + chrono::Duration::milliseconds(ms.min(i64::MAX as u64 / 2) as i64)
+            }
+            _ => return Err(bad("say when: exactly one of \"at\" and \"in_ms\"".into())),
+        };
+        let id = match sub.name {
+            Some(n) => {
+                if let Some(why) = name_problem(&n) {
+                    return Err(bad(format!("invalid name {n:?}: {why}")));
+                }
+                n
+            }
+            None => format!("oneshot-{}", self.engine.new_id(now)),
+        };
+        if batch.iter().any(|(s, _)| s.id == id) {
+            return Err(Response::err(
+                "duplicate",
+                format!("a one-shot named {id:?} is already pending"),
+            ));
+        }
+        if let Err(e) = self.engine.check_submit(&id) {
+            let code = if matches!(e, SubmitError::Duplicate(_)) {
+                "duplicate"
+            } else {
+                "bad_request"
+            };
+            return Err(Response::err(code, e.message()));
+        }
+        Ok(OneShot {
+            id,
+            argv: sub.argv,
+            shell: sub.shell,
+            dir: sub.dir,
+            env: sub.env,
+            due,
+            submitted: now,
+            expire_ms: sub.expire_ms,
+            timeout_ms: sub.timeout_ms,
+            retry: sub.retry,
+            tags: sub.tags,
+        })
+    }
+
+    /// Makes the queued submissions durable with one write and one sync,
+    /// then hands them to the engine and acknowledges them.
+    pub(super) fn commit_submissions(
+        &mut self,
+        batch: &mut Vec<(OneShot, oneshot::Sender<Reply>)>,
+        actions: &mut VecDeque<Action>,
+    ) {
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(e) = self.journal.commit() {
+            error!("cannot write the one-shot journal: {e}");
+            self.journal.discard();
+            for (shot, reply) in batch.drain(..) {
+                let _ = reply.send(Reply::Done(Response::err(
+                    "refused",
+                    format!("cannot make one-shot {:?} durable: {e}", shot.id),
+                )));
+            }
+            return;
+        }
+        let now = Utc::now();
+        for (shot, reply) in batch.drain(..) {
+            let id = shot.id.clone();
+            let due = shot.due;
+            match self.engine.submit(shot, now) {
+                Ok(acts) => {
+                    actions.extend(acts);
+                    let _ = reply.send(Reply::Done(Response::with(&SubmitReply {
+                        id,
+                        due: Ts(due),
+                    })));
+                }
+                Err(e) => {
+                    // Validated before the commit; only a race inside this very
+                    // batch gets here. Undo the journal line.
+                    self.journal.del(&id);
+                    let _ = reply.send(Reply::Done(Response::err("refused", e.message())));
+                }
+            }
+        }
+    }
+
+    pub(super) fn unknown_job(&self, name: &str) -> Response {
+        let names: Vec<&str> = self.config.jobs.iter().map(|j| j.name.as_str()).collect();
+        Response::err("unknown_job", format!("no job named {name:?}"))
+            .with_suggestions(rea_core::suggest::closest(name, names, 3))
+    }
+
+    pub(super) fn pause_resume(&mut self, sel: Selector, pause: bool) -> Reply {
+        let mut names: Vec<String> = Vec::new();
+        for n in &sel.jobs {
+            if !self.config.jobs.iter().any(|j| &j.name == n) {
+                return Reply::Done(self.unknown_job(n));
+            }
+            names.push(n.clone());
+        }
+        if let Some(tag) = &sel.tag {
+            let tagged: Vec<String> = self
+                .config
+                .jobs
+                .iter()
+                .filter(|j| j.tags.iter().any(|t| t == tag))
+                .map(|j| j.name.clone())
+                .collect();
+            if tagged.is_empty() {
+                return Reply::Done(Response::err(
+                    "unknown_job",
+                    format!("no job has the tag {tag:?}"),
+                ));
+            }
+            names.extend(tagged);
+        }
+        if sel.all {
+            names.extend(self.config.jobs.iter().map(|j| j.name.clone()));
+        }
+        if names.is_empty() {
+            return Reply::Done(Response::err(
+                "bad_request",
+                "name jobs, --tag TAG or --all",
+            ));
+        }
+        let changed = if pause {
+            self.engine.pause(&names)
+        } else {
+            self.engine.resume(&names)
+        };
+        if let Err(e) = self.paused.save(self.engine.paused()) {
+            error!("{e}");
+            return Reply::Done(Response::err(
+                "refused",
+                format!("{e}; the change holds until the daemon restarts"),
+            ));
+        }
+        for n in &changed {
+            info!(
+                job = n.as_str(),
+                "{}",
+                if pause { "paused" } else { "resumed" }
+            );
+        }
+        Reply::Done(Response::with(&PauseReply {
+            changed,
+            paused: self.engine.paused().iter().cloned().collect(),
+        }))
+    }
+}
