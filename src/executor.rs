@@ -202,24 +202,20 @@ pub(crate) fn spawn(
             command.current_dir(dir);
         }
         let identity = match &spec.user {
-            Some(u) => Some((
-                std::ffi::CString::new(u.name.clone())
-                    .map_err(|_| format!("invalid user name {:?}", u.name))?,
-                u.uid,
-                u.gid,
-            )),
+            Some(u) => Some((crate::host::groups(u)?, u.uid, u.gid)),
             None => None,
         };
         // Only when switching users: any pre_exec hook makes std fork the
         // whole daemon instead of using posix_spawn/vfork, which is much
         // slower for a daemon holding a large job set.
-        if let Some((name, uid, gid)) = identity {
+        if let Some((groups, uid, gid)) = identity {
             // SAFETY: the closure runs between fork and exec in the child and
-            // calls only async-signal-safe functions on memory prepared before
-            // the fork (the CString above); it allocates nothing.
+            // calls only async-signal-safe functions (setgroups, setgid,
+            // setuid) on memory prepared before the fork (the group list
+            // above); it allocates nothing.
             unsafe {
                 command.pre_exec(move || {
-                    if libc::initgroups(name.as_ptr(), gid as _) != 0
+                    if libc::setgroups(groups.len(), groups.as_ptr()) != 0
                         || libc::setgid(gid) != 0
                         || libc::setuid(uid) != 0
                     {

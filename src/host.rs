@@ -19,6 +19,33 @@ pub(crate) struct User {
     pub(crate) shell: PathBuf,
 }
 
+/// A user's groups (primary and supplementary) from the group database, as
+/// `initgroups` would set them. Looked up in the daemon, before a fork:
+/// the child only calls `setgroups` (async-signal-safe) with this list,
+/// whereas `initgroups` reads /etc/group and NSS modules, which may take
+/// locks or allocate and is not safe between fork and exec.
+pub(crate) fn groups(user: &User) -> Result<Vec<libc::gid_t>, String> {
+    let name = CString::new(user.name.clone())
+        .map_err(|_| format!("invalid user name {:?}", user.name))?;
+    let mut groups: Vec<libc::gid_t> = vec![0; 32];
+    for _ in 0..8 {
+        let mut n = groups.len() as libc::c_int;
+        // SAFETY: `name` is NUL-terminated and outlives the call; `groups`
+        // has room for `n` entries, and `n` says so.
+        let rc = unsafe {
+            libc::getgrouplist(name.as_ptr(), user.gid as _, groups.as_mut_ptr(), &mut n)
+        };
+        if rc >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return Ok(groups);
+        }
+        // Too small: `n` now holds the number needed.
+        let needed = (n.max(0) as usize).max(groups.len() * 2);
+        groups.resize(needed.min(1 << 16), 0);
+    }
+    Err(format!("cannot list the groups of user {:?}", user.name))
+}
+
 /// Whether this process runs as root (and may switch users).
 pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -224,5 +251,28 @@ mod tests {
             .unwrap_err()
             .contains("no user"));
         assert!(user("a\0b").is_err());
+    }
+
+    #[test]
+    fn groups_include_the_primary_group_and_match_id() {
+        for name in ["root", "nobody"] {
+            let u = user(name).expect("in every user database");
+            let groups = groups(&u).expect("groups");
+            assert!(groups.contains(&u.gid), "{name}: {groups:?}");
+            let out = std::process::Command::new("id")
+                .args(["-G", name])
+                .output()
+                .expect("id -G");
+            let mut want: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .filter_map(|g| g.parse().ok())
+                .collect();
+            let mut got: Vec<u32> = groups.clone();
+            want.sort_unstable();
+            want.dedup();
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(got, want, "{name}");
+        }
     }
 }

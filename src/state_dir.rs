@@ -72,6 +72,22 @@ pub(crate) enum LockError {
     Io(String),
 }
 
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { pid, path } => write!(
+                f,
+                "another rea daemon{} holds the lock {}",
+                pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                path.display()
+            ),
+            LockError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
 /// Takes `<dir>/rea.lock` (flock, non-blocking) and writes our pid into it.
 /// The kernel releases a flock when its holder dies, so a daemon killed with
 /// SIGKILL never leaves a stale lock behind.

@@ -16,6 +16,16 @@ pub(crate) enum ClientError {
     Io(String),
 }
 
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::NoDaemon(m) | ClientError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
 /// A blocking connection to the daemon, used by the CLI.
 pub(crate) struct Client {
     reader: BufReader<StdStream>,

@@ -5,8 +5,8 @@
 //! block of BENCHMARKS.md.
 //!
 //! ```text
-//! cargo run --release --bin rea-bench -- all [--quick]
-//! cargo run --release --bin rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots
+//! cargo run --release -p rea-bench -- all [--quick]
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots
 //! ```
 
 use std::path::PathBuf;
