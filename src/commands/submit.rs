@@ -97,6 +97,9 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> Outcome {
         },
         tags: o.tags.clone(),
     };
+    // The daemon checks again; checking here says what is wrong without
+    // needing one.
+    sub.due(Utc::now()).map_err(Failure::invalid)?;
     let answer = super::request::<SubmitReply>(global, &Request::Submit(sub))?;
     if o.json {
         println!(

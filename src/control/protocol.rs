@@ -150,6 +150,48 @@ impl Response {
     }
 }
 
+impl Submission {
+    /// When the one-shot is due, with every numeric field in range: the
+    /// same rules as the job file (durations within 100 years, retries
+    /// within `RetryPolicy::MAX_ATTEMPTS`, `max_delay` not below `delay`),
+    /// and an `at` within 100 years of `now`. The CLI checks before it
+    /// sends; the daemon checks again, since anything may write to the
+    /// socket. The error is a sentence for people.
+    pub(crate) fn due(&self, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+        use rea_core::duration::{from_millis_checked, MAX};
+        let century = chrono::Duration::from_std(MAX).unwrap_or_default();
+        let due = match (self.at, self.in_ms) {
+            (Some(at), None) => {
+                if at > now + century || at < now - century {
+                    return Err(format!(
+                        "\"at\" {} is more than 100 years away",
+                        format_ts(at)
+                    ));
+                }
+                at
+            }
+            (None, Some(ms)) => {
+                let d = from_millis_checked(ms, "\"in_ms\"").map_err(|e| e.message)?;
+                now + chrono::Duration::from_std(d).unwrap_or_default()
+            }
+            _ => return Err("say when: exactly one of \"at\" and \"in_ms\"".to_string()),
+        };
+        for (what, ms) in [
+            ("\"expire_ms\"", self.expire_ms),
+            ("\"timeout_ms\"", self.timeout_ms),
+        ] {
+            if let Some(ms) = ms {
+                from_millis_checked(ms, what).map_err(|e| e.message)?;
+            }
+        }
+        if self.timeout_ms == Some(0) {
+            return Err("\"timeout_ms\" must be more than 0 (leave it out for no timeout)".into());
+        }
+        self.retry.check()?;
+        Ok(due)
+    }
+}
+
 /// An instant on the wire: RFC 3339, UTC, milliseconds (as the history
 /// writes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

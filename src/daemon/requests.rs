@@ -242,13 +242,7 @@ impl Loop {
                 sub.dir
             )));
         }
-        let due = match (sub.at, sub.in_ms) {
-            (Some(at), None) => at,
-            (None, Some(ms)) => {
-                now + chrono::Duration::milliseconds(ms.min(i64::MAX as u64 / 2) as i64)
-            }
-            _ => return Err(bad("say when: exactly one of \"at\" and \"in_ms\"".into())),
-        };
+        let due = sub.due(now).map_err(bad)?;
         let id = match sub.name {
             Some(n) => {
                 if let Some(why) = name_problem(&n) {

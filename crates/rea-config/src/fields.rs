@@ -417,7 +417,7 @@ const RETRY_FIELDS: &[SubField<RetryDraft>] = &[
     SubField {
         name: "attempts",
         apply: |ctx, v, r| {
-            if let Some(n) = ctx.integer(v, "retry.attempts", 0, 100) {
+            if let Some(n) = ctx.integer(v, "retry.attempts", 0, RetryPolicy::MAX_ATTEMPTS as i64) {
                 r.policy.attempts = n as u32;
             }
         },

@@ -1,9 +1,21 @@
 //! Reading the job file: a size limit (so `--file /dev/zero` fails fast),
-//! the permission check cron also makes, and a digest of the bytes so a
-//! reload can skip a file that did not change.
+//! only regular files (a FIFO at the path must not freeze a daemon: the
+//! file is opened non-blocking and checked before it is read), the
+//! ownership and permission checks cron also makes, and a digest of the
+//! bytes so a reload can skip a file that did not change.
+//!
+//! Whoever can change the job file, or replace it, runs commands as rea's
+//! user (root, for a system daemon). So the file must be owned by root or
+//! by rea's own user and writable by nobody else, and so must every
+//! directory on its path (a directory that others may write is fine only
+//! with the sticky bit, as `/tmp` has it: then they cannot replace a file
+//! they do not own). `--allow-insecure` turns these checks off.
 
 use std::io::Read;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::{Config, Diagnostic, LoadOptions};
 
@@ -20,8 +32,8 @@ pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
 /// [`load`] with options. Every problem is reported at once: a permission
 /// problem does not hide problems in the contents.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
-    let bytes = read_limited(path).map_err(|message| vec![file_diagnostic(path, message, None)])?;
-    finish_load(path, &bytes, options)
+    let (bytes, facts) = read_limited(path)?;
+    finish_load(path, &bytes, &facts, options)
 }
 
 /// `load_with`, reading the file once: `Ok(None)` when its bytes are those
@@ -31,11 +43,13 @@ pub fn load_if_changed(
     options: LoadOptions,
     known: Option<u64>,
 ) -> Result<Option<Config>, Vec<Diagnostic>> {
-    let bytes = read_limited(path).map_err(|message| vec![file_diagnostic(path, message, None)])?;
-    if known == Some(digest(&bytes)) {
+    let (bytes, facts) = read_limited(path)?;
+    if known == Some(digest(&bytes))
+        && (options.allow_insecure_permissions || check_ownership(path, &facts).is_empty())
+    {
         return Ok(None);
     }
-    finish_load(path, &bytes, options).map(Some)
+    finish_load(path, &bytes, &facts, options).map(Some)
 }
 
 /// A hash of a job file's bytes (see `Config::digest`).
@@ -46,63 +60,218 @@ pub fn digest(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-fn finish_load(path: &Path, bytes: &[u8], options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
-    let permissions = if options.allow_insecure_permissions {
-        Ok(())
+fn finish_load(
+    path: &Path,
+    bytes: &[u8],
+    facts: &FileFacts,
+    options: LoadOptions,
+) -> Result<Config, Vec<Diagnostic>> {
+    let mut denied = if options.allow_insecure_permissions {
+        Vec::new()
     } else {
-        check_permissions(path)
+        check_ownership(path, facts)
     };
-    let parsed = crate::parse(bytes, path);
-    match (permissions, parsed) {
-        (Ok(()), parsed) => parsed,
-        (Err(denied), Ok(_)) => Err(vec![denied]),
-        (Err(denied), Err(mut diags)) => {
-            diags.insert(0, denied);
-            Err(diags)
+    match crate::parse(bytes, path) {
+        Ok(config) if denied.is_empty() => Ok(config),
+        Ok(_) => Err(denied),
+        Err(diags) => {
+            denied.extend(diags);
+            Err(denied)
         }
     }
 }
 
-fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the job file: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read the job file: {e}"))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "the job file is larger than {} MiB; is it the right file?",
-            MAX_FILE_BYTES >> 20
-        ));
-    }
-    Ok(bytes)
+/// What the checks need to know of the opened file.
+#[derive(Debug, Clone, Copy)]
+struct FileFacts {
+    uid: u32,
+    mode: u32,
 }
 
-/// Refuses a job file that group or others may write, as cron does: anyone
-/// who can edit it can run commands as the user rea runs as.
-pub fn check_permissions(path: &Path) -> Result<(), Diagnostic> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| {
-        file_diagnostic(
-            path,
-            format!("cannot read the job file's permissions: {e}"),
+/// Opens without blocking (a FIFO, a device), refuses anything but a
+/// regular file, and reads at most `MAX_FILE_BYTES`.
+fn read_limited(path: &Path) -> Result<(Vec<u8>, FileFacts), Vec<Diagnostic>> {
+    let fail = |message: String, hint: Option<String>| vec![file_diagnostic(path, message, hint)];
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        fail(
+            format!("cannot read the job file: {}", std::io::Error::from(e)),
             None,
         )
     })?;
-    let mode = meta.permissions().mode() & 0o7777;
-    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-        (false, false) => return Ok(()),
-        (true, false) => "group",
-        (false, true) => "others",
-        (true, true) => "group and others",
+    let stat = rustix::fs::fstat(&fd).map_err(|e| {
+        fail(
+            format!("cannot read the job file: {}", std::io::Error::from(e)),
+            None,
+        )
+    })?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(fail(
+            format!(
+                "the job file is not a regular file (it is {})",
+                describe(kind)
+            ),
+            Some("point --file at a jobs.toml; a FIFO or a device is never read".into()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| fail(format!("cannot read the job file: {e}"), None))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(fail(
+            format!(
+                "the job file is larger than {} MiB; is it the right file?",
+                MAX_FILE_BYTES >> 20
+            ),
+            None,
+        ));
+    }
+    let facts = FileFacts {
+        uid: stat.st_uid,
+        mode: stat.st_mode & 0o7777,
     };
-    Err(file_diagnostic(
-        path,
-        format!(
-            "refusing a job file writable by {who} (mode {mode:04o}): whoever can edit it can run commands as rea's user"
-        ),
-        Some(format!("run: chmod go-w {}", shell_quote(&path.display().to_string()))),
-    ))
+    Ok((bytes, facts))
+}
+
+fn describe(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        _ => "not a regular file",
+    }
+}
+
+/// Users trusted to own the job file and its directories: root and the
+/// user rea runs as.
+fn trusted(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+/// The user rea runs commands as, for messages.
+fn whom() -> &'static str {
+    if rustix::process::geteuid().is_root() {
+        "root"
+    } else {
+        "rea's user"
+    }
+}
+
+/// Refuses a job file (or a directory above it) that someone other than
+/// root or rea's user owns or may write, as cron refuses such crontabs:
+/// whoever can edit or replace it can run commands as rea's user.
+fn check_ownership(path: &Path, facts: &FileFacts) -> Vec<Diagnostic> {
+    let shown = shell_quote(&path.display().to_string());
+    let mut out = Vec::new();
+    if !trusted(facts.uid) {
+        out.push(file_diagnostic(
+            path,
+            format!(
+                "refusing a job file owned by uid {}: its owner can make it run commands as {}",
+                facts.uid,
+                whom()
+            ),
+            Some(format!(
+                "run: chown {} {shown} (and keep it writable by its owner only)",
+                rustix::process::geteuid().as_raw()
+            )),
+        ));
+    }
+    let mode = facts.mode;
+    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (false, false) => None,
+        (true, false) => Some("group"),
+        (false, true) => Some("others"),
+        (true, true) => Some("group and others"),
+    };
+    if let Some(who) = who {
+        out.push(file_diagnostic(
+            path,
+            format!(
+                "refusing a job file writable by {who} (mode {mode:04o}): whoever can edit it can run commands as rea's user"
+            ),
+            Some(format!("run: chmod go-w {shown}")),
+        ));
+    }
+    for dir in directories(path) {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        let dmode = meta.mode() & 0o7777;
+        let sticky = dmode & 0o1000 != 0;
+        let problem = if !trusted(meta.uid()) {
+            Some(format!("is owned by uid {}", meta.uid()))
+        } else if dmode & 0o022 != 0 && !sticky {
+            Some(format!(
+                "is writable by {} (mode {dmode:04o})",
+                if dmode & 0o002 != 0 {
+                    "others"
+                } else {
+                    "its group"
+                }
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            let d = shell_quote(&dir.display().to_string());
+            out.push(file_diagnostic(
+                path,
+                format!(
+                    "refusing a job file in directory {}, which {problem}: whoever can write it can replace the file and run commands as {}",
+                    dir.display(),
+                    whom()
+                ),
+                Some(format!(
+                    "run: chmod go-w {d} (or move the job file to a directory only root or rea's user can write, e.g. /etc/rea)"
+                )),
+            ));
+            break;
+        }
+    }
+    out
+}
+
+/// Every directory that leads to the job file: the ones on the path as
+/// given (made absolute) and the ones on its real path (symlinks
+/// resolved), nearest first, without repeats.
+fn directories(path: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let given = if path.is_absolute() {
+        Some(path.to_path_buf())
+    } else {
+        std::env::current_dir().ok().map(|cwd| cwd.join(path))
+    };
+    let real = std::fs::canonicalize(path).ok();
+    for p in [given, real].into_iter().flatten() {
+        for dir in p.ancestors().skip(1) {
+            if !dir.as_os_str().is_empty() && !out.iter().any(|d| d == dir) {
+                out.push(dir.to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// Refuses a job file that group or others may write, or that someone
+/// other than root or rea's user owns (or whose directories they may
+/// write): see the module documentation.
+pub fn check_permissions(path: &Path) -> Result<(), Vec<Diagnostic>> {
+    let (_, facts) = read_limited(path)?;
+    let denied = check_ownership(path, &facts);
+    if denied.is_empty() {
+        Ok(())
+    } else {
+        Err(denied)
+    }
 }
 
 fn file_diagnostic(path: &Path, message: String, hint: Option<String>) -> Diagnostic {

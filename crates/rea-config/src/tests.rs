@@ -737,6 +737,83 @@ retry = { attempts = 101 }
         );
     }
 
+    /// Who may own the file and the directories above it (needs root to
+    /// give a file away).
+    #[test]
+    fn ownership_of_the_file_and_its_directories() {
+        use std::os::unix::fs::{chown, PermissionsExt};
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: needs root to give files away");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("mkdir");
+        let path = open.join("jobs.toml");
+        std::fs::write(&path, MINIMAL).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(check_permissions(&path).is_ok());
+
+        chown(&path, Some(65534), None).expect("chown");
+        let d = &check_permissions(&path).unwrap_err()[0];
+        assert_eq!(
+            d.message,
+            "refusing a job file owned by uid 65534: its owner can make it run commands as root"
+        );
+        chown(&path, Some(0), None).expect("chown");
+
+        // World-writable without the sticky bit: anyone can replace the file.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let d = &check_permissions(&path).unwrap_err()[0];
+        assert!(
+            d.message.starts_with(&format!(
+                "refusing a job file in directory {}, which is writable by others (mode 0777)",
+                open.display()
+            )),
+            "{d}"
+        );
+        // With it (like /tmp), only the file's owner may replace it.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        assert!(check_permissions(&path).is_ok());
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        chown(&open, Some(65534), None).expect("chown");
+        assert!(check_permissions(&path).unwrap_err()[0]
+            .message
+            .contains("which is owned by uid 65534"));
+        // A symlink from a safe place into an unsafe one: the real path counts.
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        assert!(check_permissions(&link).unwrap_err()[0]
+            .message
+            .contains("which is owned by uid 65534"));
+        let relaxed = LoadOptions {
+            allow_insecure_permissions: true,
+        };
+        assert_eq!(load_with(&link, relaxed).expect("allowed").jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.toml");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        let d = &load(&path).unwrap_err()[0];
+        assert_eq!(
+            d.message,
+            "the job file is not a regular file (it is a FIFO)"
+        );
+        assert!(load(dir.path()).unwrap_err()[0]
+            .message
+            .contains("a directory"));
+    }
+
     #[test]
     fn permissions() {
         use std::os::unix::fs::PermissionsExt;
@@ -754,7 +831,7 @@ retry = { attempts = 101 }
         assert!(check_permissions(&path).is_ok());
 
         chmod(0o664);
-        let d = check_permissions(&path).unwrap_err();
+        let d = check_permissions(&path).unwrap_err().remove(0);
         assert_eq!(
             d.message,
             "refusing a job file writable by group (mode 0664): whoever can edit it can run commands as rea's user"
@@ -770,13 +847,11 @@ retry = { attempts = 101 }
         assert_eq!(load_with(&path, relaxed).expect("allowed").jobs.len(), 1);
 
         chmod(0o646);
-        assert!(check_permissions(&path)
-            .unwrap_err()
+        assert!(check_permissions(&path).unwrap_err()[0]
             .message
             .contains("writable by others (mode 0646)"));
         chmod(0o666);
-        assert!(check_permissions(&path)
-            .unwrap_err()
+        assert!(check_permissions(&path).unwrap_err()[0]
             .message
             .contains("writable by group and others (mode 0666)"));
 

@@ -35,6 +35,9 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The most retries a job or a one-shot may ask for.
+    pub const MAX_ATTEMPTS: u32 = 100;
+
     /// The delay before retry number `n` (1-based: the first retry is n = 1),
     /// given `unit`, a uniform random number in [0, 1). Returns None when the
     /// policy allows no such retry.

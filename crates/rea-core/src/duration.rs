@@ -30,6 +30,23 @@ const UNITS: &[(&str, u64)] = &[
     ("w", 7 * 86_400_000),
 ];
 
+/// The longest duration rea accepts anywhere (job file, command line,
+/// control socket): a century is far beyond any sensible timeout, delay or
+/// interval, and the bound keeps every later addition to an instant free of
+/// overflow.
+pub const MAX: Duration = Duration::from_millis(100 * 365 * 86_400_000);
+
+/// `ms` milliseconds, if within [`MAX`]; the error names `what`.
+pub fn from_millis_checked(ms: u64, what: &str) -> Result<Duration, DurationError> {
+    let d = Duration::from_millis(ms);
+    if d > MAX {
+        return Err(DurationError {
+            message: format!("{what} of {ms} ms is longer than 100 years"),
+        });
+    }
+    Ok(d)
+}
+
 fn err(input: &str, why: &str) -> DurationError {
     DurationError {
         message: format!(
@@ -88,9 +105,7 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
             .ok_or_else(|| err(input, "it is too large"))?;
         total_ms = ms;
     }
-    // A century is far beyond any sensible timeout or interval; refusing larger
-    // values keeps every later addition to an instant free of overflow.
-    if total_ms > 100 * 365 * 86_400_000 {
+    if Duration::from_millis(total_ms) > MAX {
         return Err(err(input, "it is longer than 100 years"));
     }
     Ok(Duration::from_millis(total_ms))

@@ -10,6 +10,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::backoff::RetryPolicy;
+
 /// Retry settings of a one-shot (the job file's `retry`, flattened).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct OneShotRetry {
@@ -56,6 +58,45 @@ pub struct OneShot {
     pub tags: Vec<String>,
 }
 
+impl OneShotRetry {
+    /// The job file's rule for `retry`, for a one-shot's: at most
+    /// [`RetryPolicy::MAX_ATTEMPTS`] retries, delays within
+    /// `duration::MAX`, and `max_delay` not below `delay`. The error says
+    /// which field is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if self.attempts > RetryPolicy::MAX_ATTEMPTS {
+            return Err(format!(
+                "retry attempts {} is more than {}",
+                self.attempts,
+                RetryPolicy::MAX_ATTEMPTS
+            ));
+        }
+        let delay = self
+            .delay_ms
+            .map(|ms| crate::duration::from_millis_checked(ms, "retry delay"))
+            .transpose()
+            .map_err(|e| e.message)?;
+        let max_delay = self
+            .max_delay_ms
+            .map(|ms| crate::duration::from_millis_checked(ms, "retry max delay"))
+            .transpose()
+            .map_err(|e| e.message)?;
+        let defaults = RetryPolicy::default();
+        let (delay, max_delay) = (
+            delay.unwrap_or(defaults.delay),
+            max_delay.unwrap_or(defaults.max_delay.max(delay.unwrap_or_default())),
+        );
+        if max_delay < delay {
+            return Err(format!(
+                "retry max delay ({}) must be at least the retry delay ({})",
+                crate::duration::format_exact(max_delay),
+                crate::duration::format_exact(delay)
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn is_default_retry(r: &OneShotRetry) -> bool {
     *r == OneShotRetry::default()
 }
@@ -70,8 +111,8 @@ impl OneShot {
     }
 
     /// The retry policy in the job file's terms.
-    pub fn retry_policy(&self) -> crate::backoff::RetryPolicy {
-        let mut p = crate::backoff::RetryPolicy {
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let mut p = RetryPolicy {
             attempts: self.retry.attempts,
             ..Default::default()
         };
