@@ -71,7 +71,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --help --version run check list next status trigger pause resume reload history logs submit at cancel pending import"
+            opts="-f -h -V --file --state-dir --daemon-timeout --help --version run check list next status trigger pause resume reload history logs submit at cancel pending import"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -89,6 +89,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -97,7 +101,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__at)
-            opts="-f -h -V --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --help --version"
+            opts="-f -h -V --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -151,6 +155,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -159,7 +167,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__cancel)
-            opts="-f -h -V --kill --file --state-dir --help --version"
+            opts="-f -h -V --kill --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -174,6 +182,10 @@ _rea() {
                     return 0
                     ;;
                 --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --daemon-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -185,7 +197,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__check)
-            opts="-f -h -V --allow-insecure --json --file --state-dir --help --version"
+            opts="-f -h -V --allow-insecure --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -203,6 +215,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -211,7 +227,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --help --version"
+            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -245,6 +261,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -253,7 +273,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__import)
-            opts="-o -f -h -V --system --user --owner --output --force --timezone --file --state-dir --help --version"
+            opts="-o -f -h -V --system --user --owner --output --force --timezone --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -287,6 +307,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -295,7 +319,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__list)
-            opts="-f -h -V --json --file --state-dir --help --version"
+            opts="-f -h -V --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -313,6 +337,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -321,7 +349,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-f -h -V --run --json --file --state-dir --help --version"
+            opts="-f -h -V --run --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -343,6 +371,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -351,7 +383,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__next)
-            opts="-n -f -h -V --tz --after --count --json --file --state-dir --help --version"
+            opts="-n -f -h -V --tz --after --count --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +417,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -393,7 +429,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pause)
-            opts="-f -h -V --tag --all --json --file --state-dir --help --version"
+            opts="-f -h -V --tag --all --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -415,6 +451,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -423,7 +463,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pending)
-            opts="-n -f -h -V --tag --limit --json --file --state-dir --help --version"
+            opts="-n -f -h -V --tag --limit --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -453,6 +493,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -461,7 +505,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__reload)
-            opts="-f -h -V --file --state-dir --help --version"
+            opts="-f -h -V --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -479,6 +523,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -487,7 +535,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__resume)
-            opts="-f -h -V --tag --all --json --file --state-dir --help --version"
+            opts="-f -h -V --tag --all --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -509,6 +557,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -517,7 +569,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__run)
-            opts="-f -h -V --allow-insecure --log-format --file --state-dir --help --version"
+            opts="-f -h -V --allow-insecure --log-format --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -539,6 +591,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -547,7 +603,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --file --state-dir --help --version"
+            opts="-f -h -V --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -565,6 +621,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -573,7 +633,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__submit)
-            opts="-f -h -V --in --at --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --help --version"
+            opts="-f -h -V --in --at --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -635,6 +695,10 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --daemon-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -643,7 +707,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__trigger)
-            opts="-f -h -V --wait --force --json --file --state-dir --help --version"
+            opts="-f -h -V --wait --force --json --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -658,6 +722,10 @@ _rea() {
                     return 0
                     ;;
                 --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --daemon-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

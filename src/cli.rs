@@ -61,6 +61,26 @@ pub(crate) struct Global {
         value_name = "DIR"
     )]
     pub(crate) state_dir: Option<PathBuf>,
+    /// How long a command waits for the daemon to answer
+    #[arg(
+        long = "daemon-timeout",
+        env = "REA_DAEMON_TIMEOUT",
+        global = true,
+        value_name = "DURATION",
+        default_value = "10s",
+        value_parser = parse_timeout
+    )]
+    pub(crate) daemon_timeout: std::time::Duration,
+}
+
+/// `--daemon-timeout`: a duration as the job file writes them, more than
+/// zero.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match rea_core::duration::parse(text) {
+        Ok(d) if d.is_zero() => Err("the timeout must be longer than 0s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -34,6 +34,16 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_)) {
+        // `rea status | head`: a closed pipe ends a command quietly, as it
+        // ends `cat` or `grep`. Rust ignores SIGPIPE, which turns every
+        // later print into a panic; the daemon keeps ignoring it (a client
+        // hanging up must not kill it).
+        // SAFETY: restoring a default disposition, before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let g = &cli.global;
     let result = match &cli.command {
         Command::Run(a) => commands::run::run(g, a),

@@ -7,7 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The state directory to use, from the command line or the environment.
@@ -27,16 +27,52 @@ pub(crate) fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     Err("cannot choose a state directory: pass --state-dir DIR or set REA_STATE_DIR".into())
 }
 
-/// Creates the directory (0700) if needed. An existing directory keeps its
-/// mode but must not be writable by others.
+/// Creates the directory (0700) if needed, then makes sure it can be
+/// trusted: whoever can write the state directory can plant one-shots that
+/// run as rea's user, replace the control socket (and read what clients
+/// send, secrets given with `rea submit --env`), or point files at others
+/// through symlinks. So it must be owned by rea's user and writable by
+/// nobody else, and no directory above it may be writable by others
+/// (unless sticky, as `/tmp` is) or owned by anyone but root or rea's user.
 pub(crate) fn ensure(dir: &Path) -> Result<(), String> {
-    if !dir.exists() {
+    if fs::symlink_metadata(dir).is_err() {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
             .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
     }
+    let me = rustix::process::geteuid().as_raw();
+    check(dir, |uid| uid == me)
+}
+
+/// What a client checks before it talks to a daemon through `dir`: the
+/// directory and its socket belong to the client's own user or to root and
+/// nobody else can write them, so a request (which may carry secrets) goes
+/// to the daemon it was meant for.
+pub(crate) fn verify_for_client(dir: &Path) -> Result<(), String> {
+    let me = rustix::process::geteuid().as_raw();
+    let mine = |uid: u32| uid == me || uid == 0;
+    check(dir, mine)?;
+    let socket = crate::control::socket_path(dir);
+    match fs::symlink_metadata(&socket) {
+        Ok(meta) if !meta.file_type().is_socket() => Err(format!(
+            "refusing {}: it is not a socket (someone replaced it?)",
+            socket.display()
+        )),
+        Ok(meta) if !mine(meta.uid()) => Err(format!(
+            "refusing the control socket {}: it is owned by uid {}, not by you or root",
+            socket.display(),
+            meta.uid()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The state directory itself (owner accepted by `owner_ok`, writable by
+/// its owner only, a real directory) and the directories above it.
+fn check(dir: &Path, owner_ok: impl Fn(u32) -> bool) -> Result<(), String> {
+    let me = rustix::process::geteuid().as_raw();
     let meta = fs::metadata(dir)
         .map_err(|e| format!("cannot use the state directory {}: {e}", dir.display()))?;
     if !meta.is_dir() {
@@ -45,12 +81,39 @@ pub(crate) fn ensure(dir: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
-    if meta.permissions().mode() & 0o002 != 0 {
+    let shown = dir.display();
+    if !owner_ok(meta.uid()) {
         return Err(format!(
-            "the state directory {} is writable by everyone; fix it with: chmod o-w {}",
-            dir.display(),
-            dir.display()
+            "refusing the state directory {shown}: it is owned by uid {}, and whoever owns it can make rea run commands; use a directory of your own (--state-dir) or fix it with: chown {me} {shown}",
+            meta.uid()
         ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refusing the state directory {shown}: it is writable by {} (mode {mode:04o}); fix it with: chmod go-w {shown}",
+            rea_core::trust::Distrust::who(mode)
+        ));
+    }
+    let real = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let absolute = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(dir))
+            .unwrap_or_else(|_| dir.to_path_buf())
+    };
+    for above in absolute.ancestors().skip(1).chain(real.ancestors().skip(1)) {
+        if above.as_os_str().is_empty() {
+            continue;
+        }
+        let Ok(m) = fs::metadata(above) else { continue };
+        if let Some(problem) = rea_core::trust::directory(m.uid(), m.mode(), me) {
+            return Err(format!(
+                "refusing the state directory {shown}: the directory {} above it {problem}, so others could replace it; use another --state-dir",
+                above.display()
+            ));
+        }
     }
     Ok(())
 }
@@ -58,8 +121,34 @@ pub(crate) fn ensure(dir: &Path) -> Result<(), String> {
 /// Held for the daemon's lifetime; dropping it releases the lock.
 #[derive(Debug)]
 pub(crate) struct Lock {
-    _file: File,
+    file: File,
+    path: PathBuf,
 }
+
+impl Lock {
+    /// Whether the lock file at its path is still the one this daemon
+    /// holds. If the state directory (or the lock file) was deleted or
+    /// replaced, a second daemon could lock a new one and run every job a
+    /// second time: the daemon must stop scheduling then.
+    pub(crate) fn still_ours(&self) -> bool {
+        let Ok(ours) = self.file.metadata() else {
+            return false;
+        };
+        match fs::symlink_metadata(&self.path) {
+            Ok(there) => there.dev() == ours.dev() && there.ino() == ours.ino(),
+            Err(_) => false,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// How long to keep trying a lock whose recorded holder is dead: a
+/// process it started may still hold an inherited copy of the lock for the
+/// moment between its creation and its `exec` (which closes it).
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why the lock could not be taken.
 #[derive(Debug)]
@@ -99,15 +188,20 @@ pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(&path)
         .map_err(|e| LockError::Io(format!("cannot open the lock file {}: {e}", path.display())))?;
-    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    while rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         let mut text = String::new();
+        let _ = file.seek(SeekFrom::Start(0));
         let _ = file.read_to_string(&mut text);
-        return Err(LockError::Held {
-            pid: text.trim().parse().ok(),
-            path,
-        });
+        let pid: Option<u32> = text.trim().parse().ok();
+        let holder_alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+        if holder_alive || std::time::Instant::now() >= deadline {
+            return Err(LockError::Held { pid, path });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = std::process::id();
     let written = file
@@ -120,7 +214,7 @@ pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
             path.display()
         ))
     })?;
-    Ok(Lock { _file: file })
+    Ok(Lock { file, path })
 }
 
 /// The pid of the daemon holding `dir`'s lock, if one does.
@@ -133,6 +227,54 @@ pub(crate) fn holder(dir: &Path) -> Option<u32> {
             let mut text = String::new();
             file.read_to_string(&mut text).ok()?;
             text.trim().parse().ok()
+        }
+    }
+}
+
+/// Notices when the state directory or the lock file is deleted or
+/// replaced (an operator's `rm -rf`, a cleanup script): the lock no longer
+/// keeps a second daemon out, so this one must stop scheduling before the
+/// two run every job twice. inotify on the directory and on the lock file:
+/// nothing is polled, and nothing happens until one of them changes.
+pub(crate) struct Guard {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+impl Guard {
+    pub(crate) fn new(dir: &Path, lock: &Lock) -> std::io::Result<Guard> {
+        use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        inotify::add_watch(&fd, dir, WatchFlags::DELETE_SELF | WatchFlags::MOVE_SELF)?;
+        // Unlinking the lock file changes its link count (IN_ATTRIB); its
+        // IN_DELETE_SELF would only come once we close it.
+        inotify::add_watch(
+            &fd,
+            lock.path(),
+            WatchFlags::ATTRIB | WatchFlags::MOVE_SELF | WatchFlags::DELETE_SELF,
+        )?;
+        // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it until
+        // it is dropped, so the descriptor stays open and never changes.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        }
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Ok(Guard { fd })
+    }
+
+    /// Resolves once the lock at its path is no longer the one `lock`
+    /// holds.
+    pub(crate) async fn lost(&self, lock: &Lock) {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1024];
+        loop {
+            let Ok(mut ready) = self.fd.readable().await else {
+                return std::future::pending().await;
+            };
+            let mut reader = rustix::fs::inotify::Reader::new(self.fd.get_ref(), &mut buf);
+            while reader.next().is_ok() {}
+            ready.clear_ready();
+            if !lock.still_ours() {
+                return;
+            }
         }
     }
 }

@@ -43,6 +43,7 @@ pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
         );
         None
     };
+    client.without_timeout();
     let resp = client.read_response();
     if let Some(pb) = spinner {
         pb.finish_and_clear();

@@ -4,6 +4,7 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream as StdStream;
 use std::path::Path;
+use std::time::Duration;
 
 use super::protocol::{line, Envelope, Request, Response, VERSION};
 use super::socket_path;
@@ -33,8 +34,15 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub(crate) fn connect(state_dir: &Path) -> Result<Client, ClientError> {
+    /// Connects to the daemon of `state_dir` (after checking that nobody
+    /// but the client's own user or root could have put its socket there).
+    /// Every later read and write gives up after `timeout`, so a daemon
+    /// that does not answer cannot hang a command.
+    pub(crate) fn connect(state_dir: &Path, timeout: Duration) -> Result<Client, ClientError> {
         let path = socket_path(state_dir);
+        if path.exists() {
+            crate::state_dir::verify_for_client(state_dir).map_err(ClientError::Io)?;
+        }
         let stream = StdStream::connect(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => ClientError::NoDaemon(format!(
                 "no rea daemon is running for state directory {} (start one with `rea run`, or pass the daemon's --state-dir)",
@@ -46,6 +54,10 @@ impl Client {
             )),
             _ => ClientError::Io(format!("cannot connect to {}: {e}", path.display())),
         })?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| ClientError::Io(e.to_string()))?;
         let writer = stream
             .try_clone()
             .map_err(|e| ClientError::Io(e.to_string()))?;
@@ -71,13 +83,26 @@ impl Client {
         self.read_response()
     }
 
+    /// Waits for answers as long as they take from now on (`trigger
+    /// --wait`: a run may last hours).
+    pub(crate) fn without_timeout(&mut self) {
+        let _ = self.reader.get_ref().set_read_timeout(None);
+    }
+
     /// Reads the next response line (the second line of a trigger --wait).
     pub(crate) fn read_response(&mut self) -> Result<Response, ClientError> {
         let mut text = String::new();
         let n = self
             .reader
             .read_line(&mut text)
-            .map_err(|e| ClientError::Io(format!("cannot read from the daemon: {e}")))?;
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Io(
+                    "the daemon did not answer in time (it may be overloaded or stuck); \
+                 try again, or give it longer with --daemon-timeout"
+                        .to_string(),
+                ),
+                _ => ClientError::Io(format!("cannot read from the daemon: {e}")),
+            })?;
         if n == 0 {
             return Err(ClientError::Io("the daemon closed the connection".into()));
         }

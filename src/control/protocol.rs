@@ -150,6 +150,18 @@ impl Response {
     }
 }
 
+impl Request {
+    /// Whether the answer is small and cheap to make, so a client may
+    /// pipeline many (submissions in bursts); other requests are answered
+    /// one at a time per connection.
+    pub(crate) fn is_cheap(&self) -> bool {
+        matches!(
+            self,
+            Request::Ping | Request::Submit(_) | Request::Cancel { .. }
+        )
+    }
+}
+
 impl Submission {
     /// When the one-shot is due, with every numeric field in range: the
     /// same rules as the job file (durations within 100 years, retries

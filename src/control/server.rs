@@ -7,12 +7,13 @@
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::protocol::{line, parse_request, Request, Response};
 use super::socket_path;
@@ -66,9 +67,30 @@ pub(crate) fn bind(state_dir: &Path) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
+/// Connections served at once. More are answered with an error and closed,
+/// so idle clients can never use up the daemon's file descriptors (it needs
+/// them to spawn jobs).
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+
+/// Answers a connection may have requested and not yet received. Cheap
+/// requests (submit, cancel, ping) pipeline up to this deep (the daemon
+/// group-commits bursts of submissions); any other request waits until
+/// every earlier answer is written, so a client that pipelines `status`
+/// without reading holds at most one answer in the daemon's memory.
+const MAX_PIPELINED: u32 = 1024;
+
+/// A write to a client that makes no progress for this long ends the
+/// connection (a client that does not read cannot pin memory).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection with nothing in flight that sends nothing for this long is
+/// closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Accepts connections forever, forwarding each request line to `tx`.
 pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) {
     let me = rustix::process::geteuid().as_raw();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -79,39 +101,55 @@ pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Inco
             .peer_cred()
             .map(|c| c.uid() == me || c.uid() == 0)
             .unwrap_or(false);
+        let slot = slots.clone().try_acquire_owned();
         let tx = tx.clone();
         tokio::spawn(async move {
-            if allowed {
+            let refusal = match (&slot, allowed) {
+                (_, false) => Some(Response::err(
+                    "refused",
+                    "permission denied: only the daemon's user and root may control it",
+                )),
+                (Err(_), true) => Some(Response::err(
+                    "busy",
+                    format!(
+                        "the daemon serves {MAX_CONNECTIONS} connections already; try again later"
+                    ),
+                )),
+                (Ok(_), true) => None,
+            };
+            match refusal {
+                Some(r) => {
+                    let (_, mut w) = stream.into_split();
+                    let _ =
+                        tokio::time::timeout(WRITE_TIMEOUT, w.write_all(line(&r).as_bytes())).await;
+                }
                 // Outside tokio's cooperative budget, which would make the
                 // reader yield every ~40 requests and so cut a pipelined
                 // burst into tiny group commits; `connection` yields on its
                 // own every READ_SLICE requests instead.
-                tokio::task::coop::unconstrained(connection(stream, tx)).await;
-            } else {
-                let (_, mut w) = stream.into_split();
-                let r = Response::err(
-                    "refused",
-                    "permission denied: only the daemon's user and root may control it",
-                );
-                let _ = w.write_all(line(&r).as_bytes()).await;
+                None => tokio::task::coop::unconstrained(connection(stream, tx)).await,
             }
+            drop(slot);
         });
     }
 }
 
-/// An answer the connection's writer must send, in request order.
+/// An answer the connection's writer must send, in request order, with the
+/// pipelining permits its request holds until it is written.
 enum Queued {
     Ready(Response),
-    Waiting(oneshot::Receiver<Reply>),
+    Waiting(oneshot::Receiver<Reply>, OwnedSemaphorePermit),
 }
 
-/// Requests are read and forwarded as fast as they arrive (pipelining: the
-/// daemon can then group-commit a burst of submissions); a writer task
-/// sends the answers back in request order. The queue between them is
-/// bounded, so a client that never reads cannot grow the daemon's memory.
+/// Requests are read and forwarded as they arrive (pipelining: the daemon
+/// can then group-commit a burst of submissions); a writer task sends the
+/// answers back in request order. What a connection may have in flight is
+/// bounded (see `MAX_PIPELINED`), and a client that stops reading is
+/// dropped after `WRITE_TIMEOUT`.
 async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
     let (r, mut w) = stream.into_split();
-    let (order_tx, mut order_rx) = mpsc::channel::<Queued>(4096);
+    let permits = Arc::new(Semaphore::new(MAX_PIPELINED as usize));
+    let (order_tx, mut order_rx) = mpsc::channel::<Queued>(MAX_PIPELINED as usize + 1);
     // Answers that are ready go out together in one write, and the writer
     // frees the queue as fast as the loop answers: draining it one line per
     // budget slice made a pipelining client's burst trickle in ~40 requests
@@ -122,27 +160,30 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
         while let Some(first) = order_rx.recv().await {
             let mut next = Some(first);
             while let Some(q) = next.take() {
-                let reply = match q {
-                    Queued::Ready(resp) => Reply::Done(resp),
-                    Queued::Waiting(mut rx) => match rx.try_recv() {
-                        Ok(r) => r,
-                        Err(oneshot::error::TryRecvError::Closed) => {
-                            Reply::Done(Response::err("refused", "the daemon is shutting down"))
-                        }
-                        Err(oneshot::error::TryRecvError::Empty) => {
-                            // Nothing may sit unsent while we wait.
-                            if !flush(&mut w, &mut out).await {
-                                return;
+                let (reply, permit) = match q {
+                    Queued::Ready(resp) => (Reply::Done(resp), None),
+                    Queued::Waiting(mut rx, permit) => {
+                        let reply = match rx.try_recv() {
+                            Ok(r) => r,
+                            Err(oneshot::error::TryRecvError::Closed) => {
+                                Reply::Done(Response::err("refused", "the daemon is shutting down"))
                             }
-                            match rx.await {
-                                Ok(r) => r,
-                                Err(_) => Reply::Done(Response::err(
-                                    "refused",
-                                    "the daemon is shutting down",
-                                )),
+                            Err(oneshot::error::TryRecvError::Empty) => {
+                                // Nothing may sit unsent while we wait.
+                                if !flush(&mut w, &mut out).await {
+                                    return;
+                                }
+                                match rx.await {
+                                    Ok(r) => r,
+                                    Err(_) => Reply::Done(Response::err(
+                                        "refused",
+                                        "the daemon is shutting down",
+                                    )),
+                                }
                             }
-                        }
-                    },
+                        };
+                        (reply, Some(permit))
+                    }
                 };
                 match reply {
                     Reply::Done(resp) => out.extend_from_slice(line(&resp).as_bytes()),
@@ -160,9 +201,12 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
                         out.extend_from_slice(line(&second).as_bytes());
                     }
                 }
+                // A large answer goes out before the next request may be
+                // forwarded; small ones collect into one write.
                 if out.len() >= 64 * 1024 && !flush(&mut w, &mut out).await {
                     return;
                 }
+                drop(permit);
                 slice += 1;
                 if slice == READ_SLICE {
                     slice = 0;
@@ -189,9 +233,13 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
         }
         buf.clear();
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
-        match tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        let read = tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf);
+        match tokio::time::timeout(IDLE_TIMEOUT, read).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(_)) => {}
+            Err(_) if permits.available_permits() == MAX_PIPELINED as usize => break,
+            // A long request (trigger --wait) is in flight: not idle.
+            Err(_) => continue,
         }
         if buf.len() > MAX_LINE {
             let _ = order_tx
@@ -208,6 +256,11 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
         let queued = match parse_request(&buf) {
             Err(resp) => Queued::Ready(resp),
             Ok(request) => {
+                // Heavy answers wait for every earlier one to be written.
+                let wanted = if request.is_cheap() { 1 } else { MAX_PIPELINED };
+                let Ok(permit) = permits.clone().acquire_many_owned(wanted).await else {
+                    break;
+                };
                 let (reply_tx, reply_rx) = oneshot::channel();
                 if tx
                     .send(Incoming {
@@ -218,7 +271,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
                 {
                     break;
                 }
-                Queued::Waiting(reply_rx)
+                Queued::Waiting(reply_rx, permit)
             }
         };
         if order_tx.send(queued).await.is_err() {
@@ -229,12 +282,16 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
     let _ = writer.await;
 }
 
-/// Writes and empties `out`; false once the peer is gone.
+/// Writes and empties `out`; false once the peer is gone or stopped
+/// reading for `WRITE_TIMEOUT`.
 async fn flush(w: &mut tokio::net::unix::OwnedWriteHalf, out: &mut Vec<u8>) -> bool {
     if out.is_empty() {
         return true;
     }
-    let ok = w.write_all(out).await.is_ok();
+    let ok = matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, w.write_all(out)).await,
+        Ok(Ok(()))
+    );
     out.clear();
     ok
 }

@@ -47,6 +47,7 @@ mod shutdown;
 mod startup;
 mod status;
 
+use requests::ReloadCause;
 use shutdown::Stopping;
 
 /// What `rea run` was asked to do.
@@ -116,8 +117,11 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         mut d,
         mut inputs,
         mut actions,
-        lock: _lock,
+        lock,
     } = startup::start(&opts).await?;
+    let guard = crate::state_dir::Guard::new(&opts.state_dir, &lock)
+        .map_err(|e| StartError::Other(format!("cannot watch the state directory: {e}")))?;
+    let mut lost_state_dir = false;
     let mut timer =
         WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
     let sig = |kind| signal(kind).map_err(|e| StartError::Other(e.to_string()));
@@ -137,6 +141,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             error!("cannot arm the timer: {e}");
         }
         let grace_ends = d.stopping.grace_ends();
+        let settles = d.settling.map(|(_, at)| at);
         let watched = inputs.watcher.is_some();
         tokio::select! {
             biased;
@@ -159,7 +164,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             Some(change) = inputs.changes.recv(), if watched => match change {
                 crate::watch::Change::Modified => {
                     info!("the job file changed; reloading");
-                    let _ = d.reload(&mut actions, false);
+                    let _ = d.reload(&mut actions, ReloadCause::Watcher);
                 }
                 crate::watch::Change::Missing => warn!(
                     file = %opts.file.display(),
@@ -169,7 +174,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             },
             _ = sighup.recv() => {
                 info!("SIGHUP: reloading the job file");
-                let _ = d.reload(&mut actions, true);
+                let _ = d.reload(&mut actions, ReloadCause::Signal);
             },
             Some(scrape) = inputs.scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
             Some(incoming) = inputs.control.recv() => {
@@ -183,16 +188,34 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 }
                 d.commit_submissions(&mut batch, &mut actions);
             },
+            _ = shutdown::sleep_until(settles), if settles.is_some() => {
+                let _ = d.reload(&mut actions, ReloadCause::Settled);
+            },
             _ = shutdown::sleep_until(grace_ends), if grace_ends.is_some() => {
                 d.on_grace_expired(&mut actions);
+            },
+            () = guard.lost(&lock), if !lost_state_dir => {
+                lost_state_dir = true;
+                error!(
+                    state_dir = %opts.state_dir.display(),
+                    "the state directory or its lock file was deleted or replaced: another daemon could take over and run every job a second time; stopping"
+                );
+                d.on_stop_signal("lost state directory", &mut actions);
             },
         }
     }
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
+    if lost_state_dir {
+        return Err(StartError::Other(format!(
+            "stopped: the state directory {} (or its lock file) was deleted or replaced while the daemon ran",
+            opts.state_dir.display()
+        )));
+    }
     let _ = std::fs::remove_file(crate::control::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
+    drop(lock);
     Ok(())
 }
 
@@ -233,4 +256,7 @@ struct Loop {
     /// systemd's `NOTIFY_SOCKET`, if set.
     notify: crate::notify::Notifier,
     stopping: Stopping,
+    /// A change seen by the watcher that would remove more than half of the
+    /// jobs, waiting to be seen unchanged: (its digest, when to look again).
+    settling: Option<(u64, tokio::time::Instant)>,
 }

@@ -68,6 +68,9 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         config.daemon.history_files,
     )
     .map_err(|e| StartError::Other(e.to_string()))?;
+    let pending: HashSet<&str> = stores.pending.iter().map(|s| s.id.as_str()).collect();
+    super::requests::name_clashes(&config, |name| pending.contains(name))
+        .map_err(StartError::Config)?;
     let paused = stores.paused.load().unwrap_or_else(|e| {
         warn!("{e}");
         Default::default()
@@ -116,6 +119,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         metrics,
         notify: crate::notify::Notifier::from_env(),
         stopping: Stopping::No,
+        settling: None,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

@@ -15,6 +15,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use rea_core::trust::{self, Distrust};
 use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::{Config, Diagnostic, LoadOptions};
@@ -150,12 +151,6 @@ fn describe(kind: FileType) -> &'static str {
     }
 }
 
-/// Users trusted to own the job file and its directories: root and the
-/// user rea runs as.
-fn trusted(uid: u32) -> bool {
-    uid == 0 || uid == rustix::process::geteuid().as_raw()
-}
-
 /// The user rea runs commands as, for messages.
 fn whom() -> &'static str {
     if rustix::process::geteuid().is_root() {
@@ -167,61 +162,39 @@ fn whom() -> &'static str {
 
 /// Refuses a job file (or a directory above it) that someone other than
 /// root or rea's user owns or may write, as cron refuses such crontabs:
-/// whoever can edit or replace it can run commands as rea's user.
+/// whoever can edit or replace it can run commands as rea's user (the
+/// rule itself is `rea_core::trust`).
 fn check_ownership(path: &Path, facts: &FileFacts) -> Vec<Diagnostic> {
+    let me = rustix::process::geteuid().as_raw();
     let shown = shell_quote(&path.display().to_string());
     let mut out = Vec::new();
-    if !trusted(facts.uid) {
-        out.push(file_diagnostic(
+    match trust::file(facts.uid, facts.mode, me) {
+        None => {}
+        Some(Distrust::Owner(uid)) => out.push(file_diagnostic(
             path,
             format!(
-                "refusing a job file owned by uid {}: its owner can make it run commands as {}",
-                facts.uid,
+                "refusing a job file owned by uid {uid}: its owner can make it run commands as {}",
                 whom()
             ),
             Some(format!(
-                "run: chown {} {shown} (and keep it writable by its owner only)",
-                rustix::process::geteuid().as_raw()
+                "run: chown {me} {shown} (and keep it writable by its owner only)"
             )),
-        ));
-    }
-    let mode = facts.mode;
-    let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-        (false, false) => None,
-        (true, false) => Some("group"),
-        (false, true) => Some("others"),
-        (true, true) => Some("group and others"),
-    };
-    if let Some(who) = who {
-        out.push(file_diagnostic(
+        )),
+        Some(Distrust::Writable { mode }) => out.push(file_diagnostic(
             path,
             format!(
-                "refusing a job file writable by {who} (mode {mode:04o}): whoever can edit it can run commands as rea's user"
+                "refusing a job file writable by {} (mode {:04o}): whoever can edit it can run commands as rea's user",
+                Distrust::who(mode),
+                mode & 0o7777
             ),
             Some(format!("run: chmod go-w {shown}")),
-        ));
+        )),
     }
     for dir in directories(path) {
         let Ok(meta) = std::fs::metadata(&dir) else {
             continue;
         };
-        let dmode = meta.mode() & 0o7777;
-        let sticky = dmode & 0o1000 != 0;
-        let problem = if !trusted(meta.uid()) {
-            Some(format!("is owned by uid {}", meta.uid()))
-        } else if dmode & 0o022 != 0 && !sticky {
-            Some(format!(
-                "is writable by {} (mode {dmode:04o})",
-                if dmode & 0o002 != 0 {
-                    "others"
-                } else {
-                    "its group"
-                }
-            ))
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
+        if let Some(problem) = trust::directory(meta.uid(), meta.mode(), me) {
             let d = shell_quote(&dir.display().to_string());
             out.push(file_diagnostic(
                 path,

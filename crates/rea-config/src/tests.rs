@@ -767,7 +767,7 @@ retry = { attempts = 101 }
         let d = &check_permissions(&path).unwrap_err()[0];
         assert!(
             d.message.starts_with(&format!(
-                "refusing a job file in directory {}, which is writable by others (mode 0777)",
+                "refusing a job file in directory {}, which is writable by group and others (mode 0777)",
                 open.display()
             )),
             "{d}"

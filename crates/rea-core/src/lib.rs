@@ -49,6 +49,7 @@
 //! | [`due_queue`] | the min-heap of due instants |
 //! | [`backoff`] | retry delays |
 //! | [`engine`] | the daemon's decisions as a state machine |
+//! | [`trust`] | who may own the files that decide what runs |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
 pub mod backoff;
@@ -61,4 +62,5 @@ pub mod record;
 pub mod run;
 pub mod schedule;
 pub mod suggest;
+pub mod trust;
 pub mod zone;

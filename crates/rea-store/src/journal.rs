@@ -116,7 +116,7 @@ impl Journal {
         let mut lines = 0u64;
         let mut malformed = 0u64;
         let mut ends_clean = true;
-        match File::open(&path) {
+        match crate::files::open_owned(&path, OpenOptions::new().read(true)) {
             Ok(f) => {
                 let mut reader = BufReader::with_capacity(1 << 20, f);
                 let mut buf = Vec::new();
@@ -167,11 +167,10 @@ impl Journal {
             pending[at] = pending[k].take();
         }
         let pending: Vec<OneShot> = pending.into_iter().flatten().collect();
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)?;
+        let mut file = crate::files::open_owned(
+            &path,
+            OpenOptions::new().create(true).append(true).mode(0o600),
+        )?;
         if !ends_clean {
             // The torn fragment must not glue itself to the next line.
             file.write_all(b"\n")?;
@@ -270,12 +269,14 @@ impl Journal {
         {
             let mut out = io::BufWriter::with_capacity(
                 1 << 20,
-                OpenOptions::new()
-                    .create(true)
-                    .write(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&tmp)?,
+                crate::files::open_owned(
+                    &tmp,
+                    OpenOptions::new()
+                        .create(true)
+                        .write(true)
+                        .truncate(true)
+                        .mode(0o600),
+                )?,
             );
             for job in pending {
                 serde_json::to_writer(&mut out, &Line::Add { job })?;
@@ -288,7 +289,7 @@ impl Journal {
         if let Some(dir) = self.path.parent() {
             File::open(dir)?.sync_all()?;
         }
-        self.file = OpenOptions::new().append(true).open(&self.path)?;
+        self.file = crate::files::open_owned(&self.path, OpenOptions::new().append(true))?;
         self.lines = pending.len() as u64;
         Ok(())
     }

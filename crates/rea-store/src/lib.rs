@@ -23,6 +23,7 @@ use rea_core::oneshot::OneShot;
 pub mod claims;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod files;
 pub mod history;
 pub mod journal;
 pub mod paused;

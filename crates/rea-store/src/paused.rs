@@ -39,7 +39,11 @@ impl PausedFile {
 impl PausedStore for PausedFile {
     fn load(&self) -> Result<BTreeSet<String>, String> {
         let path = self.path();
-        match fs::read(&path) {
+        let read = crate::files::open_read(&path).and_then(|mut f| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut bytes).map(|_| bytes)
+        });
+        match read {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 format!(
                     "{} is unreadable ({e}); remove it to resume every job",
@@ -57,12 +61,14 @@ impl PausedStore for PausedFile {
         let tmp = self.dir.join(".paused.json.tmp");
         let text = serde_json::to_vec(paused).map_err(|e| e.to_string())?;
         let write = || -> std::io::Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
+            let mut f = crate::files::open_owned(
+                &tmp,
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600),
+            )?;
             f.write_all(&text)?;
             f.sync_all()?;
             fs::rename(&tmp, &path)?;

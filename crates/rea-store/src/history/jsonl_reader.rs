@@ -91,7 +91,7 @@ impl JsonlReader {
         let mut seen = HashSet::new();
         let mut files = Vec::new();
         for path in paths {
-            let file = match File::open(&path) {
+            let file = match crate::files::open_read(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {

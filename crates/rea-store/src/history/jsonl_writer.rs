@@ -199,13 +199,15 @@ impl JsonlHistory {
             }
         }
         self.file = None;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            // Job output can hold secrets; the socket is 0600 for the same reason.
-            .mode(0o600)
-            .open(&self.path)?;
+        let file = crate::files::open_owned(
+            &self.path,
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                // Job output can hold secrets; the socket is 0600 for the same reason.
+                .mode(0o600),
+        )?;
         let meta = file.metadata()?;
         let size = if meta.is_file() { meta.len() } else { 0 };
         let needs_newline = if size > 0 {
