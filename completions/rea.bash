@@ -349,7 +349,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-f -h -V --run --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --run --json --raw --file --state-dir --daemon-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -265,6 +265,11 @@ pub(crate) struct LogsArgs {
     /// The whole record as JSON
     #[arg(long)]
     pub(crate) json: bool,
+    /// Write the output byte for byte even to a terminal (by default, on a
+    /// terminal, control characters are shown as ^X so a job's output
+    /// cannot drive the terminal)
+    #[arg(long)]
+    pub(crate) raw: bool,
 }
 
 /// What every one-shot submission may say.

@@ -42,6 +42,7 @@ use crate::timer::{Wake, WallTimer};
 mod actions;
 mod hooks;
 mod metrics;
+mod orphans;
 mod requests;
 mod shutdown;
 mod startup;

@@ -89,6 +89,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     let reader = rea_store::Local::history_reader(&opts.state_dir);
     let (mut recovered, summaries) = recover(reader.as_ref(), &config);
     recovered.paused = paused;
+    recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     for (name, s) in summaries {
@@ -198,6 +199,7 @@ fn recover(
             previous_start,
             unfinished,
             paused: Default::default(),
+            terminated: Default::default(),
         },
         summaries,
     )

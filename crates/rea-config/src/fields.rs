@@ -326,7 +326,7 @@ pub(crate) const LOCATED: &[&str] = &["user", "mailto", "after"];
 
 /// Output is held in memory while a job runs; more than this per run is
 /// surely a typo (and `max_concurrent` multiplies it).
-const MAX_OUTPUT_LIMIT: u64 = 1 << 30;
+const MAX_OUTPUT_LIMIT: u64 = rea_core::record::MAX_OUTPUT_BYTES as u64;
 
 /// A field of `[daemon]` or of a `retry` table.
 pub(crate) struct SubField<T> {

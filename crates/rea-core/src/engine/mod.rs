@@ -249,6 +249,9 @@ pub struct Recovered {
     pub unfinished: Vec<Record>,
     /// Jobs paused when the previous daemon stopped.
     pub paused: BTreeSet<String>,
+    /// Unfinished runs whose processes were still running at start and were
+    /// terminated, by run id: how many processes.
+    pub terminated: BTreeMap<String, usize>,
 }
 
 /// The state machine. See the module documentation.

@@ -58,10 +58,15 @@ impl Engine {
             rec.ts = now;
             rec.status = Some(RunStatus::Interrupted);
             rec.ended = None;
-            rec.reason = Some(
-                "the daemon stopped while this run was in progress (crash, kill -9 or power loss)"
-                    .into(),
+            let mut reason = String::from(
+                "the daemon stopped while this run was in progress (crash, kill -9 or power loss)",
             );
+            if let Some(n) = rec.run.as_ref().and_then(|r| recovered.terminated.get(r)) {
+                reason.push_str(&format!(
+                    "; {n} of its processes were still running at restart and were terminated"
+                ));
+            }
+            rec.reason = Some(reason);
             out.push(Action::Record(Box::new(rec)));
         }
         let names = self.order.clone();

@@ -38,7 +38,9 @@ impl ReadAt for [u8] {
 /// chunks of `chunk` bytes from the end. Memory is one chunk plus the line
 /// being assembled, so a line longer than a chunk works and a huge file
 /// costs nothing. Empty lines are skipped; the `\n` is not included; a last
-/// line without `\n` (torn) is returned like any other.
+/// line without `\n` (torn) is returned like any other. A line longer than
+/// `max_line` is returned empty: its bytes are never held (a corrupt file
+/// without newlines must not make a reader load it whole).
 pub struct RevLines<R> {
     src: R,
     /// Offset of the first byte not yet read from `src`.
@@ -47,6 +49,7 @@ pub struct RevLines<R> {
     buf: Vec<u8>,
     /// `buf[..filled]` is read but not yet returned.
     filled: usize,
+    max_line: usize,
 }
 
 impl<R: ReadAt> RevLines<R> {
@@ -57,16 +60,29 @@ impl<R: ReadAt> RevLines<R> {
             chunk: chunk.max(1),
             buf: Vec::new(),
             filled: 0,
+            max_line: rea_core::record::MAX_LINE_BYTES,
         }
+    }
+
+    /// Lines longer than this are returned empty (tests use small ones).
+    pub fn with_max_line(mut self, max_line: usize) -> RevLines<R> {
+        self.max_line = max_line.max(1);
+        self
     }
 
     /// The previous line, or `None` at the start of the source.
     pub fn prev_line(&mut self) -> io::Result<Option<Vec<u8>>> {
         // Pieces of a line that spans chunks, last piece first.
         let mut pieces: Vec<Vec<u8>> = Vec::new();
+        let mut held = 0usize;
+        // The line grew past `max_line`: its pieces were dropped.
+        let mut overlong = false;
         loop {
             if self.filled == 0 {
                 if self.pos == 0 {
+                    if overlong {
+                        return Ok(Some(Vec::new()));
+                    }
                     return Ok((!pieces.is_empty()).then(|| join_reversed(pieces)));
                 }
                 let n = self.pos.min(self.chunk as u64) as usize;
@@ -84,6 +100,9 @@ impl<R: ReadAt> RevLines<R> {
                 Some(i) => {
                     let tail = &data[i + 1..];
                     self.filled = i;
+                    if overlong || held + tail.len() > self.max_line {
+                        return Ok(Some(Vec::new()));
+                    }
                     if pieces.is_empty() {
                         if !tail.is_empty() {
                             return Ok(Some(tail.to_vec()));
@@ -94,7 +113,13 @@ impl<R: ReadAt> RevLines<R> {
                     }
                 }
                 None => {
-                    pieces.push(data.to_vec());
+                    held += data.len();
+                    if held > self.max_line {
+                        overlong = true;
+                        pieces = Vec::new();
+                    } else if !overlong {
+                        pieces.push(data.to_vec());
+                    }
                     self.filled = 0;
                 }
             }

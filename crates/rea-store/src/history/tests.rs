@@ -359,6 +359,22 @@ mod jsonl {
         assert_eq!(got, want);
     }
 
+    /// A line longer than the bound comes back empty (never held), whatever
+    /// the chunk size; the lines around it are untouched.
+    #[test]
+    fn overlong_lines_are_skipped_without_being_held() {
+        let long = "x".repeat(300);
+        let text = format!("a\n{long}\nbb\n{long}");
+        for chunk in 1..40 {
+            let got: Vec<Vec<u8>> = RevLines::new(text.as_bytes(), text.len() as u64, chunk)
+                .with_max_line(100)
+                .collect::<io::Result<_>>()
+                .expect("read");
+            let want: Vec<Vec<u8>> = vec![vec![], b"bb".to_vec(), vec![], b"a".to_vec()];
+            assert_eq!(got, want, "chunk {chunk}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
