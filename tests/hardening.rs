@@ -21,7 +21,9 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -897,5 +899,447 @@ fn idle_connections_cannot_exhaust_the_daemon_file_descriptors() {
         unit.lines()
             .any(|l| l.trim_start().starts_with("LimitNOFILE=")),
         "contrib/rea.service sets LimitNOFILE="
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Local privilege boundaries
+// ---------------------------------------------------------------------------
+
+const NOBODY: u32 = 65534;
+
+fn set_mode(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Item 6. A root daemon refuses a state directory another user owns or
+/// group/others can write, and state files that are symbolic links (which
+/// would make root truncate or append to their targets); a root client
+/// refuses to talk to a socket in a directory another user owns (that user
+/// could have put her own socket there and read `rea submit --env` secrets).
+#[test]
+fn state_directories_others_control_are_refused_by_daemon_and_clients() {
+    if skip_unless_root("state_directories_others_control_are_refused_by_daemon_and_clients") {
+        return;
+    }
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+
+    // Owned by someone else.
+    let foreign = env.path("foreign-state");
+    fs::create_dir(&foreign).unwrap();
+    set_mode(&foreign, 0o700);
+    std::os::unix::fs::chown(&foreign, Some(NOBODY), Some(NOBODY)).unwrap();
+    let out = refused_start(
+        &env,
+        &["run"],
+        &foreign,
+        "a state directory owned by nobody",
+    );
+    assert_ne!(out.code, 0);
+    out.stderr_has("owned by");
+
+    // Writable by the group.
+    let shared = env.path("group-state");
+    fs::create_dir(&shared).unwrap();
+    set_mode(&shared, 0o770);
+    let out = refused_start(&env, &["run"], &shared, "a group-writable state directory");
+    assert_ne!(out.code, 0);
+    out.stderr_has("chmod go-w");
+
+    // Symbolic links planted in it, pointing at a file root must not touch.
+    for name in ["rea.lock", "history.jsonl", "oneshots.jsonl"] {
+        let state = env.path(&format!("state-with-{name}"));
+        fs::create_dir(&state).unwrap();
+        set_mode(&state, 0o700);
+        let precious = env.write(&format!("precious-{name}"), "precious\n");
+        std::os::unix::fs::symlink(&precious, state.join(name)).unwrap();
+        let out = refused_start(
+            &env,
+            &["run"],
+            &state,
+            &format!("a state directory whose {name} is a symlink"),
+        );
+        assert_ne!(out.code, 0);
+        out.stderr_has("symbolic link");
+        assert_eq!(
+            fs::read_to_string(&precious).unwrap(),
+            "precious\n",
+            "{name} was followed"
+        );
+    }
+
+    // A client and a socket in a directory nobody owns.
+    let trap = env.path("trap-state");
+    fs::create_dir(&trap).unwrap();
+    set_mode(&trap, 0o700);
+    let listener = UnixListener::bind(trap.join("rea.sock")).unwrap();
+    std::os::unix::fs::chown(&trap, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::os::unix::fs::chown(trap.join("rea.sock"), Some(NOBODY), Some(NOBODY)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fake = {
+        let (heard, stop) = (heard.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((mut s, _)) = listener.accept() {
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 65536];
+                    if let Ok(n) = s.read(&mut buf) {
+                        heard.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                    // Hang up: the client must not wait for an answer.
+                }
+                sleep_ms(10);
+            }
+        })
+    };
+    let out = env
+        .rea_within(
+            &[
+                "submit",
+                "--in",
+                "1h",
+                "--env",
+                "TOKEN=hunter2",
+                "--",
+                "true",
+            ],
+            &[("REA_STATE_DIR", trap.to_str().unwrap())],
+            PATIENCE,
+        )
+        .expect("the client ends");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = fake.join();
+    let heard = String::from_utf8_lossy(&heard.lock().unwrap()).into_owned();
+    assert!(
+        heard.is_empty(),
+        "a root client sent its request (secret included) to a socket in a directory nobody owns: {heard}"
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    out.stderr_has("owned by");
+}
+
+/// Item 7. A root daemon refuses a job file another user owns (she could
+/// chmod and edit it), and one in a directory others can write without the
+/// sticky bit (she could replace it), with exit 2 naming the culprit, also
+/// on reload; a sticky directory such as /tmp is fine; `--allow-insecure`
+/// stays the override.
+#[test]
+fn job_files_other_users_control_are_refused_by_a_root_daemon() {
+    if skip_unless_root("job_files_other_users_control_are_refused_by_a_root_daemon") {
+        return;
+    }
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    std::os::unix::fs::chown(env.jobs_path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    set_mode(&env.jobs_path(), 0o644);
+    refused_start(&env, &["run"], &env.state(), "a job file owned by nobody")
+        .code(2)
+        .stderr_has("owned by");
+    let d = env.daemon_with(&["--allow-insecure"]);
+    assert_eq!(d.stop(), 0);
+
+    // In a directory anyone may write (no sticky bit).
+    let conf = env.path("conf");
+    fs::create_dir(&conf).unwrap();
+    let file = env.write(
+        "conf/jobs.toml",
+        "[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n",
+    );
+    set_mode(&file, 0o600);
+    set_mode(&conf, 0o777);
+    refused_start(
+        &env,
+        &["run", "-f", file.to_str().unwrap()],
+        &env.state(),
+        "a job file in a world-writable directory",
+    )
+    .code(2)
+    .stderr_has(conf.to_str().unwrap());
+    // The sticky bit (as on /tmp) stops others from replacing it: fine.
+    set_mode(&conf, 0o1777);
+    let starts = env.events("daemon_started").len();
+    let d = env.daemon_with(&["-f", file.to_str().unwrap()]);
+    assert_eq!(env.events("daemon_started").len(), starts + 1);
+    assert_eq!(d.stop(), 0);
+
+    // Given away while the daemon runs: the reload is refused.
+    env.jobs("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let (loaded, rejected) = (
+        env.events("config_loaded").len(),
+        env.events("config_rejected").len(),
+    );
+    std::os::unix::fs::chown(env.jobs_path(), Some(NOBODY), Some(NOBODY)).unwrap();
+    fs::write(
+        env.jobs_path(),
+        "[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n\n[jobs.b]\nschedule = \"@daily\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    env.wait_until("the reload's verdict", || {
+        env.events("config_rejected").len() > rejected || env.events("config_loaded").len() > loaded
+    });
+    let verdict = env.events("config_rejected");
+    assert!(
+        verdict
+            .get(rejected)
+            .and_then(|r| r["reason"].as_str())
+            .is_some_and(|r| r.contains("owned by")),
+        "a job file given to nobody was reloaded: {:?}",
+        env.events("config_loaded").get(loaded)
+    );
+    assert_eq!(d.stop(), 0);
+}
+
+/// Item 8. A `user =` job gets cron's environment, not the root daemon's:
+/// HOME, USER, LOGNAME, SHELL from the user database, PATH from the job (or
+/// cron's `/usr/bin:/bin`), the job's `env`, rea's `REA_*` run variables,
+/// and nothing else (the shell's own PWD/OLDPWD/SHLVL/_ aside).
+#[test]
+fn user_jobs_get_cron_environment_not_the_daemon_environment() {
+    if skip_unless_root("user_jobs_get_cron_environment_not_the_daemon_environment") {
+        return;
+    }
+    let env = Env::new();
+    env.jobs(
+        "[jobs.who]\nschedule = \"@yearly\"\ncommand = \"env\"\nuser = \"nobody\"\ndir = \"/\"\nenv = { FROM_JOB = \"yes\" }\n\n\
+         [jobs.pathed]\nschedule = \"@yearly\"\ncommand = \"env\"\nuser = \"nobody\"\ndir = \"/\"\nenv = { PATH = \"/opt/tools/bin:/usr/bin:/bin\" }\n",
+    );
+    let _d = env.daemon_with_env(
+        &[],
+        &[
+            ("ROOT_SECRET", "only-root-may-know"),
+            ("AWS_SECRET_ACCESS_KEY", "root-cloud-key"),
+        ],
+    );
+    let vars = |job: &str| -> std::collections::BTreeMap<String, String> {
+        env.rea(&["trigger", job, "--wait"]).ok();
+        env.rea(&["logs", job])
+            .ok()
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let who = vars("who");
+    let home = rea::host::user("nobody")
+        .unwrap()
+        .home
+        .display()
+        .to_string();
+    let allowed = [
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "PATH",
+        "FROM_JOB",
+        "REA_JOB",
+        "REA_RUN_ID",
+        "REA_SCHEDULED_AT",
+        "REA_ATTEMPT",
+        "REA_TRIGGER",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+    ];
+    let extra: Vec<&String> = who
+        .keys()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "a job running as nobody inherited the root daemon's {extra:?}"
+    );
+    let get = |m: &std::collections::BTreeMap<String, String>, k: &str| m.get(k).cloned();
+    assert_eq!(get(&who, "HOME"), Some(home));
+    assert_eq!(get(&who, "USER").as_deref(), Some("nobody"));
+    assert_eq!(get(&who, "LOGNAME").as_deref(), Some("nobody"));
+    assert_eq!(get(&who, "SHELL").as_deref(), Some("/bin/sh"));
+    assert_eq!(get(&who, "PATH").as_deref(), Some("/usr/bin:/bin"));
+    assert_eq!(get(&who, "FROM_JOB").as_deref(), Some("yes"));
+    let pathed = vars("pathed");
+    assert_eq!(
+        get(&pathed, "PATH").as_deref(),
+        Some("/opt/tools/bin:/usr/bin:/bin")
+    );
+    assert!(!pathed.contains_key("ROOT_SECRET"));
+}
+
+/// A pseudo-terminal: (master, slave).
+fn pty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two fds into the pointers; the rest may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both fds were just opened and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+/// Runs `rea ARGS` with its stdout on a terminal (stderr to a pipe) and
+/// returns (exit code, what reached the terminal, stderr).
+fn rea_on_a_tty(env: &Env, args: &[&str]) -> (i32, Vec<u8>, String) {
+    let (master, slave) = pty();
+    let mut child = Command::new(rea_bin())
+        .args(args)
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rea");
+    // The child holds the only slave fd now: reading the master ends (EIO)
+    // once it exits.
+    let mut terminal = fs::File::from(master);
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = terminal.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    });
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let status = child.wait().expect("wait");
+    let out = reader.join().expect("reader");
+    (status.code().unwrap_or(-1), out, stderr)
+}
+
+/// Item 9. Jobs and hooks never share the daemon's controlling terminal
+/// (a job could push keystrokes into root's shell with TIOCSTI): each run
+/// and hook is in a session of its own, without a controlling terminal,
+/// even when `rea run` itself runs in a terminal.
+#[test]
+fn jobs_and_hooks_never_share_the_daemon_controlling_terminal() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.tty]\nschedule = \"@yearly\"\ncommand = \"cat /proc/self/stat > @ROOT@/job.stat\"\n\
+         on_success = \"cat /proc/self/stat > @ROOT@/hook.stat\"\n",
+    );
+    let (master, slave) = pty();
+    let d = env.daemon_configured(&[], |cmd| {
+        cmd.stdin(Stdio::from(slave.try_clone().expect("dup the terminal")));
+        cmd.stdout(Stdio::from(slave.try_clone().expect("dup the terminal")));
+        // SAFETY: setsid and ioctl are async-signal-safe; fd 0 is the
+        // terminal set up above.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let daemon = stat_fields(&fs::read_to_string(format!("/proc/{}/stat", d.pid())).unwrap());
+    assert_ne!(daemon.4, 0, "the daemon has a controlling terminal");
+    env.rea(&["trigger", "tty", "--wait"]).ok();
+    env.wait_until("the hook", || env.read("hook.stat").contains(')'));
+    for who in ["job", "hook"] {
+        let (_, _, pgrp, session, tty) = stat_fields(&env.read(&format!("{who}.stat")));
+        assert_eq!(
+            tty, 0,
+            "the {who} has the daemon's controlling terminal (tty_nr {tty}, session {session}, daemon's session {})",
+            daemon.3
+        );
+        assert_ne!(session, daemon.3, "the {who} is in the daemon's session");
+        assert_eq!(session, pgrp, "the {who} leads a session of its own");
+    }
+    drop(d);
+    drop(master);
+}
+
+/// Item 10 (hooks). The hooks of a `user =` job run as that user and can
+/// read the run's output through `REA_OUTPUT_FILE`.
+#[test]
+fn hooks_of_user_jobs_can_read_their_output_file() {
+    if skip_unless_root("hooks_of_user_jobs_can_read_their_output_file") {
+        return;
+    }
+    let env = Env::new();
+    // nobody may enter the sandbox and write in `out`, nothing more.
+    set_mode(env.dir.path(), 0o711);
+    fs::create_dir(env.path("out")).unwrap();
+    set_mode(&env.path("out"), 0o777);
+    env.jobs(
+        "[jobs.report]\nschedule = \"@yearly\"\ncommand = \"echo hello from the job\"\nuser = \"nobody\"\ndir = \"/\"\n\
+         on_success = \"cat \\\"$REA_OUTPUT_FILE\\\" > @ROOT@/out/hook.txt 2>&1\"\n",
+    );
+    let d = env.daemon();
+    env.rea(&["trigger", "report", "--wait"]).ok();
+    env.wait_until("the hook to end", || {
+        let log = d.log_text();
+        log.contains("hook succeeded") || log.contains("hook failed")
+    });
+    assert_eq!(
+        env.read("out/hook.txt"),
+        "hello from the job\n",
+        "the hook (as nobody) reads REA_OUTPUT_FILE"
+    );
+}
+
+/// Item 10 (logs). `rea logs` on a terminal shows the job's control
+/// characters escaped (no raw ESC or BEL can retitle, clear or recolour the
+/// user's terminal); `--raw` writes them as they are, and so does a pipe.
+#[test]
+fn rea_logs_escapes_control_characters_on_a_terminal_and_keeps_them_raw_otherwise() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.fx]\nschedule = \"@yearly\"\ncommand = \"printf 'before \\\\033]0;pwned\\\\007\\\\033[2J\\\\033[31mred\\\\033[0m after\\\\n'\"\n",
+    );
+    let d = env.daemon();
+    env.rea(&["trigger", "fx", "--wait"]).ok();
+    assert_eq!(d.stop(), 0);
+    let piped = env.rea(&["logs", "fx"]);
+    piped.ok();
+    assert!(
+        piped.stdout.contains("\u{1b}]0;pwned\u{7}"),
+        "piped output stays raw: {:?}",
+        piped.stdout
+    );
+    let (code, shown, stderr) = rea_on_a_tty(&env, &["logs", "fx"]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = String::from_utf8_lossy(&shown);
+    assert!(
+        text.contains("before") && text.contains("after"),
+        "{text:?}"
+    );
+    let raw_controls: Vec<u8> = shown
+        .iter()
+        .copied()
+        .filter(|b| (*b < 0x20 && !b"\n\r\t".contains(b)) || *b == 0x7f)
+        .collect();
+    assert!(
+        raw_controls.is_empty(),
+        "`rea logs` wrote control characters {raw_controls:?} to the terminal: {text:?}"
+    );
+    let (code, shown, stderr) = rea_on_a_tty(&env, &["logs", "fx", "--raw"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&shown).contains("\u{1b}]0;pwned\u{7}"),
+        "--raw is raw: {:?}",
+        String::from_utf8_lossy(&shown)
     );
 }
