@@ -26,7 +26,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -1341,5 +1341,320 @@ fn rea_logs_escapes_control_characters_on_a_terminal_and_keeps_them_raw_otherwis
         String::from_utf8_lossy(&shown).contains("\u{1b}]0;pwned\u{7}"),
         "--raw is raw: {:?}",
         String::from_utf8_lossy(&shown)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Silent loss or duplicates
+// ---------------------------------------------------------------------------
+
+const FOUR_JOBS: &str = "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n\n\
+                         [jobs.a]\nschedule = \"@yearly\"\ncommand = \"true\"\n\n\
+                         [jobs.b]\nschedule = \"@yearly\"\ncommand = \"true\"\n\n\
+                         [jobs.c]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+
+/// Item 11. The watcher never applies a half-written job file: a write that
+/// would remove more than half of the jobs waits until the file is stable
+/// (here the rest arrives 300 ms later and no job is ever removed), and an
+/// emptied file is held back (recorded as `config_rejected`, reason "empty")
+/// until an explicit `rea reload` applies it.
+#[test]
+fn a_half_written_or_emptied_job_file_is_not_applied_by_the_watcher() {
+    let env = Env::new();
+    env.jobs(FOUR_JOBS);
+    let d = env.daemon();
+    env.wait_until("a first tick", || !env.finals("tick").is_empty());
+    let loads = env.events("config_loaded").len();
+
+    // `render > jobs.toml`, slowly: the first job, then the rest (and one more).
+    let (head, tail) = FOUR_JOBS.split_at(FOUR_JOBS.find("[jobs.a]").unwrap());
+    {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(env.jobs_path())
+            .unwrap();
+        f.write_all(head.as_bytes()).unwrap();
+        f.flush().unwrap();
+        sleep_ms(300);
+        f.write_all(tail.as_bytes()).unwrap();
+        f.write_all(b"\n[jobs.d]\nschedule = \"@yearly\"\ncommand = \"true\"\n")
+            .unwrap();
+    }
+    env.wait_until("the complete file to be applied", || {
+        env.events("config_loaded")
+            .iter()
+            .skip(loads)
+            .any(|e| e["count"] == 5)
+    });
+    let removals: Vec<Value> = env
+        .events("config_loaded")
+        .into_iter()
+        .skip(loads)
+        .filter(|e| e["detail"]["removed"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    assert!(
+        removals.is_empty(),
+        "a half-written job file was applied: {removals:?}"
+    );
+
+    // Emptied (`: > jobs.toml`) and left so.
+    let loads = env.events("config_loaded").len();
+    let rejections = env.events("config_rejected").len();
+    fs::File::create(env.jobs_path()).unwrap();
+    env.wait_until("the watcher's verdict on the empty file", || {
+        env.events("config_rejected").len() > rejections
+            || env.events("config_loaded").len() > loads
+    });
+    let applied: Vec<Value> = env
+        .events("config_loaded")
+        .into_iter()
+        .skip(loads)
+        .collect();
+    assert!(
+        applied.is_empty(),
+        "the watcher applied an empty job file: {applied:?}"
+    );
+    let held = &env.events("config_rejected")[rejections];
+    assert!(
+        held["reason"].as_str().unwrap_or("").contains("empty"),
+        "{held}"
+    );
+    let ticks = env.finals("tick").len();
+    wait_until("the jobs to go on", || env.finals("tick").len() > ticks);
+    // An explicit reload is the admin's decision.
+    env.rea(&["reload"]).ok();
+    assert_eq!(env.rea(&["status", "--json"]).json()["jobs"], json!([]));
+    assert_eq!(d.stop(), 0);
+}
+
+/// `rea run` in the sandbox, not waited for (it may be refused, or run).
+fn spawn_daemon(env: &Env, log: &str) -> Child {
+    Command::new(rea_bin())
+        .arg("run")
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(env.path(log)).unwrap())
+        .spawn()
+        .expect("spawn rea run")
+}
+
+struct KillChild(Child);
+
+impl Drop for KillChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Item 12. Deleting the state directory under a running daemon never lets
+/// a second daemon schedule the same jobs alongside it: whatever the two do
+/// (the second refused, or the first stopping), no occurrence of a
+/// per-second job runs twice.
+#[test]
+fn deleting_the_state_directory_never_lets_two_daemons_schedule() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"echo $REA_SCHEDULED_AT >> @ROOT@/ticks\"\n",
+    );
+    let first = env.daemon();
+    env.wait_until("a first tick", || !env.read("ticks").is_empty());
+    fs::remove_dir_all(env.state()).unwrap();
+    let before = env.read("ticks").lines().count();
+    let second = KillChild(spawn_daemon(&env, "second.log"));
+    wait_until("five more ticks", || {
+        env.read("ticks").lines().count() >= before + 5
+    });
+    let ticks = env.read("ticks");
+    let mut seen = std::collections::BTreeMap::<&str, usize>::new();
+    for t in ticks.lines() {
+        *seen.entry(t).or_default() += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "two daemons ran the same occurrences: {twice:?}\nfirst's log:\n{}\nsecond's log:\n{}",
+        first.log_text(),
+        env.read("second.log")
+    );
+    drop(second);
+}
+
+/// Item 13. After `kill -9` of the daemon, `overlap = "skip"` still holds:
+/// the next daemon never lets two copies of the job run at once (the
+/// orphaned run is killed with its daemon, or the new daemon treats the job
+/// as busy until it ends).
+#[test]
+fn after_kill_9_overlap_skip_still_allows_only_one_copy() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.long]\nschedule = \"* * * * * *\"\noverlap = \"skip\"\n\
+         command = \"echo $$ >> @ROOT@/pids; exec sleep 1000\"\n",
+    );
+    let _leftovers = Leftovers {
+        env: &env,
+        jobs: vec!["long"],
+        pid_files: vec!["pids"],
+    };
+    let first = env.daemon();
+    env.wait_until("a first copy", || !env.read("pids").is_empty());
+    first.kill9();
+    let second = env.daemon();
+    let records = env.history().len();
+    let live = || -> Vec<i32> {
+        env.read("pids")
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter(|p| alive(*p))
+            .collect()
+    };
+    let most = std::cell::RefCell::new(Vec::new());
+    wait_until("the new daemon to see three occurrences", || {
+        let now = live();
+        if now.len() > most.borrow().len() {
+            *most.borrow_mut() = now;
+        }
+        env.history()
+            .iter()
+            .skip(records)
+            .filter(|r| {
+                r["job"] == "long" && (r["status"] == "started" || r["status"] == "skipped")
+            })
+            .count()
+            >= 3
+    });
+    let most = most.into_inner();
+    assert!(
+        most.len() <= 1,
+        "{} copies of an overlap = \"skip\" job ran at once after kill -9 (pids {most:?})",
+        most.len()
+    );
+    drop(second);
+}
+
+/// Item 14. `nohup cmd &` lines keep their background process with the job
+/// option `kill_stragglers = false` (the default still cleans up, as
+/// systemd's `KillMode=control-group` does), and `rea import` sets it, with a
+/// warning naming the line, on crontab lines that background a process.
+#[test]
+fn kill_stragglers_false_lets_background_processes_live_and_import_sets_it() {
+    let env = Env::new();
+    env.write(
+        "crontab",
+        "* * * * * nohup /usr/bin/foo > /dev/null 2>&1 &\n0 * * * * setsid /usr/bin/bar &\n0 1 * * * test -x /usr/bin/baz && /usr/bin/baz\n",
+    );
+    let out = env.rea(&["import", "crontab"]);
+    out.ok();
+    let job = |name: &str| -> String {
+        let start = out
+            .stdout
+            .find(&format!("[jobs.{name}]"))
+            .unwrap_or_else(|| panic!("no [jobs.{name}] in:\n{}", out.stdout));
+        let rest = &out.stdout[start + 1..];
+        rest[..rest.find("\n[").unwrap_or(rest.len())].to_string()
+    };
+    assert!(
+        job("foo").contains("kill_stragglers = false"),
+        "`rea import` kept `nohup ... &` without kill_stragglers = false:\n{}",
+        out.stdout
+    );
+    assert!(job("setsid").contains("kill_stragglers = false"));
+    assert!(
+        !job("baz").contains("kill_stragglers"),
+        "`&&` backgrounds nothing"
+    );
+    out.stderr_has("crontab:1:").stderr_has("kill_stragglers");
+    assert!(!out.stderr.contains("crontab:3:"), "{}", out.stderr);
+
+    env.jobs(
+        "[jobs.bg]\nschedule = \"@yearly\"\ncommand = \"nohup sleep 1000 > /dev/null 2>&1 & echo $! > @ROOT@/bg.pid\"\nkill_stragglers = false\n\n\
+         [jobs.fg]\nschedule = \"@yearly\"\ncommand = \"nohup sleep 1000 > /dev/null 2>&1 & echo $! > @ROOT@/fg.pid\"\n",
+    );
+    let _leftovers = Leftovers {
+        env: &env,
+        jobs: vec![],
+        pid_files: vec!["bg.pid", "fg.pid"],
+    };
+    let d = env.daemon();
+    env.rea(&["trigger", "bg", "--wait"]).ok();
+    let bg = read_pid(&env.path("bg.pid")).expect("bg.pid");
+    assert_eq!(env.finals("bg")[0]["status"], "succeeded");
+    assert!(alive(bg), "the nohup'ed process was killed");
+    env.rea(&["trigger", "fg", "--wait"]).ok();
+    let fg = read_pid(&env.path("fg.pid")).expect("fg.pid");
+    assert!(!alive(fg), "by default stragglers are still cleaned up");
+    drop(d);
+}
+
+/// Item 15. Hooks count against `max_concurrent`, are shown by `rea status`
+/// (`running_hooks`, and each job's `hooks` with their pids), and are
+/// stopped at a clean shutdown like runs.
+#[test]
+fn hooks_count_against_max_concurrent_show_in_status_and_stop_at_shutdown() {
+    let env = Env::new();
+    env.jobs(
+        "[daemon]\nmax_concurrent = 2\nshutdown_grace = \"1s\"\n\n\
+         [jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\noverlap = \"allow\"\nkill_grace = \"200ms\"\n\
+         on_success = \"echo $$ >> @ROOT@/hooks; exec sleep 1000\"\n",
+    );
+    let _leftovers = Leftovers {
+        env: &env,
+        jobs: vec![],
+        pid_files: vec!["hooks"],
+    };
+    let d = env.daemon();
+    let live = || -> Vec<i32> {
+        env.read("hooks")
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .filter(|p| alive(*p))
+            .collect()
+    };
+    env.wait_until("a first hook", || !live().is_empty());
+    // Six seconds of a per-second job whose hooks never end.
+    let mut most = Vec::new();
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let now = live();
+        if now.len() > most.len() {
+            most = now;
+        }
+        sleep_ms(50);
+    }
+    assert!(
+        most.len() <= 2,
+        "{} hooks ran at once with max_concurrent = 2",
+        most.len()
+    );
+    let s = env.rea(&["status", "--json"]).json();
+    let running = s["daemon"]["running_hooks"].as_u64();
+    assert!(
+        running.is_some_and(|n| n >= 1),
+        "running_hooks: {}",
+        s["daemon"]
+    );
+    let tick = &s["jobs"][0];
+    let pids: Vec<i64> = tick["hooks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hooks in {tick}"))
+        .iter()
+        .filter_map(|h| h["pid"].as_i64())
+        .collect();
+    assert!(
+        pids.iter().any(|p| live().contains(&(*p as i32))),
+        "status names the live hooks {:?}: {tick}",
+        live()
+    );
+    assert_eq!(d.stop(), 0);
+    let survivors = live();
+    assert!(
+        survivors.is_empty(),
+        "hooks outlived a clean shutdown: {survivors:?}"
     );
 }
