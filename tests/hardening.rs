@@ -41,9 +41,7 @@ fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    eprintln!(
-        "\n*** SKIPPED {test}: needs root (another uid, `user =` jobs or ownership checks) ***\n"
-    );
+    eprintln!("\n*** SKIPPED {test}: needs root (it runs something as another uid) ***\n");
     true
 }
 
