@@ -10,6 +10,7 @@ mod check;
 mod cron_features;
 mod daemon;
 mod generated;
+mod hardening;
 mod import;
 mod list;
 mod live;

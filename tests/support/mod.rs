@@ -7,7 +7,9 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -117,6 +119,63 @@ impl Env {
             run.stderr
         );
         run
+    }
+
+    /// `rea ARGS` as [`Env::rea`] does, with `vars` added, killed if it has
+    /// not exited after `limit`: `None` then. For clients that may hang on a
+    /// daemon that does not answer.
+    pub fn rea_within(&self, args: &[&str], vars: &[(&str, &str)], limit: Duration) -> Option<Run> {
+        let n = fastrand::u64(..);
+        let (out_path, err_path) = (
+            self.path(&format!(".out-{n:016x}")),
+            self.path(&format!(".err-{n:016x}")),
+        );
+        let mut cmd = Command::new(rea_bin());
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("REA_FILE", self.jobs_path())
+            .env("REA_STATE_DIR", self.state())
+            .env("NO_COLOR", "1")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&out_path).expect("stdout file"))
+            .stderr(fs::File::create(&err_path).expect("stderr file"));
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("run rea");
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let read =
+            |p: &Path| String::from_utf8_lossy(&fs::read(p).unwrap_or_default()).into_owned();
+        let run = Run {
+            code: status.and_then(|s| s.code()).unwrap_or(-1),
+            stdout: read(&out_path),
+            stderr: read(&err_path),
+        };
+        let _ = fs::remove_file(&out_path);
+        let _ = fs::remove_file(&err_path);
+        assert!(
+            !run.stderr.contains("panicked"),
+            "rea panicked:\n{}",
+            run.stderr
+        );
+        status.map(|_| run)
+    }
+
+    /// The control socket of the sandbox's state directory.
+    pub fn socket(&self) -> PathBuf {
+        self.state().join("rea.sock")
     }
 
     /// `rea check -f jobs.toml` (a relative name, so messages start with
@@ -256,6 +315,67 @@ pub fn wait_until(what: &str, cond: impl Fn() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("timed out waiting for {what}");
+}
+
+/// Whether the tests run as root (the `user =`, ownership and other-uid
+/// tests need it, and skip loudly without it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A raw connection to a daemon's control socket, speaking its protocol:
+/// one JSON object per line each way. For requests the CLI never sends.
+pub struct Conn {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Conn {
+    /// Connects to `socket`; answers are awaited for up to PATIENCE.
+    pub fn open(socket: &Path) -> Conn {
+        let stream = UnixStream::connect(socket)
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", socket.display()));
+        stream
+            .set_read_timeout(Some(PATIENCE))
+            .expect("read timeout");
+        let writer = stream.try_clone().expect("clone the stream");
+        Conn {
+            reader: BufReader::new(stream),
+            writer,
+        }
+    }
+
+    /// Sends one request line (`\n` added); false if the daemon hung up.
+    pub fn send(&mut self, line: &str) -> bool {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        self.writer.write_all(&bytes).is_ok()
+    }
+
+    /// The next answer line, parsed; `None` on end of file, a timeout, or
+    /// a line that is not JSON (the raw line is in the panic of callers
+    /// that need it: see [`Conn::recv_raw`]).
+    pub fn recv(&mut self) -> Option<Value> {
+        serde_json::from_str(&self.recv_raw()?).ok()
+    }
+
+    /// The next answer line as sent (without its `\n`).
+    pub fn recv_raw(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(n) if n > 0 => Some(line.trim_end_matches('\n').to_string()),
+            _ => None,
+        }
+    }
+
+    /// Sends one request and reads its answer.
+    pub fn ask(&mut self, line: &str) -> Option<Value> {
+        if !self.send(line) {
+            return None;
+        }
+        self.recv()
+    }
 }
 
 /// The result of one `rea` command.
