@@ -71,7 +71,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --daemon-timeout --help --version run check list next status trigger pause resume reload history logs submit at cancel pending import"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger pause resume reload history logs submit at cancel pending import"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -89,7 +89,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -101,7 +101,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__at)
-            opts="-f -h -V --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -155,7 +155,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -167,7 +167,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__cancel)
-            opts="-f -h -V --kill --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --kill --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,7 +185,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -197,7 +197,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__check)
-            opts="-f -h -V --allow-insecure --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --allow-insecure --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -215,7 +215,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -227,7 +227,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --daemon-timeout --help --version"
+            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -261,7 +261,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -273,7 +273,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__import)
-            opts="-o -f -h -V --system --user --owner --output --force --timezone --file --state-dir --daemon-timeout --help --version"
+            opts="-o -f -h -V --system --user --owner --output --force --timezone --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -307,7 +307,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -319,7 +319,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__list)
-            opts="-f -h -V --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -337,7 +337,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -349,7 +349,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-f -h -V --run --json --raw --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --run --json --raw --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -371,7 +371,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -383,7 +383,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__next)
-            opts="-n -f -h -V --tz --after --count --json --file --state-dir --daemon-timeout --help --version"
+            opts="-n -f -h -V --tz --after --count --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -417,7 +417,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -429,7 +429,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pause)
-            opts="-f -h -V --tag --all --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --tag --all --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -451,7 +451,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -463,7 +463,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pending)
-            opts="-n -f -h -V --tag --limit --json --file --state-dir --daemon-timeout --help --version"
+            opts="-n -f -h -V --tag --limit --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -493,7 +493,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -505,7 +505,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__reload)
-            opts="-f -h -V --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -523,7 +523,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -535,7 +535,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__resume)
-            opts="-f -h -V --tag --all --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --tag --all --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -557,7 +557,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -569,7 +569,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__run)
-            opts="-f -h -V --allow-insecure --log-format --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --allow-insecure --log-format --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -591,7 +591,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -603,7 +603,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -621,7 +621,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -633,7 +633,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__submit)
-            opts="-f -h -V --in --at --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --in --at --tz --name --retry --retry-delay --retry-max-delay --timeout --expire --tag --env --shell --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -695,7 +695,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -707,7 +707,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__trigger)
-            opts="-f -h -V --wait --force --json --file --state-dir --daemon-timeout --help --version"
+            opts="-f -h -V --wait --force --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -725,7 +725,7 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --daemon-timeout)
+                --client-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

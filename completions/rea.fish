@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_rea_global_optspecs
-    string join \n f/file= state-dir= daemon-timeout= h/help V/version
+    string join \n f/file= state-dir= client-timeout= h/help V/version
 end
 
 function __fish_rea_needs_command
@@ -26,7 +26,7 @@ end
 
 complete -c rea -n "__fish_rea_needs_command" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_needs_command" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_needs_command" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_needs_command" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_needs_command" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_needs_command" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_needs_command" -f -a "run" -d 'Run the daemon in the foreground (for systemd, containers, a terminal)'
@@ -49,20 +49,20 @@ complete -c rea -n "__fish_rea_using_subcommand run" -l log-format -d 'Format of
 json\t'One JSON object per line'"
 complete -c rea -n "__fish_rea_using_subcommand run" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand run" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand run" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand run" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand run" -l allow-insecure -d 'Accept a job file that group or others can write'
 complete -c rea -n "__fish_rea_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand run" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand check" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand check" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand check" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
 complete -c rea -n "__fish_rea_using_subcommand check" -l json -d 'Machine-readable output (for editors and CI): every error and warning with its position; the exit status is the same'
 complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand list" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand list" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand list" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand list" -l json -d 'Machine-readable output (one JSON array)'
 complete -c rea -n "__fish_rea_using_subcommand list" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand list" -s V -l version -d 'Print version'
@@ -71,19 +71,19 @@ complete -c rea -n "__fish_rea_using_subcommand next" -l after -d 'List fires st
 complete -c rea -n "__fish_rea_using_subcommand next" -s n -l count -d 'How many fire instants to print' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand next" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand next" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand next" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand next" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand next" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand status" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand trigger" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l wait -d 'Follow the run and exit with its exit code'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even if the job\'s overlap policy would skip or queue it'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
@@ -92,7 +92,7 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Pri
 complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r
 complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand pause" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand pause" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand pause" -l all -d 'Every job'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s h -l help -d 'Print help'
@@ -100,14 +100,14 @@ complete -c rea -n "__fish_rea_using_subcommand pause" -s V -l version -d 'Print
 complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r
 complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand resume" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand resume" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand resume" -l all -d 'Every job'
 complete -c rea -n "__fish_rea_using_subcommand resume" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand reload" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand reload" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand reload" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand reload" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand reload" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand reload" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand history" -l status -d 'Only runs with this status (repeatable)' -r -f -a "started\t''
@@ -123,7 +123,7 @@ complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand history" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
 complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema)'
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -131,7 +131,7 @@ complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Pri
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
 complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand logs" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X so a job\'s output cannot drive the terminal)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
@@ -149,7 +149,7 @@ complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `
 complete -c rea -n "__fish_rea_using_subcommand submit" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand submit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand submit" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand submit" -s h -l help -d 'Print help'
@@ -165,14 +165,14 @@ complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea 
 complete -c rea -n "__fish_rea_using_subcommand at" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand at" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand at" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
 complete -c rea -n "__fish_rea_using_subcommand at" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand at" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand at" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand cancel" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand cancel" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l kill -d 'Also terminate one that is running now'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s V -l version -d 'Print version'
@@ -180,7 +180,7 @@ complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-sho
 complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At most this many' -r
 complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand pending" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand pending" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Print version'
@@ -189,7 +189,7 @@ complete -c rea -n "__fish_rea_using_subcommand import" -s o -l output -d 'Write
 complete -c rea -n "__fish_rea_using_subcommand import" -l timezone -d 'Zone for jobs without CRON_TZ (cron uses the machine\'s zone)' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand import" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
-complete -c rea -n "__fish_rea_using_subcommand import" -l daemon-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand import" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -l system -d 'Read every file as a system crontab (a user name after the time fields) [default: files under /etc, or whose 6th field is always a known user]'
 complete -c rea -n "__fish_rea_using_subcommand import" -l user -d 'Read every file as a user crontab (`crontab -l` output)'
 complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite the --output file if it exists'

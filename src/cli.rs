@@ -63,17 +63,17 @@ pub(crate) struct Global {
     pub(crate) state_dir: Option<PathBuf>,
     /// How long a command waits for the daemon to answer
     #[arg(
-        long = "daemon-timeout",
-        env = "REA_DAEMON_TIMEOUT",
+        long = "client-timeout",
+        env = "REA_CLIENT_TIMEOUT",
         global = true,
         value_name = "DURATION",
         default_value = "10s",
         value_parser = parse_timeout
     )]
-    pub(crate) daemon_timeout: std::time::Duration,
+    pub(crate) client_timeout: std::time::Duration,
 }
 
-/// `--daemon-timeout`: a duration as the job file writes them, more than
+/// `--client-timeout`: a duration as the job file writes them, more than
 /// zero.
 fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
     match rea_core::duration::parse(text) {

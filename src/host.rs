@@ -46,6 +46,24 @@ pub(crate) fn groups(user: &User) -> Result<Vec<libc::gid_t>, String> {
     Err(format!("cannot list the groups of user {:?}", user.name))
 }
 
+/// Raises the daemon's soft limit on open files to its hard limit: client
+/// connections, history files and every run's pipes and pidfds must not run
+/// out of descriptors at 1,024 (systemd's default soft limit).
+pub(crate) fn raise_open_files() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let original = getrlimit(Resource::Nofile);
+    // "Unlimited" is not a value the kernel takes for open files (it caps at
+    // fs.nr_open, 1,048,576 by default).
+    let hard = original.maximum.unwrap_or(1 << 20);
+    if original.current.is_some_and(|soft| soft < hard) {
+        let raised = Rlimit {
+            current: Some(hard),
+            maximum: original.maximum,
+        };
+        let _ = setrlimit(Resource::Nofile, raised);
+    }
+}
+
 /// Whether this process runs as root (and may switch users).
 pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -145,9 +145,9 @@ impl Lock {
     }
 }
 
-/// How long to keep trying a lock whose recorded holder is dead: a
-/// process it started may still hold an inherited copy of the lock for the
-/// moment between its creation and its `exec` (which closes it).
+/// How long to keep trying a lock whose recorded holder is dead (defence in
+/// depth: a POSIX lock dies with its process, but a daemon of an older
+/// version held a `flock`, which its children could keep for a moment).
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why the lock could not be taken.
@@ -178,8 +178,14 @@ impl std::fmt::Display for LockError {
 impl std::error::Error for LockError {}
 
 /// Takes `<dir>/rea.lock` (flock, non-blocking) and writes our pid into it.
-/// The kernel releases a flock when its holder dies, so a daemon killed with
-/// SIGKILL never leaves a stale lock behind.
+/// The lock is a POSIX record lock (`fcntl(F_SETLK)`), not a `flock`: it
+/// belongs to the daemon process itself, so a job child that inherited the
+/// descriptor for the moment between its creation and its `exec` does not
+/// keep it alive after a `kill -9` of the daemon (with `flock` it did, and
+/// the restarted daemon found the state directory locked). The kernel
+/// releases it when the daemon dies. One rule comes with it: a process
+/// loses its POSIX locks on a file when it closes *any* descriptor of that
+/// file, so the daemon opens `rea.lock` exactly once, here, and never again.
 pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
     let path = dir.join("rea.lock");
     let mut file = OpenOptions::new()
@@ -192,7 +198,9 @@ pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
         .open(&path)
         .map_err(|e| LockError::Io(format!("cannot open the lock file {}: {e}", path.display())))?;
     let deadline = std::time::Instant::now() + LOCK_PATIENCE;
-    while rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    while rustix::fs::fcntl_lock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        .is_err()
+    {
         let mut text = String::new();
         let _ = file.seek(SeekFrom::Start(0));
         let _ = file.read_to_string(&mut text);
@@ -221,7 +229,7 @@ pub(crate) fn lock(dir: &Path) -> Result<Lock, LockError> {
 pub(crate) fn holder(dir: &Path) -> Option<u32> {
     let path = dir.join("rea.lock");
     let mut file = File::open(&path).ok()?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+    match rustix::fs::fcntl_lock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
         Ok(()) => None,
         Err(_) => {
             let mut text = String::new();
@@ -283,17 +291,23 @@ impl Guard {
 mod tests {
     use super::*;
 
+    /// Exclusivity between processes is tested through the binary (a
+    /// second `rea run` exits 4, tests/daemon.rs); a POSIX lock cannot
+    /// conflict with its own process. Here: the pid is written, the lock
+    /// file is found again by `still_ours`, and a replaced file is noticed.
     #[test]
-    fn lock_is_exclusive_and_names_the_holder() {
+    fn the_lock_records_its_pid_and_notices_a_replaced_file() {
         let dir = tempfile::tempdir().unwrap();
         let held = lock(dir.path()).unwrap();
-        match lock(dir.path()) {
-            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
-            other => panic!("second lock must fail, got {other:?}"),
-        }
-        assert_eq!(holder(dir.path()), Some(std::process::id()));
-        drop(held);
-        assert_eq!(holder(dir.path()), None);
-        assert!(lock(dir.path()).is_ok());
+        let text = fs::read_to_string(dir.path().join("rea.lock")).unwrap();
+        assert_eq!(text.trim(), std::process::id().to_string());
+        assert!(held.still_ours());
+        fs::remove_file(dir.path().join("rea.lock")).unwrap();
+        assert!(!held.still_ours());
+        fs::write(dir.path().join("rea.lock"), "1\n").unwrap();
+        assert!(
+            !held.still_ours(),
+            "another file at the path is not our lock"
+        );
     }
 }

@@ -78,7 +78,7 @@ pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
 /// Connects to the daemon of the state directory, or explains why not.
 pub(crate) fn connect(global: &Global) -> Result<Client, Failure> {
     let dir = state_dir(global)?;
-    Client::connect(&dir, global.daemon_timeout).map_err(client_failure)
+    Client::connect(&dir, global.client_timeout).map_err(client_failure)
 }
 
 /// A client error as a failure (no daemon: exit 3).

@@ -17,7 +17,7 @@ use crate::table::Table;
 
 pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
     let dir = super::state_dir(global)?;
-    match Client::connect(&dir, global.daemon_timeout) {
+    match Client::connect(&dir, global.client_timeout) {
         Ok(mut client) => {
             let request = Request::Status {
                 job: args.job.clone(),

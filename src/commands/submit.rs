@@ -12,7 +12,7 @@ use serde_json::json;
 use rea_core::oneshot::OneShotRetry;
 
 use crate::cli::{AtArgs, Global, OneShotOpts, SubmitArgs};
-use crate::control::protocol::SubmitReply;
+use crate::control::protocol::{FieldNames, SubmitReply};
 use crate::control::{Request, Submission};
 use crate::failure::{self, Failure, Outcome};
 
@@ -99,7 +99,8 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> Outcome {
     };
     // The daemon checks again; checking here says what is wrong without
     // needing one.
-    sub.due(Utc::now()).map_err(Failure::invalid)?;
+    sub.due(Utc::now(), &FieldNames::FLAGS)
+        .map_err(Failure::invalid)?;
     let answer = super::request::<SubmitReply>(global, &Request::Submit(sub))?;
     if o.json {
         println!(

@@ -31,6 +31,7 @@ impl std::error::Error for ClientError {}
 pub(crate) struct Client {
     reader: BufReader<StdStream>,
     writer: StdStream,
+    timeout: Duration,
 }
 
 impl Client {
@@ -64,6 +65,7 @@ impl Client {
         Ok(Client {
             reader: BufReader::new(stream),
             writer,
+            timeout,
         })
     }
 
@@ -92,15 +94,16 @@ impl Client {
     /// Reads the next response line (the second line of a trigger --wait).
     pub(crate) fn read_response(&mut self) -> Result<Response, ClientError> {
         let mut text = String::new();
+        let timeout = self.timeout;
         let n = self
             .reader
             .read_line(&mut text)
             .map_err(|e| match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Io(
-                    "the daemon did not answer in time (it may be overloaded or stuck); \
-                 try again, or give it longer with --daemon-timeout"
-                        .to_string(),
-                ),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Io(format!(
+                    "the daemon did not answer within {} (it may be overloaded or stuck); \
+                     try again, or give it longer with --client-timeout",
+                    rea_core::duration::format(timeout)
+                )),
                 _ => ClientError::Io(format!("cannot read from the daemon: {e}")),
             })?;
         if n == 0 {

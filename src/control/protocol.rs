@@ -162,44 +162,87 @@ impl Request {
     }
 }
 
+/// What a submission's fields are called where they came from, for errors.
+pub(crate) struct FieldNames {
+    pub(crate) at: &'static str,
+    pub(crate) in_ms: &'static str,
+    pub(crate) expire: &'static str,
+    pub(crate) timeout: &'static str,
+    /// Attempts, delay, max delay.
+    pub(crate) retry: [&'static str; 3],
+}
+
+impl FieldNames {
+    /// As the protocol names them (the daemon's checks).
+    pub(crate) const WIRE: FieldNames = FieldNames {
+        at: "\"at\"",
+        in_ms: "\"in_ms\"",
+        expire: "\"expire_ms\"",
+        timeout: "\"timeout_ms\"",
+        retry: [
+            "\"retry.attempts\"",
+            "\"retry.delay_ms\"",
+            "\"retry.max_delay_ms\"",
+        ],
+    };
+
+    /// As `rea submit` and `rea at` name them.
+    pub(crate) const FLAGS: FieldNames = FieldNames {
+        at: "--at",
+        in_ms: "--in",
+        expire: "--expire",
+        timeout: "--timeout",
+        retry: ["--retry", "--retry-delay", "--retry-max-delay"],
+    };
+}
+
 impl Submission {
     /// When the one-shot is due, with every numeric field in range: the
     /// same rules as the job file (durations within 100 years, retries
-    /// within `RetryPolicy::MAX_ATTEMPTS`, `max_delay` not below `delay`),
-    /// and an `at` within 100 years of `now`. The CLI checks before it
-    /// sends; the daemon checks again, since anything may write to the
-    /// socket. The error is a sentence for people.
-    pub(crate) fn due(&self, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    /// within `RetryPolicy::MAX_ATTEMPTS`, the retry cap not below the
+    /// delay), and an `at` within 100 years of `now`. The CLI checks before
+    /// it sends; the daemon checks again, since anything may write to the
+    /// socket. The error is a sentence for people naming the field as
+    /// `names` calls it.
+    pub(crate) fn due(
+        &self,
+        now: DateTime<Utc>,
+        names: &FieldNames,
+    ) -> Result<DateTime<Utc>, String> {
         use rea_core::duration::{from_millis_checked, MAX};
         let century = chrono::Duration::from_std(MAX).unwrap_or_default();
         let due = match (self.at, self.in_ms) {
             (Some(at), None) => {
                 if at > now + century || at < now - century {
                     return Err(format!(
-                        "\"at\" {} is more than 100 years away",
+                        "{} {} is more than 100 years away",
+                        names.at,
                         format_ts(at)
                     ));
                 }
                 at
             }
             (None, Some(ms)) => {
-                let d = from_millis_checked(ms, "\"in_ms\"").map_err(|e| e.message)?;
+                let d = from_millis_checked(ms, names.in_ms).map_err(|e| e.message)?;
                 now + chrono::Duration::from_std(d).unwrap_or_default()
             }
             _ => return Err("say when: exactly one of \"at\" and \"in_ms\"".to_string()),
         };
         for (what, ms) in [
-            ("\"expire_ms\"", self.expire_ms),
-            ("\"timeout_ms\"", self.timeout_ms),
+            (names.expire, self.expire_ms),
+            (names.timeout, self.timeout_ms),
         ] {
             if let Some(ms) = ms {
                 from_millis_checked(ms, what).map_err(|e| e.message)?;
             }
         }
         if self.timeout_ms == Some(0) {
-            return Err("\"timeout_ms\" must be more than 0 (leave it out for no timeout)".into());
+            return Err(format!(
+                "{} must be more than 0 (leave it out for no timeout)",
+                names.timeout
+            ));
         }
-        self.retry.check()?;
+        self.retry.check(names.retry)?;
         Ok(due)
     }
 }

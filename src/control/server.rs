@@ -67,10 +67,19 @@ pub(crate) fn bind(state_dir: &Path) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
-/// Connections served at once. More are answered with an error and closed,
-/// so idle clients can never use up the daemon's file descriptors (it needs
-/// them to spawn jobs).
+/// Connections served at once, at most. More are answered with an error and
+/// closed, so idle clients can never use up the daemon's file descriptors
+/// (it needs them to spawn jobs): at most a quarter of the open-file limit
+/// goes to connections.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
+
+fn connection_limit() -> usize {
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let quarter = usize::try_from(nofile / 4).unwrap_or(usize::MAX);
+    quarter.clamp(4, MAX_CONNECTIONS)
+}
 
 /// Answers a connection may have requested and not yet received. Cheap
 /// requests (submit, cancel, ping) pipeline up to this deep (the daemon
@@ -90,7 +99,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Accepts connections forever, forwarding each request line to `tx`.
 pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) {
     let me = rustix::process::geteuid().as_raw();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limit = connection_limit();
+    let slots = Arc::new(Semaphore::new(limit));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -110,9 +120,9 @@ pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Inco
                     "permission denied: only the daemon's user and root may control it",
                 )),
                 (Err(_), true) => Some(Response::err(
-                    "busy",
+                    "refused",
                     format!(
-                        "the daemon serves {MAX_CONNECTIONS} connections already; try again later"
+                        "too many connections: the daemon serves {limit} already; try again later"
                     ),
                 )),
                 (Ok(_), true) => None,

@@ -104,6 +104,7 @@ pub(crate) fn run(opts: Options) -> Result<(), StartError> {
     unsafe {
         libc::signal(libc::SIGXFSZ, on_sigxfsz as *const () as libc::sighandler_t);
     }
+    crate::host::raise_open_files();
     // One thread: the loop is the only owner of state, and child processes
     // are awaited through pidfds, so more threads would buy nothing.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -114,6 +115,12 @@ pub(crate) fn run(opts: Options) -> Result<(), StartError> {
 }
 
 async fn main_loop(opts: Options) -> Result<(), StartError> {
+    // Handlers first: a SIGTERM that arrives while the daemon starts (right
+    // after `systemctl start`, say) must stop it cleanly, not kill it.
+    let sig = |kind| signal(kind).map_err(|e| StartError::Other(e.to_string()));
+    let mut sigterm = sig(SignalKind::terminate())?;
+    let mut sigint = sig(SignalKind::interrupt())?;
+    let mut sighup = sig(SignalKind::hangup())?;
     let startup::Started {
         mut d,
         mut inputs,
@@ -125,10 +132,6 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut lost_state_dir = false;
     let mut timer =
         WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
-    let sig = |kind| signal(kind).map_err(|e| StartError::Other(e.to_string()));
-    let mut sigterm = sig(SignalKind::terminate())?;
-    let mut sigint = sig(SignalKind::interrupt())?;
-    let mut sighup = sig(SignalKind::hangup())?;
     d.execute(&mut actions);
     d.notify_ready();
 

@@ -19,8 +19,8 @@ use super::startup::load;
 use super::status::oneshot_info;
 use super::{metrics, release_freed_memory, Loop};
 use crate::control::protocol::{
-    CancelReply, Cancelled, PauseReply, PendingReply, PingReply, ReloadReply, SubmitReply,
-    TriggerReply, Ts,
+    CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, ReloadReply,
+    SubmitReply, TriggerReply, Ts,
 };
 use crate::control::{self, Incoming, Reply, Request, Response, Selector};
 
@@ -139,7 +139,7 @@ impl Loop {
         }
         if after == 0 {
             let message = format!(
-                "{}: the job file now has no jobs (it had {before}); a file seen half written is not applied: run `rea reload` (or send SIGHUP) to apply it",
+                "{}: the job file is now empty of jobs (it had {before}); a file seen half written is not applied: run `rea reload` (or send SIGHUP) to apply it",
                 self.opts.file.display()
             );
             return Some(Err(self.reject(vec![message], now)));
@@ -347,7 +347,7 @@ impl Loop {
                 sub.dir
             )));
         }
-        let due = sub.due(now).map_err(bad)?;
+        let due = sub.due(now, &FieldNames::WIRE).map_err(bad)?;
         let id = match sub.name {
             Some(n) => {
                 if let Some(why) = name_problem(&n) {

@@ -543,14 +543,22 @@ pub fn instant(v: &Value, field: &str) -> chrono::DateTime<chrono::Utc> {
     .with_timezone(&chrono::Utc)
 }
 
-/// Whether the tests run as root (some need to switch users).
-pub fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
+/// A user's uid and gid from the user database (`getent passwd`), or
+/// None if there is no such user.
+pub fn user_ids(name: &str) -> Option<(u32, u32)> {
+    let entry = passwd(name)?;
+    let fields: Vec<&str> = entry.split(':').collect();
+    Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
 }
 
 /// A user's home directory from the user database (`getent passwd`), or
 /// None if there is no such user.
 pub fn user_home(name: &str) -> Option<String> {
+    passwd(name)?.split(':').nth(5).map(str::to_string)
+}
+
+/// `getent passwd NAME`'s line.
+fn passwd(name: &str) -> Option<String> {
     let out = Command::new("getent")
         .args(["passwd", name])
         .output()
@@ -558,6 +566,5 @@ pub fn user_home(name: &str) -> Option<String> {
     if !out.status.success() {
         return None;
     }
-    let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    line.trim_end().split(':').nth(5).map(str::to_string)
+    Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }

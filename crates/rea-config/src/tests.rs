@@ -428,7 +428,7 @@ retry = { jitter = 0, max_delay = "1h" }
             errors("[daemon]\nmax_concurrent = 0\nhistory_max_bytes = \"1KiB\"\n[defaults]\noutput_limit = \"2GiB\"\ncatch_up_limit = 0x7fffffffffffffff\n"),
             "jobs.toml:2:18: \"max_concurrent\" must be between 1 and 10000, found 0\n\
              jobs.toml:3:21: \"history_max_bytes\" must be at least 4KiB, found \"1KiB\"\n\
-             jobs.toml:5:16: \"output_limit\" must be at least 0B and at most 16MiB, found \"2GiB\"\n\
+             jobs.toml:5:16: \"output_limit\" must be at least 0B and at most 4MiB, found \"2GiB\"\n\
              jobs.toml:6:18: \"catch_up_limit\" must be between 1 and 1000, found 0x7fffffffffffffff\n"
         );
     }

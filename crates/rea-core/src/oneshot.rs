@@ -61,24 +61,26 @@ pub struct OneShot {
 impl OneShotRetry {
     /// The job file's rule for `retry`, for a one-shot's: at most
     /// [`RetryPolicy::MAX_ATTEMPTS`] retries, delays within
-    /// `duration::MAX`, and `max_delay` not below `delay`. The error says
-    /// which field is wrong.
-    pub fn check(&self) -> Result<(), String> {
+    /// `duration::MAX`, and `max_delay` not below `delay`. The error names
+    /// the wrong field as the caller calls them (`names`: attempts, delay,
+    /// max delay; e.g. the command line's flags or the protocol's fields).
+    pub fn check(&self, names: [&str; 3]) -> Result<(), String> {
+        let [attempts, delay_name, max_delay_name] = names;
         if self.attempts > RetryPolicy::MAX_ATTEMPTS {
             return Err(format!(
-                "retry attempts {} is more than {}",
-                self.attempts,
-                RetryPolicy::MAX_ATTEMPTS
+                "{attempts}: retries must be between 0 and {}, not {}",
+                RetryPolicy::MAX_ATTEMPTS,
+                self.attempts
             ));
         }
         let delay = self
             .delay_ms
-            .map(|ms| crate::duration::from_millis_checked(ms, "retry delay"))
+            .map(|ms| crate::duration::from_millis_checked(ms, delay_name))
             .transpose()
             .map_err(|e| e.message)?;
         let max_delay = self
             .max_delay_ms
-            .map(|ms| crate::duration::from_millis_checked(ms, "retry max delay"))
+            .map(|ms| crate::duration::from_millis_checked(ms, max_delay_name))
             .transpose()
             .map_err(|e| e.message)?;
         let defaults = RetryPolicy::default();
@@ -88,7 +90,7 @@ impl OneShotRetry {
         );
         if max_delay < delay {
             return Err(format!(
-                "retry max delay ({}) must be at least the retry delay ({})",
+                "{max_delay_name} ({}) must be at least {delay_name} ({})",
                 crate::duration::format_exact(max_delay),
                 crate::duration::format_exact(delay)
             ));

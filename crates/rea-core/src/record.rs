@@ -10,12 +10,13 @@ use serde::{Deserialize, Serialize};
 
 /// The most output a run keeps in its record (`output_limit` may not ask
 /// for more): a history line stays small enough for readers to hold.
-pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
+pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 
-/// The longest line a history reader holds in memory: a record with the
-/// most output, every byte of it escaped, fits. A longer line (garbage, a
-/// hand edit) is skipped as malformed without being held.
-pub const MAX_LINE_BYTES: usize = 8 * MAX_OUTPUT_BYTES;
+/// The longest line a history reader holds in memory; a longer line
+/// (garbage, a torn write, a hand edit) is skipped as malformed without
+/// being held. Writers keep their lines within it (a record whose output
+/// would escape to more is written with less of it).
+pub const MAX_LINE_BYTES: usize = 4 * MAX_OUTPUT_BYTES;
 
 /// Version of the line schema below; bump on incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -47,7 +47,7 @@ fn refine(path: &Path, e: io::Error) -> io::Error {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "refusing {}: it is a symlink, and files of the state directory are never followed",
+                "refusing {}: it is a symbolic link, and links in the state directory are never followed",
                 path.display()
             ),
         )

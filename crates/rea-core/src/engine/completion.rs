@@ -37,7 +37,7 @@ fn plan_retry(
 ) -> Retry {
     match policy.delay_for(attempt, rng.f64()) {
         Some(delay) => {
-            let at = now + chrono::Duration::from_std(delay).unwrap_or_default();
+            let at = later(now, delay);
             rec.detail = Some(json!({ "retry_at": crate::record::format_ts(at) }));
             Retry::Scheduled(heap.insert(at, next))
         }

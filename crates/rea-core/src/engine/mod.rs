@@ -475,6 +475,15 @@ impl JobState {
     }
 }
 
+/// `t + d`, saturating: no input (a delay, a jitter) can make the engine
+/// panic on an instant out of chrono's range.
+fn later(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 fn ms(d: chrono::Duration) -> u64 {
     d.num_milliseconds().max(0) as u64
 }

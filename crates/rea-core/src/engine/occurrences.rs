@@ -279,7 +279,7 @@ impl Engine {
             return;
         };
         let jitter = sample_jitter(&mut self.rng, state.def.jitter);
-        let due = at + chrono::Duration::from_std(jitter).unwrap_or_default();
+        let due = later(at, jitter);
         let id = self.heap.insert(
             due,
             Due::Occurrence {

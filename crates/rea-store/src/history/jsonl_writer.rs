@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::Utc;
-use rea_core::record::Record;
+use rea_core::record::{Record, MAX_LINE_BYTES};
 
 use super::{
     log_path, rotated_path, HistoryWriter, JsonlReader, WriteFailure, WriterHealth,
@@ -296,7 +296,7 @@ impl HistoryWriter for JsonlHistory {
     /// On error the record stays queued (see `backlog_len`) and the error,
     /// naming the file, is returned; nothing panics.
     fn append(&mut self, record: &Record) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        let mut line = encode(record)?;
         line.push(b'\n');
         self.push_backlog(line);
         self.flush_backlog()
@@ -311,6 +311,34 @@ impl HistoryWriter for JsonlHistory {
             backlog: self.backlog_len(),
             dropped: self.dropped(),
             last_error: self.last_error().cloned(),
+        }
+    }
+}
+
+/// One record as a line, within `MAX_LINE_BYTES` (what readers hold): an
+/// output that escapes to more (control bytes become six characters each)
+/// is cut until the line fits, and says so.
+fn encode(record: &Record) -> io::Result<Vec<u8>> {
+    let line = serde_json::to_vec(record).map_err(io::Error::other)?;
+    if line.len() < MAX_LINE_BYTES {
+        return Ok(line);
+    }
+    let mut cut = record.clone();
+    let output = cut.output.take().unwrap_or_default();
+    let mut keep = output.len();
+    loop {
+        keep /= 2;
+        while !output.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        cut.output = Some(format!(
+            "{}\n… {} bytes of output not kept: the history line would be too long …\n",
+            &output[..keep],
+            output.len() - keep
+        ));
+        let line = serde_json::to_vec(&cut).map_err(io::Error::other)?;
+        if line.len() < MAX_LINE_BYTES || keep == 0 {
+            return Ok(line);
         }
     }
 }

@@ -359,6 +359,24 @@ mod jsonl {
         assert_eq!(got, want);
     }
 
+    /// Output that would escape to a line longer than readers hold is cut
+    /// so the record stays readable.
+    #[test]
+    fn records_stay_within_the_line_bound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), u64::MAX, 1).expect("open");
+        let mut r = run(1, "a", "r1", RunStatus::Succeeded, Trigger::Schedule);
+        r.output = Some("\u{1}".repeat(rea_core::record::MAX_OUTPUT_BYTES));
+        h.append(&r).expect("append");
+        let len = fs::metadata(log_path(dir.path())).expect("stat").len() as usize;
+        assert!(len <= rea_core::record::MAX_LINE_BYTES, "{len}");
+        let back = h.reader().find_run("r1").expect("read").expect("found");
+        assert!(back
+            .output
+            .expect("output")
+            .ends_with("the history line would be too long …\n"));
+    }
+
     /// A line longer than the bound comes back empty (never held), whatever
     /// the chunk size; the lines around it are untouched.
     #[test]
@@ -676,7 +694,7 @@ mod jsonl {
         let err = h.append(&records[1]).expect_err("refused");
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
         assert!(err.to_string().contains("history.jsonl"), "{err}");
-        assert!(err.to_string().contains("symlink"), "{err}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
         assert!(h.append(&records[2]).is_err());
         assert_eq!(h.backlog_len(), 2);
         assert!(h
