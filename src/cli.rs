@@ -43,7 +43,8 @@ pub(crate) struct Cli {
 /// Options every subcommand understands.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct Global {
-    /// The job file [default: ./jobs.toml]
+    /// The main job file (with jobs.d/*.toml beside it) [default:
+    /// ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]
     #[arg(
         short = 'f',
         long = "file",
@@ -117,6 +118,9 @@ pub(crate) enum Command {
     Pending(PendingArgs),
     /// Convert crontabs (crontab -l, /etc/crontab, /etc/cron.d/*) into a job file
     Import(ImportArgs),
+    /// Edit a job file safely, as crontab -e: your own jobs (through the
+    /// daemon), or as root the main job file or a user's
+    Edit(EditArgs),
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -362,6 +366,13 @@ pub(crate) struct PendingArgs {
     /// Machine-readable output
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EditArgs {
+    /// Edit this user's own job file (root only; others edit their own)
+    #[arg(long, value_name = "NAME")]
+    pub(crate) user: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 
-use rea_config::{Config, Diagnostic, LoadOptions};
+use rea_config::{Config, Diagnostic};
 
 /// An entry of the user database, as cron uses it to run a job as a user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub(crate) fn user(name: &str) -> Result<User, String> {
     .ok_or_else(|| format!("no user {name:?} on this machine"))
 }
 
-fn user_by_uid(uid: u32) -> Option<User> {
+pub(crate) fn user_by_uid(uid: u32) -> Option<User> {
     lookup(&|pwd, buf, len, out| {
         // SAFETY: `lookup` passes a `passwd`, a buffer of `len` bytes and an
         // out pointer that are all valid for writes.
@@ -164,28 +164,10 @@ pub(crate) fn hostname() -> String {
         .into_owned()
 }
 
-/// The job file at `path`, checked against this machine: users must exist
-/// (and be switchable to), `mailto` needs a sendmail (a warning). The
-/// machine's warnings travel with the configuration.
-pub(crate) fn load(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
-    with_host_checks(rea_config::load_with(path, options)?)
-}
-
-/// [`load`], reading the file once: `Ok(None)` when its bytes are those
-/// `known` (a `Config::digest`) was computed from, so nothing is parsed or
-/// checked again.
-pub(crate) fn load_if_changed(
-    path: &Path,
-    options: LoadOptions,
-    known: Option<u64>,
-) -> Result<Option<Config>, Vec<Diagnostic>> {
-    match rea_config::load_if_changed(path, options, known)? {
-        Some(cfg) => with_host_checks(cfg).map(Some),
-        None => Ok(None),
-    }
-}
-
-fn with_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
+/// `cfg` checked against this machine: users must exist (and be
+/// switchable to), `mailto` needs a sendmail (a warning). The machine's
+/// warnings travel with the configuration.
+pub(crate) fn with_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
     let host = check(&cfg);
     if host.errors.is_empty() {
         cfg.warnings = host.warnings;

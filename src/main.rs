@@ -20,6 +20,7 @@ mod daemon;
 mod executor;
 mod failure;
 mod host;
+mod jobfiles;
 mod notify;
 mod state_dir;
 mod table;
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
         Command::Cancel(a) => commands::cancel::run(g, a),
         Command::Pending(a) => commands::pending::run(g, a),
         Command::Import(a) => commands::import::run(g, a),
+        Command::Edit(a) => commands::edit::run(g, a),
         Command::Generate(a) => commands::generate::run(a),
     };
     match result {

@@ -10,13 +10,16 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// The system daemon's state directory (root's default).
+pub(crate) const SYSTEM: &str = "/var/lib/rea";
+
 /// The state directory to use, from the command line or the environment.
 pub(crate) fn resolve(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
     if rustix::process::geteuid().is_root() {
-        return Ok(PathBuf::from("/var/lib/rea"));
+        return Ok(PathBuf::from(SYSTEM));
     }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("rea"));

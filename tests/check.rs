@@ -336,7 +336,16 @@ fn the_job_file_is_file_then_env_then_cwd() {
 #[test]
 fn a_missing_job_file() {
     let env = Env::new();
-    env.rea_env(&["check"], &[]).code(2).stderr_is(
+    // Without ./jobs.toml, root's default is the system's job file.
+    let file = if crate::support::is_root() {
+        "/etc/rea/jobs.toml"
+    } else {
+        "jobs.toml"
+    };
+    env.rea_env(&["check"], &[]).code(2).stderr_is(&format!(
+        "{file}:1:1: cannot read the job file: No such file or directory (os error 2)\n{file}: 1 error\n"
+    ));
+    env.rea_env(&["check", "-f", "jobs.toml"], &[]).code(2).stderr_is(
         "jobs.toml:1:1: cannot read the job file: No such file or directory (os error 2)\njobs.toml: 1 error\n",
     );
 }

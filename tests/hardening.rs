@@ -31,45 +31,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::{alive, is_root, rea_bin, read_pid, wait_until, Conn, Env, PATIENCE};
+use crate::support::{
+    alive, rea_bin, read_pid, skip_unless_root, throwaway_user, wait_until, Conn, Env, PATIENCE,
+};
 
 fn sleep_ms(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
-}
-
-fn skip_unless_root(test: &str) -> bool {
-    if is_root() {
-        return false;
-    }
-    eprintln!("\n*** SKIPPED {test}: needs root (it runs something as another uid) ***\n");
-    true
-}
-
-/// `user`'s (uid, gid), creating it as a system user without a home or a
-/// login shell on first use. Only root can; `None` otherwise.
-fn throwaway_user(name: &str) -> Option<(u32, u32)> {
-    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if !is_root() {
-        return None;
-    }
-    let _one_at_a_time = CREATING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(ids) = crate::support::user_ids(name) {
-        return Some(ids);
-    }
-    let status = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--home-dir",
-            "/nonexistent",
-            "--shell",
-            "/usr/sbin/nologin",
-            name,
-        ])
-        .status()
-        .expect("run useradd");
-    assert!(status.success(), "useradd {name}: {status}");
-    Some(crate::support::user_ids(name).expect("the user just created"))
 }
 
 /// Gives the whole sandbox (job file, state directory, logs) to `uid`, for
@@ -1690,8 +1657,19 @@ fn max_rss_kb_is_the_job_s_own_memory_not_the_daemon_s() {
 
 /// `rea ARGS` with stdout to `out`; returns (exit status, peak RSS in KiB
 /// from wait4, stderr).
+/// Runs `rea ARGS` with stdout to `out`; (exit code, peak RSS in KiB,
+/// stderr). The peak is measured by `/usr/bin/time`, a small parent that
+/// forks rea: a child spawned straight from this (large, multi-threaded)
+/// test process would report the test's own size too (a vfork child's
+/// maxrss includes its parent's at exec).
 fn rea_measured(env: &Env, args: &[&str], out: &Path) -> (i32, u64, String) {
-    let child = Command::new(rea_bin())
+    let peak_file = env.path("measured.peak");
+    let status = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&peak_file)
+        .arg(rea_bin())
         .args(args)
         .current_dir(env.dir.path())
         .env("REA_FILE", env.jobs_path())
@@ -1700,23 +1678,15 @@ fn rea_measured(env: &Env, args: &[&str], out: &Path) -> (i32, u64, String) {
         .stdin(Stdio::null())
         .stdout(fs::File::create(out).unwrap())
         .stderr(fs::File::create(env.path("measured.err")).unwrap())
-        .spawn()
-        .expect("spawn rea");
-    let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: rusage is plain integers; wait4 fills both out-parameters.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `status` and `usage` are valid out-parameters for wait4.
-    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
-    // Reaped here; std's Child neither waits nor kills on drop.
-    drop(child);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    (code, usage.ru_maxrss as u64, env.read("measured.err"))
+        .status()
+        .expect("/usr/bin/time (Debian's time package; .ci/run installs it)");
+    let peak = env
+        .read("measured.peak")
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .next_back()
+        .unwrap_or(u64::MAX);
+    (status.code().unwrap_or(-1), peak, env.read("measured.err"))
 }
 
 /// Item "a very long corrupt history line". Readers do not hold a corrupt

@@ -21,3 +21,4 @@ mod oneshot;
 mod reload;
 mod status;
 mod torture;
+mod users;

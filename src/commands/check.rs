@@ -1,4 +1,5 @@
-//! `rea check`: validate the job file (and what it needs of this machine).
+//! `rea check`: validate the job files (the main file and the ones beside
+//! it) and what they need of this machine.
 
 use std::process::ExitCode;
 
@@ -7,22 +8,42 @@ use serde_json::{json, Value};
 
 use crate::cli::{exit, CheckArgs, Global};
 use crate::failure::{self, Failure, Outcome};
+use crate::jobfiles::JobFiles;
 
 fn diag_json(d: &Diagnostic) -> Value {
     json!({ "file": d.file, "line": d.line, "col": d.col, "message": d.message, "hint": d.hint })
 }
 
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
-    let path = super::job_file(global);
+    let path = super::job_file_in_use(global);
     let options = LoadOptions {
         allow_insecure_permissions: args.allow_insecure,
     };
-    let result = crate::host::load(&path, options);
-    if args.json {
-        let (ok, jobs, errors, warnings) = match &result {
-            Ok(cfg) => (true, cfg.jobs.len(), Vec::new(), cfg.warnings.clone()),
-            Err(diags) => (false, 0, diags.clone(), Vec::new()),
+    let mut files = JobFiles::new(&path, options, crate::host::is_root());
+    let result = match files.load(true) {
+        Ok(Some(loaded)) => Ok(loaded),
+        Ok(None) => Err(Vec::new()),
+        Err(diags) => Err(diags),
+    };
+    let (jobs, file_count, warnings, errors): (usize, usize, Vec<Diagnostic>, Vec<Diagnostic>) =
+        match &result {
+            Ok(l) => (
+                l.config.jobs.len(),
+                l.config.files.len(),
+                l.config.warnings.clone(),
+                l.refused
+                    .iter()
+                    .flat_map(|(_, d)| d.iter().cloned())
+                    .collect(),
+            ),
+            Err(diags) => (0, 0, Vec::new(), diags.clone()),
         };
+    let ok = errors.is_empty();
+    if args.json {
         println!(
             "{}",
             json!({
@@ -39,29 +60,34 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
             Err(Failure::silent(exit::INVALID))
         };
     }
-    match result {
-        Ok(cfg) => {
-            for w in &cfg.warnings {
-                eprintln!("{w}");
-            }
-            let n = cfg.jobs.len();
-            println!(
-                "{}: {n} job{} OK",
-                path.display(),
-                if n == 1 { "" } else { "s" }
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(diags) => {
-            let summary = format!(
-                "{}: {} error{}",
-                path.display(),
-                diags.len(),
-                if diags.len() == 1 { "" } else { "s" }
-            );
-            let mut lines: Vec<String> = diags.iter().map(ToString::to_string).collect();
-            lines.push(summary);
-            Err(Failure::lines(exit::INVALID, lines, None))
-        }
+    for w in &warnings {
+        eprintln!("{w}");
     }
+    if ok {
+        let files = if file_count > 1 {
+            format!(" in {}", plural(file_count, "file"))
+        } else {
+            String::new()
+        };
+        println!("{}: {} OK{files}", path.display(), plural(jobs, "job"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    match &result {
+        Ok(l) => {
+            for (file, diags) in &l.refused {
+                lines.push(format!(
+                    "{}: {}",
+                    file.display(),
+                    plural(diags.len(), "error")
+                ));
+            }
+        }
+        Err(_) => lines.push(format!(
+            "{}: {}",
+            path.display(),
+            plural(errors.len(), "error")
+        )),
+    }
+    Err(Failure::lines(exit::INVALID, lines, None))
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod edit;
 pub(crate) mod generate;
 pub(crate) mod history;
 pub(crate) mod import;
@@ -23,25 +24,59 @@ use std::path::PathBuf;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use rea_config::{Config, Diagnostic, LoadOptions};
+
+use crate::control::protocol::PingReply;
+use crate::jobfiles::JobFiles;
 use serde::de::DeserializeOwned;
 
 use crate::cli::{exit, Global};
 use crate::control::{Client, ClientError, Request, Response};
 use crate::failure::Failure;
 
-/// The job file: `--file`, `$REA_FILE` (both via clap), else `./jobs.toml`.
+/// The main job file: `--file`, `$REA_FILE` (both via clap), else
+/// `/etc/rea/jobs.toml` for root and `./jobs.toml` for others.
 pub(crate) fn job_file(global: &Global) -> PathBuf {
     global
         .file
         .clone()
-        .unwrap_or_else(|| PathBuf::from("jobs.toml"))
+        .unwrap_or_else(crate::jobfiles::default_main)
 }
 
-/// Loads the job file (with the machine's checks) or fails with every
-/// diagnostic.
+/// The main job file a command reads: `--file`/`$REA_FILE`, else the one
+/// the running daemon of the state directory uses, else the default.
+pub(crate) fn job_file_in_use(global: &Global) -> PathBuf {
+    if let Some(f) = &global.file {
+        return f.clone();
+    }
+    let daemons = state_dir(global).ok().and_then(|dir| {
+        let mut client = Client::connect(&dir, global.client_timeout).ok()?;
+        let ping = ask::<PingReply>(&mut client, &Request::Ping).ok()?;
+        ping.data.file.map(PathBuf::from)
+    });
+    daemons.unwrap_or_else(crate::jobfiles::default_main)
+}
+
+/// Loads the job files (the main file and the ones beside it, with the
+/// machine's checks). A bad main file is a failure with every diagnostic;
+/// a bad drop-in or user's file is reported on stderr and left out.
 pub(crate) fn load_config(global: &Global) -> Result<Config, Failure> {
-    let path = job_file(global);
-    crate::host::load(&path, LoadOptions::default()).map_err(|diags| invalid_file(&diags, None))
+    let path = job_file_in_use(global);
+    let mut files = JobFiles::new(&path, LoadOptions::default(), crate::host::is_root());
+    match files.load(true) {
+        Ok(Some(loaded)) => {
+            for (_, diags) in &loaded.refused {
+                for d in diags {
+                    eprintln!("{d}");
+                }
+            }
+            for (file, _) in &loaded.refused {
+                eprintln!("rea: note: {} is left out (it has errors)", file.display());
+            }
+            Ok(loaded.config)
+        }
+        Ok(None) => Err(Failure::runtime(format!("cannot read {}", path.display()))),
+        Err(diags) => Err(invalid_file(&diags, None)),
+    }
 }
 
 /// A failure listing every diagnostic (exit 2), then `summary` if given.
@@ -70,9 +105,20 @@ pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The state directory for client commands.
+/// The state directory for client commands: as the daemon resolves it,
+/// except that a user without a daemon of their own talks to the system's
+/// (`/var/lib/rea`), where their own jobs are.
 pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
-    crate::state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)
+    let dir = crate::state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
+    if global.state_dir.is_none() && !crate::host::is_root() {
+        let system = PathBuf::from(crate::state_dir::SYSTEM);
+        if !crate::control::socket_path(&dir).exists()
+            && crate::control::socket_path(&system).exists()
+        {
+            return Ok(system);
+        }
+    }
+    Ok(dir)
 }
 
 /// Connects to the daemon of the state directory, or explains why not.

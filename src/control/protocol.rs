@@ -64,6 +64,20 @@ pub(crate) enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
     },
+    /// A user's own job file (`users/NAME.toml`), as it is now: `user` for
+    /// root and the daemon's user; anyone else gets their own.
+    EditGet {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+    },
+    /// Replaces a user's own job file with `content` if it is valid (as
+    /// that user's file), then reloads; invalid content changes nothing
+    /// and the answer lists why.
+    EditPut {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        content: String,
+    },
 }
 
 /// `rea submit` on the wire. Exactly one of `at` and `in_ms` says when.
@@ -418,10 +432,30 @@ pub(crate) struct ReloadReply {
     pub(crate) unchanged: bool,
 }
 
+/// `edit_get`: the file and what it holds now (empty when it does not
+/// exist yet).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EditGetReply {
+    pub(crate) user: String,
+    pub(crate) path: String,
+    pub(crate) content: String,
+}
+
+/// `edit_put`: installed and in force.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EditPutReply {
+    pub(crate) path: String,
+    /// The user's jobs now.
+    pub(crate) jobs: usize,
+}
+
 /// `ping`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct PingReply {
     pub(crate) pid: u32,
+    /// The main job file the daemon runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) file: Option<String>,
 }
 
 impl Response {

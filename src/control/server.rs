@@ -38,11 +38,30 @@ pub(crate) enum Reply {
 pub(crate) struct Incoming {
     pub(crate) request: Request,
     pub(crate) reply: oneshot::Sender<Reply>,
+    /// Who asks (SO_PEERCRED): the daemon authorizes each request by it.
+    pub(crate) peer: Peer,
+}
+
+/// The user at the other end of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peer {
+    pub(crate) uid: u32,
+}
+
+impl Peer {
+    /// Root and the daemon's own user may do everything; other users only
+    /// what concerns their own jobs (when the daemon reads users' files).
+    pub(crate) fn is_admin(self) -> bool {
+        self.uid == 0 || self.uid == rustix::process::geteuid().as_raw()
+    }
 }
 
 /// Binds the socket (replacing a stale one: the caller holds the state
-/// directory's lock, so no live daemon owns it) with mode 0600.
-pub(crate) fn bind(state_dir: &Path) -> Result<UnixListener, String> {
+/// directory's lock, so no live daemon owns it) with mode 0600, or 0666
+/// when `others` (a root daemon with users' files: every user may connect,
+/// and each request is authorized by who sent it; the state directory is
+/// then made 0711 so they can reach the socket and nothing else).
+pub(crate) fn bind(state_dir: &Path, others: bool) -> Result<UnixListener, String> {
     let path = socket_path(state_dir);
     if path.as_os_str().len() >= 108 {
         return Err(format!(
@@ -62,8 +81,18 @@ pub(crate) fn bind(state_dir: &Path) -> Result<UnixListener, String> {
     }
     let listener = UnixListener::bind(&path)
         .map_err(|e| format!("cannot create the control socket {}: {e}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+    let mode = if others { 0o666 } else { 0o600 };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("cannot restrict the control socket {}: {e}", path.display()))?;
+    let dir_mode = if others { 0o711 } else { 0o700 };
+    std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(dir_mode)).map_err(
+        |e| {
+            format!(
+                "cannot set the mode of the state directory {}: {e}",
+                state_dir.display()
+            )
+        },
+    )?;
     Ok(listener)
 }
 
@@ -97,8 +126,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Accepts connections forever, forwarding each request line to `tx`.
-pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Incoming>) {
-    let me = rustix::process::geteuid().as_raw();
+pub(crate) async fn serve(
+    listener: UnixListener,
+    tx: mpsc::UnboundedSender<Incoming>,
+    others: bool,
+) {
     let limit = connection_limit();
     let slots = Arc::new(Semaphore::new(limit));
     loop {
@@ -107,10 +139,8 @@ pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Inco
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let allowed = stream
-            .peer_cred()
-            .map(|c| c.uid() == me || c.uid() == 0)
-            .unwrap_or(false);
+        let peer = stream.peer_cred().ok().map(|c| Peer { uid: c.uid() });
+        let allowed = peer.is_some_and(|p| p.is_admin() || others);
         let slot = slots.clone().try_acquire_owned();
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -119,6 +149,7 @@ pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Inco
                     "refused",
                     "permission denied: only the daemon's user and root may control it",
                 )),
+                (Ok(_), true) if peer.is_none() => None,
                 (Err(_), true) => Some(Response::err(
                     "refused",
                     format!(
@@ -137,7 +168,11 @@ pub(crate) async fn serve(listener: UnixListener, tx: mpsc::UnboundedSender<Inco
                 // reader yield every ~40 requests and so cut a pipelined
                 // burst into tiny group commits; `connection` yields on its
                 // own every READ_SLICE requests instead.
-                None => tokio::task::coop::unconstrained(connection(stream, tx)).await,
+                None => {
+                    if let Some(peer) = peer {
+                        tokio::task::coop::unconstrained(connection(stream, tx, peer)).await
+                    }
+                }
             }
             drop(slot);
         });
@@ -156,7 +191,7 @@ enum Queued {
 /// answers back in request order. What a connection may have in flight is
 /// bounded (see `MAX_PIPELINED`), and a client that stops reading is
 /// dropped after `WRITE_TIMEOUT`.
-async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
+async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, peer: Peer) {
     let (r, mut w) = stream.into_split();
     let permits = Arc::new(Semaphore::new(MAX_PIPELINED as usize));
     let (order_tx, mut order_rx) = mpsc::channel::<Queued>(MAX_PIPELINED as usize + 1);
@@ -276,6 +311,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>) {
                     .send(Incoming {
                         request,
                         reply: reply_tx,
+                        peer,
                     })
                     .is_err()
                 {

@@ -47,6 +47,7 @@ mod requests;
 mod shutdown;
 mod startup;
 mod status;
+mod users;
 
 use requests::ReloadCause;
 use shutdown::Stopping;
@@ -263,4 +264,6 @@ struct Loop {
     /// A change seen by the watcher that would remove more than half of the
     /// jobs, waiting to be seen unchanged: (its digest, when to look again).
     settling: Option<(u64, tokio::time::Instant)>,
+    /// The job files, with each part's last good version.
+    files: crate::jobfiles::JobFiles,
 }

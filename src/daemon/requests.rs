@@ -17,6 +17,7 @@ use tracing::{error, info, warn};
 
 use super::startup::load;
 use super::status::oneshot_info;
+use super::users::Scope;
 use super::{metrics, release_freed_memory, Loop};
 use crate::control::protocol::{
     CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, ReloadReply,
@@ -60,14 +61,15 @@ impl Loop {
         cause: ReloadCause,
     ) -> Result<ReloadReply, Vec<String>> {
         let now = Utc::now();
-        let force = cause == ReloadCause::Signal;
-        let known = (!force && self.config_error.is_none()).then_some(self.config.digest);
+        let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
         if cause != ReloadCause::Settled {
             self.settling = None;
         }
         self.notify.reloading();
-        let loaded = load(&self.opts, known).and_then(|cfg| match cfg {
-            Some(cfg) => self.check_names(&cfg).map(|()| Some(cfg)),
+        // Put back if nothing is applied, so the next look sees the change.
+        let before = self.files.clone();
+        let loaded = load(&mut self.files, force).and_then(|l| match l {
+            Some(l) => self.check_names(&l.config).map(|()| Some(l)),
             None => Ok(None),
         });
         let result = match loaded {
@@ -78,11 +80,29 @@ impl Loop {
                     unchanged: true,
                 })
             }
-            Ok(Some(cfg)) => match self.shrink_guard(&cfg, cause, now) {
-                Some(held) => held,
-                None => Ok(self.apply(cfg, actions, now)),
-            },
+            Ok(Some(loaded)) => {
+                let refusals: Vec<String> = loaded
+                    .refused
+                    .iter()
+                    .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
+                    .collect();
+                match self.shrink_guard(&loaded.config, cause, now) {
+                    Some(held) => {
+                        self.files = before;
+                        held
+                    }
+                    None => {
+                        let reply = self.apply(loaded.config, actions, now);
+                        if refusals.is_empty() {
+                            Ok(reply)
+                        } else {
+                            Err(self.reject(refusals, now))
+                        }
+                    }
+                }
+            }
             Err(diags) => {
+                self.files = before;
                 let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
                 Err(self.reject(errors, now))
             }
@@ -169,7 +189,7 @@ impl Loop {
     }
 
     /// The file on disk is not put in force: say why, everywhere.
-    fn reject(&mut self, errors: Vec<String>, now: DateTime<Utc>) -> Vec<String> {
+    pub(super) fn reject(&mut self, errors: Vec<String>, now: DateTime<Utc>) -> Vec<String> {
         for e in &errors {
             error!("{e}");
         }
@@ -187,11 +207,17 @@ impl Loop {
     }
 
     /// Answers one control request.
-    pub(super) fn control(&mut self, request: Request, actions: &mut VecDeque<Action>) -> Reply {
+    pub(super) fn control(
+        &mut self,
+        request: Request,
+        actions: &mut VecDeque<Action>,
+        scope: &Scope,
+    ) -> Reply {
         let now = Utc::now();
         match request {
             Request::Ping => Reply::Done(Response::with(&PingReply {
                 pid: std::process::id(),
+                file: Some(self.opts.file.display().to_string()),
             })),
             Request::Submit(_) => Reply::Done(Response::err(
                 "bad_request",
@@ -239,16 +265,23 @@ impl Loop {
             }
             Request::Status { job } => {
                 if let Some(name) = &job {
-                    if self.engine.job_status(name).is_none() {
-                        if let Some(shot) = self.engine.oneshot(name) {
-                            let mut reply = self.status_reply(Some(name), now);
-                            reply.oneshot = Some(oneshot_info(&shot));
-                            return Reply::Done(Response::with(&reply));
+                    let visible = self.config.jobs.iter().any(|j| &j.name == name && scope.sees(j));
+                    if !visible || self.engine.job_status(name).is_none() {
+                        if *scope == Scope::Admin {
+                            if let Some(shot) = self.engine.oneshot(name) {
+                                let mut reply = self.status_reply(Some(name), now, scope);
+                                reply.oneshot = Some(oneshot_info(&shot));
+                                return Reply::Done(Response::with(&reply));
+                            }
                         }
-                        return Reply::Done(self.unknown_job(name));
+                        return Reply::Done(self.unknown_job_in(name, scope));
                     }
                 }
-                Reply::Done(Response::with(&self.status_reply(job.as_deref(), now)))
+                Reply::Done(Response::with(&self.status_reply(job.as_deref(), now, scope)))
+            }
+            Request::EditGet { user } => Reply::Done(self.edit_get(user)),
+            Request::EditPut { user, content } => {
+                Reply::Done(self.edit_put(user, content, actions))
             }
             Request::Reload => match self.reload(actions, ReloadCause::Request) {
                 Ok(reply) => Reply::Done(Response::with(&reply)),
@@ -263,8 +296,13 @@ impl Loop {
                     .with_suggestions(errors),
                 ),
             },
-            Request::Pause(sel) => self.pause_resume(sel, true),
-            Request::Resume(sel) => self.pause_resume(sel, false),
+            Request::Pause(sel) => self.pause_resume(sel, true, scope),
+            Request::Resume(sel) => self.pause_resume(sel, false, scope),
+            Request::Trigger { job, .. }
+                if !self.config.jobs.iter().any(|j| j.name == job && scope.sees(j)) =>
+            {
+                Reply::Done(self.unknown_job_in(&job, scope))
+            }
             Request::Trigger { job, force, wait } => {
                 let (result, acts) = self.engine.trigger(&job, force, now);
                 actions.extend(acts);
@@ -309,7 +347,15 @@ impl Loop {
         batch: &mut Vec<(OneShot, oneshot::Sender<Reply>)>,
         actions: &mut VecDeque<Action>,
     ) {
-        match incoming.request {
+        let mut request = incoming.request;
+        let scope = match self.authorize(incoming.peer, &mut request) {
+            Ok(scope) => scope,
+            Err(refusal) => {
+                let _ = incoming.reply.send(Reply::Done(refusal));
+                return;
+            }
+        };
+        match request {
             Request::Submit(sub) => match self.prepare_submission(sub, batch) {
                 Ok(shot) => {
                     self.journal.add(&shot);
@@ -321,7 +367,7 @@ impl Loop {
             },
             request => {
                 self.commit_submissions(batch, actions);
-                let reply = self.control(request, actions);
+                let reply = self.control(request, actions, &scope);
                 let _ = incoming.reply.send(reply);
             }
         }
@@ -429,45 +475,11 @@ impl Loop {
         }
     }
 
-    pub(super) fn unknown_job(&self, name: &str) -> Response {
-        let names: Vec<&str> = self.config.jobs.iter().map(|j| j.name.as_str()).collect();
-        Response::err("unknown_job", format!("no job named {name:?}"))
-            .with_suggestions(rea_core::suggest::closest(name, names, 3))
-    }
-
-    pub(super) fn pause_resume(&mut self, sel: Selector, pause: bool) -> Reply {
-        let mut names: Vec<String> = Vec::new();
-        for n in &sel.jobs {
-            if !self.config.jobs.iter().any(|j| &j.name == n) {
-                return Reply::Done(self.unknown_job(n));
-            }
-            names.push(n.clone());
-        }
-        if let Some(tag) = &sel.tag {
-            let tagged: Vec<String> = self
-                .config
-                .jobs
-                .iter()
-                .filter(|j| j.tags.iter().any(|t| t == tag))
-                .map(|j| j.name.clone())
-                .collect();
-            if tagged.is_empty() {
-                return Reply::Done(Response::err(
-                    "unknown_job",
-                    format!("no job has the tag {tag:?}"),
-                ));
-            }
-            names.extend(tagged);
-        }
-        if sel.all {
-            names.extend(self.config.jobs.iter().map(|j| j.name.clone()));
-        }
-        if names.is_empty() {
-            return Reply::Done(Response::err(
-                "bad_request",
-                "name jobs, --tag TAG or --all",
-            ));
-        }
+    pub(super) fn pause_resume(&mut self, sel: Selector, pause: bool, scope: &Scope) -> Reply {
+        let names = match self.selected(&sel, scope) {
+            Ok(names) => names,
+            Err(refusal) => return Reply::Done(refusal),
+        };
         let changed = if pause {
             self.engine.pause(&names)
         } else {

@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use super::{metrics, release_freed_memory, Loop, Msg, Options, StartError, Stopping};
 use crate::control::Incoming;
+use crate::jobfiles::{JobFiles, Loaded};
 use crate::state_dir;
 
 /// What the loop waits on, besides its timer and signals.
@@ -59,7 +60,17 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
             (None, mpsc::unbounded_channel().1)
         }
     };
-    let config = load(opts, None)
+    let mut files = JobFiles::new(
+        &opts.file,
+        rea_config::LoadOptions {
+            allow_insecure_permissions: opts.allow_insecure,
+        },
+        crate::host::is_root(),
+    );
+    let Loaded {
+        config,
+        refused: refused_at_start,
+    } = load(&mut files, true)
         .map_err(StartError::Config)?
         .ok_or_else(|| StartError::Other("the job file could not be loaded".into()))?;
     let stores = rea_store::Local::open(
@@ -84,7 +95,9 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     // Bound now, so a taken metrics address fails the start
     // (before the control socket, which would be left behind).
     let (mut metrics, scrapes) = metrics::start(&config).await.map_err(StartError::Other)?;
-    let listener = crate::control::bind(&opts.state_dir).map_err(StartError::Other)?;
+    // Users' files mean users talk to the daemon about their jobs.
+    let others = files.set().users.as_ref().is_some_and(|d| d.is_dir());
+    let listener = crate::control::bind(&opts.state_dir, others).map_err(StartError::Other)?;
 
     let reader = rea_store::Local::history_reader(&opts.state_dir);
     let (mut recovered, summaries) = recover(reader.as_ref(), &config);
@@ -102,7 +115,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     }
     let (tx, finished) = mpsc::unbounded_channel::<Msg>();
     let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
-    tokio::spawn(crate::control::serve(listener, ctl_tx));
+    tokio::spawn(crate::control::serve(listener, ctl_tx, others));
     let mut d = Loop {
         engine,
         history: stores.history,
@@ -121,6 +134,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         notify: crate::notify::Notifier::from_env(),
         stopping: Stopping::No,
         settling: None,
+        files,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
@@ -129,6 +143,13 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         "file": opts.file.display().to_string(),
     }));
     d.append(&rec);
+    if !refused_at_start.is_empty() {
+        let errors = refused_at_start
+            .iter()
+            .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
+            .collect();
+        d.reject(errors, started_at);
+    }
     let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
     let restored = stores.pending.len();
     actions.extend(d.engine.restore(stores.pending, started_at));
@@ -156,20 +177,17 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     })
 }
 
-/// Loads the job file unless its bytes hash to `known`; logs the machine's
-/// warnings about a newly loaded file.
+/// Loads the job files (`force`: parse even unchanged ones); logs the
+/// machine's warnings about a newly loaded configuration.
 pub(super) fn load(
-    opts: &Options,
-    known: Option<u64>,
-) -> Result<Option<Config>, Vec<rea_config::Diagnostic>> {
-    let options = rea_config::LoadOptions {
-        allow_insecure_permissions: opts.allow_insecure,
-    };
-    let cfg = crate::host::load_if_changed(&opts.file, options, known)?;
-    for w in cfg.iter().flat_map(|c| &c.warnings) {
+    files: &mut JobFiles,
+    force: bool,
+) -> Result<Option<Loaded>, Vec<rea_config::Diagnostic>> {
+    let loaded = files.load(force)?;
+    for w in loaded.iter().flat_map(|l| &l.config.warnings) {
         warn!("{w}");
     }
-    Ok(cfg)
+    Ok(loaded)
 }
 
 /// What the previous daemon left in the history log: when each job's

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use rea_core::engine::{JobStatus, OneShotStatus};
 
+use super::users::Scope;
 use super::Loop;
 use crate::control::protocol::{
     ConfigError, DaemonInfo, HistoryInfo, JobInfo, LastInfo, OneShotInfo, RunningInfo, StatusReply,
@@ -12,11 +13,26 @@ use crate::control::protocol::{
 
 impl Loop {
     /// Every job's live state (or one job's).
-    pub(super) fn status_reply(&self, only: Option<&str>, now: DateTime<Utc>) -> StatusReply {
-        let statuses = match only {
+    pub(super) fn status_reply(
+        &self,
+        only: Option<&str>,
+        now: DateTime<Utc>,
+        scope: &Scope,
+    ) -> StatusReply {
+        let mut statuses: Vec<JobStatus> = match only {
             Some(name) => self.engine.job_status(name).into_iter().collect(),
             None => self.engine.status(),
         };
+        if *scope != Scope::Admin {
+            let mine: std::collections::HashSet<&str> = self
+                .config
+                .jobs
+                .iter()
+                .filter(|j| scope.sees(j))
+                .map(|j| j.name.as_str())
+                .collect();
+            statuses.retain(|s| mine.contains(s.name.as_str()));
+        }
         let health = self.history.health();
         StatusReply {
             live: true,

@@ -568,3 +568,38 @@ fn passwd(name: &str) -> Option<String> {
     }
     Some(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }
+
+pub fn skip_unless_root(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    eprintln!("\n*** SKIPPED {test}: needs root (it runs something as another uid) ***\n");
+    true
+}
+
+/// `user`'s (uid, gid), creating it as a system user without a home or a
+/// login shell on first use. Only root can; `None` otherwise.
+pub fn throwaway_user(name: &str) -> Option<(u32, u32)> {
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if !is_root() {
+        return None;
+    }
+    let _one_at_a_time = CREATING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(ids) = user_ids(name) {
+        return Some(ids);
+    }
+    let status = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
+        .status()
+        .expect("run useradd");
+    assert!(status.success(), "useradd {name}: {status}");
+    Some(user_ids(name).expect("the user just created"))
+}

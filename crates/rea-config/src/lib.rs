@@ -23,7 +23,7 @@
 //! | `crontab.rs` | crontab → jobs.toml (`rea import`) |
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,12 +34,30 @@ pub mod crontab;
 mod diagnostic;
 mod fields;
 mod load;
+mod set;
 mod walk;
 pub mod zone;
 
 pub use diagnostic::{Diagnostic, Severity};
-pub use load::{check_permissions, digest, load, load_if_changed, load_with};
-pub use walk::parse;
+pub use load::{check_permissions, digest, load, load_as_if_changed, load_if_changed, load_with};
+pub use set::{combine, files_of, FileSet};
+pub use walk::{parse, parse_as};
+
+/// Which kind of job file: what it may say, whose jobs it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileKind {
+    /// The main job file (`/etc/rea/jobs.toml`, `--file`): `[daemon]`,
+    /// `[defaults]`, `[jobs.NAME]`.
+    Main,
+    /// A file of the drop-in directory (`jobs.d/*.toml` next to the main
+    /// file), written by packages and configuration management: its own
+    /// `[defaults]` and `[jobs.NAME]`, no `[daemon]`.
+    DropIn,
+    /// A user's own job file (`users/NAME.toml` next to the main file,
+    /// read by a root daemon): like a drop-in, and every job runs as that
+    /// user, who may manage them through the daemon (cron's user crontab).
+    User(String),
+}
 
 /// A whole, valid job file.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +78,12 @@ pub struct Config {
     /// What the machine says about the file without refusing it (mail
     /// without sendmail); filled by `load_with`, empty from `parse`.
     pub warnings: Vec<Diagnostic>,
+    /// Jobs that come from another file than `path` (a drop-in, a user's
+    /// file, see [`combine`]): job name → that file. Empty for one file.
+    pub other_files: BTreeMap<String, Arc<Path>>,
+    /// Every file this configuration was read from, with the digest of
+    /// its bytes, the main file first.
+    pub files: Vec<(PathBuf, u64)>,
 }
 
 impl Config {
@@ -87,8 +111,13 @@ impl Config {
             .or_else(|| self.positions.get(&(job.to_string(), String::new())))
             .copied()
             .unwrap_or((1, 1));
+        let file = self
+            .other_files
+            .get(job)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| self.path.display().to_string());
         Diagnostic {
-            file: self.path.display().to_string(),
+            file,
             severity: crate::Severity::Error,
             line: Some(line),
             col: Some(col),

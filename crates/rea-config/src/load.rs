@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use rea_core::trust::{self, Distrust};
 use rustix::fs::{FileType, Mode, OFlags};
 
-use crate::{Config, Diagnostic, LoadOptions};
+use crate::{Config, Diagnostic, FileKind, LoadOptions};
 
 /// Job files larger than this are refused before parsing, so that pointing
 /// `--file` at `/dev/zero` or a log file fails fast instead of eating memory.
@@ -34,7 +34,7 @@ pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
 /// problem does not hide problems in the contents.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
-    finish_load(path, &bytes, &facts, options)
+    finish_load(path, &bytes, &facts, &FileKind::Main, options)
 }
 
 /// `load_with`, reading the file once: `Ok(None)` when its bytes are those
@@ -44,13 +44,23 @@ pub fn load_if_changed(
     options: LoadOptions,
     known: Option<u64>,
 ) -> Result<Option<Config>, Vec<Diagnostic>> {
+    load_as_if_changed(path, &FileKind::Main, options, known)
+}
+
+/// [`load_if_changed`] for a job file of any kind (a drop-in, a user's).
+pub fn load_as_if_changed(
+    path: &Path,
+    kind: &FileKind,
+    options: LoadOptions,
+    known: Option<u64>,
+) -> Result<Option<Config>, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
     if known == Some(digest(&bytes))
         && (options.allow_insecure_permissions || check_ownership(path, &facts).is_empty())
     {
         return Ok(None);
     }
-    finish_load(path, &bytes, &facts, options).map(Some)
+    finish_load(path, &bytes, &facts, kind, options).map(Some)
 }
 
 /// A hash of a job file's bytes (see `Config::digest`).
@@ -65,6 +75,7 @@ fn finish_load(
     path: &Path,
     bytes: &[u8],
     facts: &FileFacts,
+    kind: &FileKind,
     options: LoadOptions,
 ) -> Result<Config, Vec<Diagnostic>> {
     let mut denied = if options.allow_insecure_permissions {
@@ -72,7 +83,7 @@ fn finish_load(
     } else {
         check_ownership(path, facts)
     };
-    match crate::parse(bytes, path) {
+    match crate::parse_as(bytes, path, kind) {
         Ok(config) if denied.is_empty() => Ok(config),
         Ok(_) => Err(denied),
         Err(diags) => {

@@ -12,10 +12,15 @@ use rea_core::schedule::Schedule;
 use toml::de::{DeTable, DeValue};
 
 use crate::fields::{Draft, Key, Value, DAEMON_FIELDS, JOB_FIELDS, LOCATED, SECTIONS};
-use crate::{digest, Config, DaemonConfig, Diagnostic};
+use crate::{digest, Config, DaemonConfig, Diagnostic, FileKind};
 
-/// Validates the file's contents; `path` is used for messages.
+/// Validates the contents of a main job file; `path` is used for messages.
 pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
+    parse_as(src, path, &FileKind::Main)
+}
+
+/// Validates the contents of a job file of `kind`.
+pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<Diagnostic>> {
     let file = path.display().to_string();
     let text = match std::str::from_utf8(src) {
         Ok(text) => text,
@@ -40,6 +45,7 @@ pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
     // as the editor shows them, without it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut ctx = Ctx::new(file, text);
+    ctx.kind = kind.clone();
     let config = match DeTable::parse(text) {
         Ok(doc) => {
             let (daemon, jobs) = ctx.document(doc.get_ref());
@@ -51,6 +57,8 @@ pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
                 positions: std::mem::take(&mut ctx.positions),
                 digest: digest(src),
                 warnings: Vec::new(),
+                other_files: BTreeMap::new(),
+                files: vec![(path.to_path_buf(), digest(src))],
             }
         }
         Err(e) => {
@@ -81,6 +89,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) positions: BTreeMap<(String, String), (usize, usize)>,
     /// Expressions already parsed in this file.
     pub(crate) schedules: std::collections::HashMap<String, Schedule>,
+    /// What kind of job file this is.
+    pub(crate) kind: FileKind,
 }
 
 impl<'a> Ctx<'a> {
@@ -95,6 +105,7 @@ impl<'a> Ctx<'a> {
             diags: Vec::new(),
             positions: BTreeMap::new(),
             schedules: std::collections::HashMap::new(),
+            kind: FileKind::Main,
         }
     }
 
@@ -208,6 +219,14 @@ impl<'a> Ctx<'a> {
         for (key, value) in in_file_order(root) {
             match key.get_ref().as_ref() {
                 "defaults" => {}
+                "daemon" if self.kind != FileKind::Main => self.error(
+                    key.span().start,
+                    "[daemon] belongs in the main job file, not in a drop-in or a user's file"
+                        .to_string(),
+                    Some(
+                        "move these settings to the main job file (e.g. /etc/rea/jobs.toml)".into(),
+                    ),
+                ),
                 "daemon" => {
                     if let Some(table) = self.table(value, "a table like [daemon]") {
                         for (key, value) in in_file_order(table) {
@@ -314,6 +333,22 @@ impl<'a> Ctx<'a> {
                         Some(format!("add e.g. {example}")),
                     );
                 }
+            }
+            if let FileKind::User(owner) = self.kind.clone() {
+                if let Some(user) = draft.job.user.clone().filter(|u| *u != owner) {
+                    let at = draft
+                        .offsets
+                        .get("user")
+                        .copied()
+                        .unwrap_or(key.span().start);
+                    self.error(
+                        at,
+                        format!("the jobs of {owner}'s file run as {owner}, not as {user:?}"),
+                        Some("remove \"user\": it is implied by the file".to_string()),
+                    );
+                }
+                draft.job.user = Some(owner.clone());
+                draft.job.owner = Some(owner.clone());
             }
             if let Some(job) = draft.into_job(name) {
                 jobs.push(std::sync::Arc::new(job));

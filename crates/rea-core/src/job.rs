@@ -87,6 +87,10 @@ pub struct Job {
     /// Run when each of these jobs has succeeded (since this job's last
     /// run so triggered).
     pub after: Vec<String>,
+    /// The user whose own job file this job is in (`users/NAME.toml`):
+    /// that user may see, trigger, pause and edit it through the daemon,
+    /// and it always runs as them. None for the system's job files.
+    pub owner: Option<String>,
 }
 
 /// When `mailto` sends a mail.
@@ -155,6 +159,7 @@ impl Default for Job {
             on_retry_exhausted: None,
             hook_timeout: Duration::from_secs(300),
             after: Vec::new(),
+            owner: None,
         }
     }
 }

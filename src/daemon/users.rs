@@ -1,0 +1,229 @@
+//! Users and their own jobs. A root daemon that reads users' job files
+//! (`users/NAME.toml`, cron's user crontabs) lets every local user connect
+//! to its socket, and authorizes each request by who sent it (SO_PEERCRED):
+//! root and the daemon's own user may do everything; any other user sees,
+//! triggers, pauses and edits only the jobs of their own file, and nothing
+//! else (no one-shots, which would run as root; no reload).
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use rea_core::job::Job;
+
+use super::Loop;
+use crate::control::protocol::{EditGetReply, EditPutReply};
+use crate::control::{Peer, Request, Response, Selector};
+
+/// Whose request this is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// Root or the daemon's user: every job.
+    Admin,
+    /// Another user: the jobs of their own file only.
+    User(String),
+}
+
+impl Scope {
+    /// Whether `job` is visible (and may be acted on) in this scope.
+    pub(super) fn sees(&self, job: &Job) -> bool {
+        match self {
+            Scope::Admin => true,
+            Scope::User(me) => job.owner.as_deref() == Some(me.as_str()),
+        }
+    }
+}
+
+impl Loop {
+    /// Who `peer` is, and whether `request` is theirs to make. The refusal
+    /// is the answer to send.
+    pub(super) fn authorize(&self, peer: Peer, request: &mut Request) -> Result<Scope, Response> {
+        if peer.is_admin() {
+            return Ok(Scope::Admin);
+        }
+        let Some(user) = crate::host::user_by_uid(peer.uid).map(|u| u.name) else {
+            return Err(Response::err(
+                "refused",
+                format!("uid {} is not in this machine's user database", peer.uid),
+            ));
+        };
+        let root_only = |what: &str| {
+            Err(Response::err(
+                "refused",
+                format!("{what} is for root (the daemon runs as root); your own jobs are in your job file: rea edit"),
+            ))
+        };
+        match request {
+            Request::Submit(_) | Request::Cancel { .. } | Request::Pending { .. } => {
+                root_only("a one-shot")
+            }
+            Request::Reload => root_only("reloading the job files"),
+            Request::EditGet { user: who } | Request::EditPut { user: who, .. } => {
+                match who.as_deref() {
+                    Some(other) if other != user => Err(Response::err(
+                        "refused",
+                        format!("only root may edit {other}'s jobs"),
+                    )),
+                    _ => {
+                        *who = Some(user.clone());
+                        Ok(Scope::User(user))
+                    }
+                }
+            }
+            _ => Ok(Scope::User(user)),
+        }
+    }
+
+    /// The jobs of a pause/resume selector that `scope` may touch; unknown
+    /// (or foreign) names are answered as unknown.
+    pub(super) fn selected(&self, sel: &Selector, scope: &Scope) -> Result<Vec<String>, Response> {
+        let mine = |j: &&std::sync::Arc<Job>| scope.sees(j);
+        let mut names: Vec<String> = Vec::new();
+        for n in &sel.jobs {
+            if !self.config.jobs.iter().filter(mine).any(|j| &j.name == n) {
+                return Err(self.unknown_job_in(n, scope));
+            }
+            names.push(n.clone());
+        }
+        if let Some(tag) = &sel.tag {
+            let tagged: Vec<String> = self
+                .config
+                .jobs
+                .iter()
+                .filter(mine)
+                .filter(|j| j.tags.iter().any(|t| t == tag))
+                .map(|j| j.name.clone())
+                .collect();
+            if tagged.is_empty() {
+                return Err(Response::err(
+                    "unknown_job",
+                    format!("no job has the tag {tag:?}"),
+                ));
+            }
+            names.extend(tagged);
+        }
+        if sel.all {
+            names.extend(self.config.jobs.iter().filter(mine).map(|j| j.name.clone()));
+        }
+        if names.is_empty() {
+            return Err(Response::err(
+                "bad_request",
+                "name jobs, --tag TAG or --all",
+            ));
+        }
+        Ok(names)
+    }
+
+    /// `no job named "x"`, suggesting only names `scope` may see.
+    pub(super) fn unknown_job_in(&self, name: &str, scope: &Scope) -> Response {
+        let names: Vec<&str> = self
+            .config
+            .jobs
+            .iter()
+            .filter(|j| scope.sees(j))
+            .map(|j| j.name.as_str())
+            .collect();
+        Response::err("unknown_job", format!("no job named {name:?}"))
+            .with_suggestions(rea_core::suggest::closest(name, names, 3))
+    }
+
+    fn user_file(&self, user: &str) -> Result<PathBuf, Response> {
+        self.files.set().user_file(user).ok_or_else(|| {
+            Response::err(
+                "refused",
+                "this daemon reads no users' job files (it runs as root with a users/ directory beside its job file)",
+            )
+        })
+    }
+
+    pub(super) fn edit_get(&self, user: Option<String>) -> Response {
+        let Some(user) = user else {
+            return Response::err("bad_request", "whose job file? (user)");
+        };
+        let path = match self.user_file(&user) {
+            Ok(p) => p,
+            Err(r) => return r,
+        };
+        let content = std::fs::read_to_string(&path).unwrap_or_default();
+        Response::with(&EditGetReply {
+            user,
+            path: path.display().to_string(),
+            content,
+        })
+    }
+
+    /// Validates `content` as `user`'s file (with the machine's checks),
+    /// installs it atomically (root's, 0600) and reloads.
+    pub(super) fn edit_put(
+        &mut self,
+        user: Option<String>,
+        content: String,
+        actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+    ) -> Response {
+        let Some(user) = user else {
+            return Response::err("bad_request", "whose job file? (user)");
+        };
+        let path = match self.user_file(&user) {
+            Ok(p) => p,
+            Err(r) => return r,
+        };
+        if crate::host::user(&user).is_err() {
+            return Response::err("refused", format!("no user {user:?} on this machine"));
+        }
+        let kind = rea_config::FileKind::User(user.clone());
+        let checked = rea_config::parse_as(content.as_bytes(), &path, &kind)
+            .and_then(crate::host::with_host_checks);
+        let cfg = match checked {
+            Ok(cfg) => cfg,
+            Err(diags) => {
+                return Response::err(
+                    "invalid_config",
+                    format!(
+                        "{user}'s job file has {} error(s); nothing was changed",
+                        diags.len()
+                    ),
+                )
+                .with_suggestions(diags.iter().map(ToString::to_string).collect())
+            }
+        };
+        if let Err(e) = install(&path, content.as_bytes()) {
+            return Response::err("refused", format!("cannot write {}: {e}", path.display()));
+        }
+        tracing::info!(user = user.as_str(), file = %path.display(), "a user's job file was edited");
+        match self.reload(actions, super::requests::ReloadCause::Request) {
+            Ok(_) => Response::with(&EditPutReply {
+                path: path.display().to_string(),
+                jobs: cfg.jobs.len(),
+            }),
+            Err(errors) => Response::err(
+                "invalid_config",
+                "the file was installed, but the job files do not load as a whole",
+            )
+            .with_suggestions(errors),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it (root's,
+/// 0600, never through a symlink), synced, renamed over.
+fn install(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}

@@ -1,0 +1,165 @@
+//! The job files the daemon and the commands read: the main file and the
+//! files beside it (`jobs.d/*.toml`, and for a root daemon the users'
+//! `users/NAME.toml`; see `rea_config::FileSet`). Each file is read,
+//! validated and checked against this machine on its own: a bad main file
+//! changes nothing, a bad drop-in or user's file is refused alone and keeps
+//! its last good version (if it had one) while the other files apply.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rea_config::{Config, Diagnostic, FileKind, FileSet, LoadOptions};
+
+/// The system's main job file (root's default).
+pub(crate) const SYSTEM_MAIN: &str = "/etc/rea/jobs.toml";
+
+/// The default main job file: `./jobs.toml` if there is one, else for
+/// root the system's (`/etc/rea/jobs.toml`: a daemon started by systemd,
+/// or `cd / && rea list`, finds it), else `./jobs.toml`.
+pub(crate) fn default_main() -> PathBuf {
+    let here = PathBuf::from("jobs.toml");
+    if crate::host::is_root() && std::fs::symlink_metadata(&here).is_err() {
+        PathBuf::from(SYSTEM_MAIN)
+    } else {
+        here
+    }
+}
+
+/// A load of the whole set.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// The configuration to put in force: the main file and every part
+    /// that is good (or its last good version).
+    pub(crate) config: Config,
+    /// Parts refused this time, with why (each keeps its last good
+    /// version in `config`, if it had one).
+    pub(crate) refused: Vec<(PathBuf, Vec<Diagnostic>)>,
+}
+
+/// The set of job files, with the last good version of each part.
+#[derive(Debug, Clone)]
+pub(crate) struct JobFiles {
+    set: FileSet,
+    options: LoadOptions,
+    /// The main file's last good configuration.
+    main: Option<Config>,
+    /// Each part's last good configuration.
+    parts: BTreeMap<PathBuf, Config>,
+    /// What was refused at the last load (the banner's content until the
+    /// files are good again).
+    refused: Vec<(PathBuf, Vec<Diagnostic>)>,
+}
+
+impl JobFiles {
+    /// `users`: read the users' files (a root daemon).
+    pub(crate) fn new(main: &Path, options: LoadOptions, users: bool) -> JobFiles {
+        JobFiles {
+            set: FileSet::of(main, users),
+            options,
+            main: None,
+            parts: BTreeMap::new(),
+            refused: Vec::new(),
+        }
+    }
+
+    pub(crate) fn set(&self) -> &FileSet {
+        &self.set
+    }
+
+    /// Reads every file (`force`: parse even unchanged ones). `Ok(None)`:
+    /// nothing changed since the last load. `Err`: the main file is
+    /// invalid; nothing is applied.
+    pub(crate) fn load(&mut self, force: bool) -> Result<Option<Loaded>, Vec<Diagnostic>> {
+        let known = |c: &Option<Config>| {
+            if force {
+                None
+            } else {
+                c.as_ref().map(|c| c.digest)
+            }
+        };
+        let main = rea_config::load_if_changed(&self.set.main, self.options, known(&self.main))
+            .and_then(|c| c.map(crate::host::with_host_checks).transpose())?;
+        let mut changed = main.is_some();
+        if let Some(main) = main {
+            self.main = Some(main);
+        }
+        let Some(main) = self.main.clone() else {
+            return Ok(None);
+        };
+        let present = self.set.parts();
+        let mut refused = Vec::new();
+        let mut good: BTreeMap<PathBuf, Config> = BTreeMap::new();
+        for (path, kind) in &present {
+            let last = self.parts.get(path);
+            let known = if force { None } else { last.map(|c| c.digest) };
+            let loaded = check_user_file(path, kind)
+                .and_then(|()| rea_config::load_as_if_changed(path, kind, self.options, known))
+                .and_then(|c| c.map(crate::host::with_host_checks).transpose());
+            match loaded {
+                Ok(Some(cfg)) => {
+                    changed = true;
+                    good.insert(path.clone(), cfg);
+                }
+                Ok(None) => {
+                    if let Some(cfg) = last {
+                        good.insert(path.clone(), cfg.clone());
+                    }
+                }
+                Err(diags) => {
+                    changed = true;
+                    refused.push((path.clone(), diags));
+                    if let Some(cfg) = last {
+                        good.insert(path.clone(), cfg.clone());
+                    }
+                }
+            }
+        }
+        // A part that is gone takes its jobs with it.
+        if self
+            .parts
+            .keys()
+            .any(|p| !good.contains_key(p) && !present.iter().any(|(q, _)| q == p))
+        {
+            changed = true;
+        }
+        let had_refusals = !self.refused.is_empty();
+        if !changed && !had_refusals {
+            return Ok(None);
+        }
+        let (config, clashes) = rea_config::combine(main, good.values().cloned().collect());
+        for (path, _) in &clashes {
+            good.remove(path);
+        }
+        refused.extend(clashes);
+        self.parts = good;
+        self.refused = refused.clone();
+        if !changed && refused.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Loaded { config, refused }))
+    }
+}
+
+/// A user's file must be named after a user of this machine: its jobs run
+/// as them.
+fn check_user_file(path: &Path, kind: &FileKind) -> Result<(), Vec<Diagnostic>> {
+    let FileKind::User(name) = kind else {
+        return Ok(());
+    };
+    let problem = if rea_core::job::name_problem(name).is_some() {
+        Some(format!("{name:?} is not a user name"))
+    } else {
+        crate::host::user(name).err()
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(vec![Diagnostic {
+            file: path.display().to_string(),
+            line: None,
+            col: None,
+            severity: rea_config::Severity::Error,
+            message: format!("a user's job file is named after the user its jobs run as: {why}"),
+            hint: Some("name it users/NAME.toml for an existing user NAME".into()),
+        }]),
+    }
+}

@@ -1,0 +1,234 @@
+//! Users' own job files (`users/NAME.toml`, cron's user crontabs) and `rea
+//! edit`: a root daemon runs each user's jobs as that user, and authorizes
+//! each socket request by who sent it. Two unprivileged users, neither of
+//! whom can touch the other's jobs, the system's jobs, or one-shots (which
+//! would run as root). Needs root (to switch users); skips loudly without.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+
+use crate::support::{rea_bin, skip_unless_root, throwaway_user, Env, Run};
+
+const ALICE: &str = "rea-alice";
+const BOB: &str = "rea-bob";
+
+/// `rea ARGS` as `user`, against the sandbox's state directory, with
+/// `EDITOR` set to `editor` if given.
+fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>) -> Run {
+    let (uid, gid) = throwaway_user(user).expect("root creates the test users");
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg(rea_bin())
+        .args(args)
+        .current_dir("/")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1");
+    if let Some(e) = editor {
+        cmd.env("EDITOR", e);
+    }
+    let out = cmd.output().expect("setpriv rea");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        !run.stderr.contains("panicked"),
+        "rea panicked:\n{}",
+        run.stderr
+    );
+    run
+}
+
+/// An editor script that replaces the file with the next of `versions`
+/// (one per opening), readable by every user.
+fn editor(env: &Env, name: &str, versions: &[&str]) -> String {
+    let dir = env.path(&format!("editor-{name}"));
+    fs::create_dir_all(&dir).expect("mkdir");
+    for (i, v) in versions.iter().enumerate() {
+        fs::write(dir.join(format!("v{i}")), v).expect("write");
+    }
+    let count = dir.join("count");
+    fs::write(&count, "0").expect("write");
+    let script = dir.join("edit.sh");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat {c})\ncat {d}/v$n > \"$1\"\necho $((n + 1)) > {c}\n",
+            c = count.display(),
+            d = dir.display()
+        ),
+    )
+    .expect("write");
+    for p in [&dir, &script, &count] {
+        fs::set_permissions(p, fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    for i in 0..versions.len() {
+        fs::set_permissions(dir.join(format!("v{i}")), fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+    }
+    script.display().to_string()
+}
+
+fn job_names(status: &serde_json::Value) -> Vec<String> {
+    status["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| j["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn users_edit_and_run_their_own_jobs_and_nothing_else() {
+    if skip_unless_root("users_edit_and_run_their_own_jobs_and_nothing_else") {
+        return;
+    }
+    let env = Env::new();
+    // Other users must reach the socket (the state directory becomes 0711)
+    // and run the editor script; the sandbox itself stays root's.
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"id -un\"\n");
+    fs::create_dir(env.path("users")).expect("mkdir users");
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let d = env.daemon();
+
+    // Alice's first edit has an error; the editor opens again and she fixes it.
+    let bad = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"id -un\"\nuser = \"root\"\n";
+    let good = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"id -un\"\ntags = [\"a\"]\n";
+    let script = editor(&env, "alice", &[bad, good]);
+    let out = rea_as(&env, ALICE, &["edit"], Some(&script));
+    out.ok()
+        .stderr_has("the jobs of rea-alice's file run as rea-alice, not as \"root\"")
+        .stderr_has("opening it again")
+        .stderr_has("installed");
+    let file = env.path("users/rea-alice.toml");
+    let meta = fs::metadata(&file).expect("installed");
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o777),
+        (0, 0o600),
+        "root's, private"
+    );
+    assert_eq!(fs::read_to_string(&file).unwrap(), good);
+
+    // She sees and runs her own job, as herself.
+    let status = rea_as(&env, ALICE, &["status", "--json"], None).ok().json();
+    assert_eq!(job_names(&status), ["mine"]);
+    rea_as(&env, ALICE, &["trigger", "mine", "--wait"], None).ok();
+    env.wait_until("mine's run", || !env.runs("mine", "succeeded").is_empty());
+    assert_eq!(env.runs("mine", "succeeded")[0]["output"], "rea-alice\n");
+    rea_as(&env, ALICE, &["pause", "--all"], None)
+        .ok()
+        .stdout_has("paused: mine");
+
+    // Nothing of anyone else's.
+    rea_as(&env, ALICE, &["trigger", "sys"], None)
+        .code(5)
+        .stderr_has("no job named \"sys\"");
+    rea_as(&env, BOB, &["trigger", "mine"], None).code(5);
+    let bobs = rea_as(&env, BOB, &["status", "--json"], None).ok().json();
+    assert!(job_names(&bobs).is_empty(), "{bobs}");
+    rea_as(&env, BOB, &["edit", "--user", ALICE], Some(&script))
+        .code(1)
+        .stderr_has("only root may edit rea-alice's jobs");
+    rea_as(&env, ALICE, &["submit", "--in", "1h", "--", "id"], None)
+        .code(1)
+        .stderr_has("a one-shot is for root");
+    rea_as(&env, ALICE, &["reload"], None).code(1);
+    // Root sees everything; the system job is untouched, alice's paused.
+    let all = env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&all), ["sys", "mine"]);
+    assert_eq!(all["jobs"][1]["paused"], true);
+    assert_eq!(all["jobs"][0]["paused"], false);
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn root_edits_the_main_job_file_and_the_daemon_reloads() {
+    if skip_unless_root("root_edits_the_main_job_file_and_the_daemon_reloads") {
+        return;
+    }
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let bad = "[jobs.a]\nschedule = \"@yearly\"\ncomand = \"true\"\n";
+    let good = "[jobs.a]\nschedule = \"@yearly\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"@daily\"\ncommand = \"true\"\n";
+    let script = editor(&env, "root", &[bad, good]);
+    let mut cmd = Command::new(rea_bin());
+    let out = cmd
+        .args(["edit"])
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("EDITOR", &script)
+        .output()
+        .expect("rea edit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("unknown field \"comand\""), "{stderr}");
+    assert!(stderr.contains("the daemon reloaded: 2 jobs"), "{stderr}");
+    let meta = fs::metadata(env.jobs_path()).expect("stat");
+    assert_eq!(meta.mode() & 0o777, 0o600, "the original's mode is kept");
+    let status = env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&status), ["a", "b"]);
+
+    // Saved unchanged twice with an error: nothing is installed.
+    let script = editor(&env, "root2", &[bad, bad]);
+    let out = Command::new(rea_bin())
+        .args(["edit"])
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("EDITOR", &script)
+        .output()
+        .expect("rea edit");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(fs::read_to_string(env.jobs_path()).unwrap(), good);
+    assert_eq!(d.stop(), 0);
+}
+
+/// Drop-ins: each file on its own; a bad one is left out alone (with its
+/// path in every diagnostic) while the others run.
+#[test]
+fn drop_in_files_are_read_and_refused_one_by_one() {
+    let env = Env::new();
+    env.jobs("[jobs.main]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    env.write(
+        "jobs.d/pkg.toml",
+        "[jobs.pkg]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    env.write("jobs.d/broken.toml", "[jobs.x]\nschedule = \"@yearly\"\n");
+    env.write("jobs.d/notes.txt", "not a job file");
+    for f in ["jobs.d/pkg.toml", "jobs.d/broken.toml"] {
+        fs::set_permissions(env.path(f), fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let out = env.rea(&["check"]);
+    out.code(2)
+        .stderr_has("jobs.d/broken.toml:1:1: job \"x\" has no \"command\"")
+        .stderr_has("jobs.d/broken.toml: 1 error");
+    let d = env.daemon();
+    let status = env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&status), ["main", "pkg"]);
+    assert!(status["daemon"]["config_error"]["errors"][0]
+        .as_str()
+        .unwrap_or("")
+        .contains("broken.toml"));
+    // Fixed and reloaded: it joins.
+    env.write(
+        "jobs.d/broken.toml",
+        "[jobs.x]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    env.rea(&["reload"]).ok();
+    let status = env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&status), ["main", "x", "pkg"]);
+    assert!(status["daemon"]["config_error"].is_null());
+    env.rea(&["check"]).ok().stdout_has("3 jobs OK in 3 files");
+    assert_eq!(d.stop(), 0);
+}
