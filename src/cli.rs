@@ -393,8 +393,18 @@ pub(crate) struct ImportArgs {
     #[arg(long, value_name = "NAME", requires = "user")]
     pub(crate) owner: Option<String>,
     /// Write the job file here instead of standard output
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "install"
+    )]
     pub(crate) output: Option<PathBuf>,
+    /// Install the result as a user's own job file (users/NAME.toml) through
+    /// the daemon, replacing it: your own (`crontab -l | rea import --user
+    /// --install -`), or as root the --owner's
+    #[arg(long, requires = "user")]
+    pub(crate) install: bool,
     /// Overwrite the --output file if it exists
     #[arg(long)]
     pub(crate) force: bool,

@@ -232,3 +232,55 @@ fn drop_in_files_are_read_and_refused_one_by_one() {
     env.rea(&["check"]).ok().stdout_has("3 jobs OK in 3 files");
     assert_eq!(d.stop(), 0);
 }
+
+/// `crontab -l | rea import --user --install -` as a user: their crontab
+/// becomes their own job file, through the daemon.
+#[test]
+fn a_user_imports_their_crontab_into_their_own_file() {
+    if skip_unless_root("a_user_imports_their_crontab_into_their_own_file") {
+        return;
+    }
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    fs::create_dir(env.path("users")).expect("mkdir users");
+    let d = env.daemon();
+    let (uid, gid) = throwaway_user(BOB).expect("user");
+    let mut child = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg(rea_bin())
+        .args(["import", "--user", "--install", "--timezone", "UTC", "-"])
+        .current_dir("/")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("REA_STATE_DIR", env.state())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"# nightly report\n30 2 * * * /usr/bin/report --all\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("users/rea-bob.toml (1 jobs)"), "{stderr}");
+    let status = env.rea(&["status", "--json"]).ok().json();
+    let report = status["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "report")
+        .cloned()
+        .expect("bob's job is in force");
+    assert_eq!(report["paused"], false);
+    let listed = env.rea(&["list", "--json"]).ok().json();
+    assert!(listed.as_array().unwrap().iter().any(|j| j["name"] == "report"));
+    assert_eq!(d.stop(), 0);
+}

@@ -9,7 +9,7 @@ use rea_config::crontab::{self, Format, Options, Source};
 use crate::cli::{exit, Global, ImportArgs};
 use crate::failure::{exit_code, Failure, Outcome};
 
-pub(crate) fn run(_global: &Global, args: &ImportArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &ImportArgs) -> Outcome {
     if let Some(out) = &args.output {
         if out.exists() && !args.force {
             return Err(Failure::runtime(format!(
@@ -118,20 +118,24 @@ pub(crate) fn run(_global: &Global, args: &ImportArgs) -> Outcome {
         );
     }
 
-    match &args.output {
-        None => print!("{toml}"),
-        Some(path) => {
-            if let Err(e) = write_private(path, &toml) {
-                return Err(Failure::runtime(format!(
-                    "cannot write {}: {e}",
+    if args.install {
+        install(global, args, &toml)?;
+    } else {
+        match &args.output {
+            None => print!("{toml}"),
+            Some(path) => {
+                if let Err(e) = write_private(path, &toml) {
+                    return Err(Failure::runtime(format!(
+                        "cannot write {}: {e}",
+                        path.display()
+                    )));
+                }
+                eprintln!(
+                    "rea: wrote {}; check it with: rea check -f {}",
+                    path.display(),
                     path.display()
-                )));
+                );
             }
-            eprintln!(
-                "rea: wrote {}; check it with: rea check -f {}",
-                path.display(),
-                path.display()
-            );
         }
     }
     Ok(exit_code(if import.errors() > 0 {
@@ -186,5 +190,32 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())?;
     let mode = f.metadata()?.permissions().mode() & 0o7777;
     f.set_permissions(std::fs::Permissions::from_mode(mode & !0o022))?;
+    Ok(())
+}
+
+/// `--install`: the converted crontab becomes a user's own job file
+/// (`users/NAME.toml`), through the daemon, which checks it as that user's
+/// file and reloads.
+fn install(global: &Global, args: &ImportArgs, toml: &str) -> Result<(), Failure> {
+    let user = match (&args.owner, crate::host::is_root()) {
+        (Some(owner), _) => Some(owner.clone()),
+        (None, false) => None,
+        (None, true) => {
+            return Err(Failure::invalid(
+                "--install as root needs --owner NAME: whose crontab is this?",
+            ))
+        }
+    };
+    let answer = super::request::<crate::control::protocol::EditPutReply>(
+        global,
+        &crate::control::Request::EditPut {
+            user,
+            content: toml.to_string(),
+        },
+    )?;
+    eprintln!(
+        "rea: installed {} ({} jobs)",
+        answer.data.path, answer.data.jobs
+    );
     Ok(())
 }
