@@ -127,6 +127,20 @@ fn users_edit_and_run_their_own_jobs_and_nothing_else() {
     rea_as(&env, ALICE, &["pause", "--all"], None)
         .ok()
         .stdout_has("paused: mine");
+    // Her history and output, through the daemon (the state directory is
+    // root's), and nobody else's.
+    rea_as(&env, ALICE, &["history", "mine"], None)
+        .ok()
+        .stdout_has("succeeded");
+    rea_as(&env, ALICE, &["logs", "mine"], None)
+        .ok()
+        .stdout_is("rea-alice\n");
+    rea_as(&env, ALICE, &["history", "sys"], None)
+        .code(1)
+        .stderr_has("no job named \"sys\"");
+    rea_as(&env, ALICE, &["history"], None)
+        .code(1)
+        .stderr_has("name one of your jobs");
 
     // Nothing of anyone else's.
     rea_as(&env, ALICE, &["trigger", "sys"], None)
@@ -281,6 +295,10 @@ fn a_user_imports_their_crontab_into_their_own_file() {
         .expect("bob's job is in force");
     assert_eq!(report["paused"], false);
     let listed = env.rea(&["list", "--json"]).ok().json();
-    assert!(listed.as_array().unwrap().iter().any(|j| j["name"] == "report"));
+    assert!(listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|j| j["name"] == "report"));
     assert_eq!(d.stop(), 0);
 }

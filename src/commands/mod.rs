@@ -121,6 +121,23 @@ pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
     Ok(dir)
 }
 
+/// The history of the state directory `dir`: read from its files when this
+/// user may (their own directory, or root), else asked of its daemon (a
+/// user of a root daemon sees their own jobs' history that way).
+pub(crate) fn history_reader(
+    global: &Global,
+    dir: &std::path::Path,
+) -> Result<Box<dyn rea_store::history::HistoryReader>, Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let readable = me == 0 || std::fs::metadata(dir).map_or(true, |m| m.uid() == me);
+    if readable {
+        return Ok(rea_store::Local::history_reader(dir));
+    }
+    let client = Client::connect(dir, global.client_timeout).map_err(client_failure)?;
+    Ok(Box::new(crate::control::RemoteHistory::new(client)))
+}
+
 /// Connects to the daemon of the state directory, or explains why not.
 pub(crate) fn connect(global: &Global) -> Result<Client, Failure> {
     let dir = state_dir(global)?;

@@ -17,10 +17,12 @@ use std::path::{Path, PathBuf};
 
 mod client;
 pub(crate) mod protocol;
+mod remote;
 mod server;
 
 pub(crate) use client::{Client, ClientError};
 pub(crate) use protocol::{Request, Response, Selector, Submission};
+pub(crate) use remote::RemoteHistory;
 pub(crate) use server::{bind, serve, Incoming, Peer, Reply};
 
 /// The socket of a state directory.

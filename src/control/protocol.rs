@@ -64,6 +64,19 @@ pub(crate) enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<usize>,
     },
+    /// History records (newest first), as `rea history` reads them; for a
+    /// user's own jobs only, when a user asks.
+    History {
+        query: rea_store::history::Query,
+    },
+    /// The newest record of a run (its final one, or `started`).
+    FindRun {
+        run: String,
+    },
+    /// The newest final, not skipped, run record of a job.
+    LatestFinalRun {
+        job: String,
+    },
     /// A user's own job file (`users/NAME.toml`), as it is now: `user` for
     /// root and the daemon's user; anyone else gets their own.
     EditGet {

@@ -279,6 +279,9 @@ impl Loop {
                 }
                 Reply::Done(Response::with(&self.status_reply(job.as_deref(), now, scope)))
             }
+            Request::History { .. } | Request::FindRun { .. } | Request::LatestFinalRun { .. } => {
+                Reply::Done(Response::err("bad_request", "history requests are answered apart"))
+            }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
             Request::EditPut { user, content } => {
                 Reply::Done(self.edit_put(user, content, actions))
@@ -365,6 +368,12 @@ impl Loop {
                     let _ = incoming.reply.send(Reply::Done(resp));
                 }
             },
+            request @ (Request::History { .. }
+            | Request::FindRun { .. }
+            | Request::LatestFinalRun { .. }) => {
+                self.commit_submissions(batch, actions);
+                self.history_request(request, &scope, incoming.reply);
+            }
             request => {
                 self.commit_submissions(batch, actions);
                 let reply = self.control(request, actions, &scope);

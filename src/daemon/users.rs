@@ -227,3 +227,88 @@ fn install(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
 }
+
+/// History queries answered at once, at most: they read files (a big
+/// history takes a while), so they run off the loop, and a user asking in a
+/// loop cannot take more than this.
+const HISTORY_QUERIES: usize = 2;
+
+static QUERY_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HISTORY_QUERIES);
+
+impl Loop {
+    /// `rea history` / `rea logs` for a user who cannot read the state
+    /// directory (it is root's): answered from the history, off the loop,
+    /// for their own jobs only.
+    pub(super) fn history_request(
+        &self,
+        request: Request,
+        scope: &Scope,
+        reply: tokio::sync::oneshot::Sender<crate::control::Reply>,
+    ) {
+        let visible: Option<std::collections::HashSet<String>> = match scope {
+            Scope::Admin => None,
+            Scope::User(_) => Some(
+                self.config
+                    .jobs
+                    .iter()
+                    .filter(|j| scope.sees(j))
+                    .map(|j| j.name.clone())
+                    .collect(),
+            ),
+        };
+        let dir = self.opts.state_dir.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = QUERY_SLOTS.acquire().await else {
+                return;
+            };
+            let answer = tokio::task::spawn_blocking(move || {
+                answer_history(&dir, request, visible.as_ref())
+            })
+            .await
+            .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
+            let _ = reply.send(crate::control::Reply::Done(answer));
+        });
+    }
+}
+
+fn answer_history(
+    dir: &std::path::Path,
+    request: Request,
+    visible: Option<&std::collections::HashSet<String>>,
+) -> Response {
+    let reader = rea_store::Local::history_reader(dir);
+    let sees = |job: Option<&str>| visible.is_none_or(|v| job.is_some_and(|j| v.contains(j)));
+    let unknown = |job: &str| Response::err("unknown_job", format!("no job named {job:?}"));
+    let read_error =
+        |e: std::io::Error| Response::err("refused", format!("cannot read the history: {e}"));
+    match request {
+        Request::History { query } => {
+            if visible.is_some() {
+                match query.job.as_deref() {
+                    None => {
+                        return Response::err(
+                            "bad_request",
+                            "name one of your jobs: rea history JOB",
+                        )
+                    }
+                    Some(job) if !sees(Some(job)) => return unknown(job),
+                    Some(_) => {}
+                }
+            }
+            match reader.query(&query) {
+                Ok(records) => Response::with(&records),
+                Err(e) => read_error(e),
+            }
+        }
+        Request::FindRun { run } => match reader.find_run(&run) {
+            Ok(found) => Response::with(&found.filter(|r| sees(r.job.as_deref()))),
+            Err(e) => read_error(e),
+        },
+        Request::LatestFinalRun { job } if !sees(Some(&job)) => unknown(&job),
+        Request::LatestFinalRun { job } => match reader.latest_final_run(&job) {
+            Ok(found) => Response::with(&found),
+            Err(e) => read_error(e),
+        },
+        _ => Response::err("bad_request", "not a history request"),
+    }
+}

@@ -81,7 +81,7 @@ pub const BACKLOG_MAX_BYTES: usize = 64 << 20;
 pub const DEFAULT_CHUNK_SIZE: usize = 64 * 1024;
 
 /// What `rea history` asks for. Results are newest first.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Query {
     pub job: Option<String>,
     /// Empty = any; otherwise only run lines with one of these statuses.
