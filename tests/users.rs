@@ -16,6 +16,18 @@ const BOB: &str = "rea-bob";
 /// `rea ARGS` as `user`, against the sandbox's state directory, with
 /// `EDITOR` set to `editor` if given.
 fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>) -> Run {
+    rea_as_with_input(env, user, args, editor, b"")
+}
+
+/// [`rea_as`] with `input` on stdin.
+fn rea_as_with_input(
+    env: &Env,
+    user: &str,
+    args: &[&str],
+    editor: Option<&str>,
+    input: &[u8],
+) -> Run {
+    use std::io::Write;
     let (uid, gid) = throwaway_user(user).expect("root creates the test users");
     let mut cmd = Command::new("setpriv");
     cmd.arg(format!("--reuid={uid}"))
@@ -32,7 +44,19 @@ fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>) -> Run {
     if let Some(e) = editor {
         cmd.env("EDITOR", e);
     }
-    let out = cmd.output().expect("setpriv rea");
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("setpriv rea");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("stdin");
+    let out = child.wait_with_output().expect("setpriv rea");
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -259,32 +283,15 @@ fn a_user_imports_their_crontab_into_their_own_file() {
     env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     fs::create_dir(env.path("users")).expect("mkdir users");
     let d = env.daemon();
-    let (uid, gid) = throwaway_user(BOB).expect("user");
-    let mut child = Command::new("setpriv")
-        .arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={gid}"))
-        .arg("--clear-groups")
-        .arg(rea_bin())
-        .args(["import", "--user", "--install", "--timezone", "UTC", "-"])
-        .current_dir("/")
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("REA_STATE_DIR", env.state())
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"# nightly report\n30 2 * * * /usr/bin/report --all\n")
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("users/rea-bob.toml (1 jobs)"), "{stderr}");
+    rea_as_with_input(
+        &env,
+        BOB,
+        &["import", "--user", "--install", "--timezone", "UTC", "-"],
+        None,
+        b"# nightly report\n30 2 * * * /usr/bin/report --all\n",
+    )
+    .ok()
+    .stderr_has("users/rea-bob.toml (1 jobs)");
     let status = env.rea(&["status", "--json"]).ok().json();
     let report = status["jobs"]
         .as_array()

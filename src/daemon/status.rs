@@ -24,13 +24,7 @@ impl Loop {
             None => self.engine.status(),
         };
         if *scope != Scope::Admin {
-            let mine: std::collections::HashSet<&str> = self
-                .config
-                .jobs
-                .iter()
-                .filter(|j| scope.sees(j))
-                .map(|j| j.name.as_str())
-                .collect();
+            let mine: std::collections::HashSet<&str> = self.visible_names(scope).collect();
             statuses.retain(|s| mine.contains(s.name.as_str()));
         }
         let health = self.history.health();

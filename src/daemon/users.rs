@@ -114,17 +114,20 @@ impl Loop {
         Ok(names)
     }
 
-    /// `no job named "x"`, suggesting only names `scope` may see.
-    pub(super) fn unknown_job_in(&self, name: &str, scope: &Scope) -> Response {
-        let names: Vec<&str> = self
-            .config
+    /// The names of the jobs `scope` may see, in file order.
+    pub(super) fn visible_names<'a>(&'a self, scope: &'a Scope) -> impl Iterator<Item = &'a str> {
+        self.config
             .jobs
             .iter()
-            .filter(|j| scope.sees(j))
+            .filter(move |j| scope.sees(j))
             .map(|j| j.name.as_str())
-            .collect();
-        Response::err("unknown_job", format!("no job named {name:?}"))
-            .with_suggestions(rea_core::suggest::closest(name, names, 3))
+    }
+
+    /// `no job named "x"`, suggesting only names `scope` may see.
+    pub(super) fn unknown_job_in(&self, name: &str, scope: &Scope) -> Response {
+        Response::err("unknown_job", format!("no job named {name:?}")).with_suggestions(
+            rea_core::suggest::closest(name, self.visible_names(scope), 3),
+        )
     }
 
     fn user_file(&self, user: &str) -> Result<PathBuf, Response> {
@@ -247,14 +250,7 @@ impl Loop {
     ) {
         let visible: Option<std::collections::HashSet<String>> = match scope {
             Scope::Admin => None,
-            Scope::User(_) => Some(
-                self.config
-                    .jobs
-                    .iter()
-                    .filter(|j| scope.sees(j))
-                    .map(|j| j.name.clone())
-                    .collect(),
-            ),
+            Scope::User(_) => Some(self.visible_names(scope).map(str::to_string).collect()),
         };
         let dir = self.opts.state_dir.clone();
         tokio::spawn(async move {
