@@ -197,7 +197,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__check)
-            opts="-f -h -V --allow-insecure --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --allow-insecure --json --no-host-checks --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -603,7 +603,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -58,6 +58,7 @@ complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where th
 complete -c rea -n "__fish_rea_using_subcommand check" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
 complete -c rea -n "__fish_rea_using_subcommand check" -l json -d 'Machine-readable output (for editors and CI): every error and warning with its position; the exit status is the same'
+complete -c rea -n "__fish_rea_using_subcommand check" -l no-host-checks -d 'Check the file alone, not this machine: do not look up each job\'s user or a sendmail (for CI machines that lack the production users)'
 complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
@@ -79,6 +80,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The job
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitoring probe (Nagios, Icinga, a cron\'d check): print one line and exit 0 (OK), 1 (WARNING: the daemon runs an older job file because the new one is invalid, or cannot write its history) or 2 (CRITICAL: a job\'s last run failed or timed out, or no daemon runs)'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F

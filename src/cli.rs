@@ -149,6 +149,10 @@ pub(crate) struct CheckArgs {
     /// with its position; the exit status is the same
     #[arg(long)]
     pub(crate) json: bool,
+    /// Check the file alone, not this machine: do not look up each job's
+    /// user or a sendmail (for CI machines that lack the production users)
+    #[arg(long)]
+    pub(crate) no_host_checks: bool,
 }
 
 #[derive(Debug, Args)]
@@ -179,11 +183,17 @@ pub(crate) struct NextArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Only this job
+    /// Only this job (or pending one-shot)
     pub(crate) job: Option<String>,
     /// Machine-readable output
     #[arg(long)]
     pub(crate) json: bool,
+    /// A monitoring probe (Nagios, Icinga, a cron'd check): print one line
+    /// and exit 0 (OK), 1 (WARNING: the daemon runs an older job file
+    /// because the new one is invalid, or cannot write its history) or 2
+    /// (CRITICAL: a job's last run failed or timed out, or no daemon runs)
+    #[arg(long, conflicts_with = "json")]
+    pub(crate) check: bool,
 }
 
 #[derive(Debug, Args)]

@@ -171,6 +171,19 @@ pub(crate) fn load(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diag
     with_host_checks(rea_config::load_with(path, options)?)
 }
 
+/// [`load`] for commands that only read the schedule (`rea list`, `rea
+/// next`, offline `rea status`): the machine's errors become warnings, so
+/// a CI runner or a workstation without a job's `user` can still list the
+/// file, and one job's missing user does not hide another job's next fire.
+pub(crate) fn load_lenient(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
+    let mut cfg = rea_config::load_with(path, options)?;
+    let host = check(&cfg);
+    cfg.warnings
+        .extend(host.errors.into_iter().map(Diagnostic::warning));
+    cfg.warnings.extend(host.warnings);
+    Ok(cfg)
+}
+
 /// [`load`], reading the file once: `Ok(None)` when its bytes are those
 /// `known` (a `Config::digest`) was computed from, so nothing is parsed or
 /// checked again.
@@ -188,7 +201,7 @@ pub(crate) fn load_if_changed(
 fn with_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
     let host = check(&cfg);
     if host.errors.is_empty() {
-        cfg.warnings = host.warnings;
+        cfg.warnings.extend(host.warnings);
         Ok(cfg)
     } else {
         Err(host.errors)

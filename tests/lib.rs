@@ -8,6 +8,7 @@ mod support;
 
 mod check;
 mod cron_features;
+mod cron_parity;
 mod daemon;
 mod generated;
 mod hardening;

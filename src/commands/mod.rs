@@ -12,6 +12,7 @@ pub(crate) mod logs;
 pub(crate) mod next;
 pub(crate) mod pause;
 pub(crate) mod pending;
+pub(crate) mod probe;
 pub(crate) mod reload;
 pub(crate) mod run;
 pub(crate) mod status;
@@ -37,11 +38,14 @@ pub(crate) fn job_file(global: &Global) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("jobs.toml"))
 }
 
-/// Loads the job file (with the machine's checks) or fails with every
-/// diagnostic.
+/// Loads the job file for a command that only reads it (`list`, `next`,
+/// offline `status`), or fails with every diagnostic. What the machine
+/// says (a job's user missing here) does not stop these: they are warnings
+/// in the result, and `rea check` is where they are errors.
 pub(crate) fn load_config(global: &Global) -> Result<Config, Failure> {
     let path = job_file(global);
-    crate::host::load(&path, LoadOptions::default()).map_err(|diags| invalid_file(&diags, None))
+    crate::host::load_lenient(&path, LoadOptions::default())
+        .map_err(|diags| invalid_file(&diags, None))
 }
 
 /// A failure listing every diagnostic (exit 2), then `summary` if given.

@@ -23,6 +23,9 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
                 job: args.job.clone(),
             };
             let answer = super::ask::<StatusReply>(&mut client, &request)?;
+            if args.check {
+                return super::probe::live(&answer.data);
+            }
             if args.json {
                 println!("{}", answer.raw);
                 return failure::ok();
@@ -168,6 +171,25 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> Outcome
         .iter()
         .filter(|j| args.job.as_ref().is_none_or(|n| &j.name == n))
         .collect();
+
+    if args.check {
+        let enabled: Vec<_> = jobs.iter().filter(|j| j.enabled).collect();
+        let failing: Vec<super::probe::Failing> = enabled
+            .iter()
+            .filter_map(|j| {
+                let s = summaries.get(&j.name)?;
+                let last = s.last.as_ref();
+                let failed = last.is_some_and(|l| super::probe::is_failure(l.status.as_str()));
+                (failed || s.consecutive_failures > 0).then(|| super::probe::Failing {
+                    name: j.name.clone(),
+                    status: last.map_or_else(|| "failed".into(), |l| l.status.as_str().into()),
+                    exit_code: last.and_then(|l| l.exit_code),
+                    streak: s.consecutive_failures,
+                })
+            })
+            .collect();
+        return super::probe::offline(&failing, enabled.len(), &dir.display().to_string());
+    }
 
     if args.json {
         let rows: Vec<_> = jobs
