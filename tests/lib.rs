@@ -13,6 +13,7 @@ mod daemon;
 mod generated;
 mod hardening;
 mod import;
+mod journald;
 mod list;
 mod live;
 mod metrics;
