@@ -561,14 +561,16 @@ fn parse_item(
                     ));
                     n
                 }
-                _ => return Err(error(
-                    format!(
+                _ => {
+                    return Err(error(
+                        format!(
                         "invalid step {s:?} in the {} field: a step is a whole number, at least 1",
                         field.label()
                     ),
-                    None,
-                    step_span,
-                )),
+                        None,
+                        step_span,
+                    ))
+                }
             }
         }
     };
