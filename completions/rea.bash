@@ -227,7 +227,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --status --failed --since --until --limit --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,6 +238,10 @@ _rea() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --until)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -463,7 +467,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pending)
-            opts="-n -f -h -V --tag --limit --json --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --tag --limit --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -603,7 +607,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --check --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

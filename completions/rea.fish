@@ -81,6 +81,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where t
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitoring probe (Nagios, Icinga, a cron\'d check): print one line and exit 0 (OK), 1 (WARNING: the daemon runs an older job file because the new one is invalid, or cannot write its history) or 2 (CRITICAL: a job\'s last run failed or timed out, or no daemon runs)'
+complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
@@ -121,13 +122,15 @@ skipped\t''
 interrupted\t''
 cancelled\t'One-shots cancelled before they ran'
 missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
-complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
-complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema; times in UTC)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times in UTC, and read --since/--until dates in UTC, instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
@@ -183,7 +186,8 @@ complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At mo
 complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output (times in UTC)'
+complete -c rea -n "__fish_rea_using_subcommand pending" -l utc -d 'Show due times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand import" -l owner -d 'The user whose crontab this is: its jobs get `user = NAME`. `crontab -l -u alice` output does not say whose it is, so without --owner the jobs have no `user` and run as rea\'s user. Needs --user' -r

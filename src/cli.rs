@@ -194,6 +194,9 @@ pub(crate) struct StatusArgs {
     /// (CRITICAL: a job's last run failed or timed out, or no daemon runs)
     #[arg(long, conflicts_with = "json")]
     pub(crate) check: bool,
+    /// Show times in UTC instead of the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -254,15 +257,24 @@ pub(crate) struct HistoryArgs {
     /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
     #[arg(long)]
     pub(crate) failed: bool,
-    /// Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)
+    /// Only since this long ago ("2h", "7d") or this instant: "today",
+    /// "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00")
+    /// in the machine's zone, or RFC 3339
     #[arg(long, value_name = "DURATION|TIME")]
     pub(crate) since: Option<String>,
+    /// Only before this long ago or this instant (the forms of --since)
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub(crate) until: Option<String>,
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub(crate) limit: usize,
-    /// Machine-readable output (JSON lines, the history schema)
+    /// Machine-readable output (JSON lines, the history schema; times in UTC)
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show times in UTC, and read --since/--until dates in UTC, instead of
+    /// the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -341,9 +353,10 @@ pub(crate) struct SubmitArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct AtArgs {
-    /// When: "14:30", "2026-12-01 10:00", an RFC 3339 instant, or "now + 30m"
-    #[arg(value_name = "TIME")]
-    pub(crate) time: String,
+    /// When: 14:30, 2026-12-01 10:00, an RFC 3339 instant, or now + 30m
+    /// (one word or several, quoted or not)
+    #[arg(value_name = "TIME", required = true, num_args = 1..)]
+    pub(crate) time: Vec<String>,
     /// Zone for a time without an offset [default: local]
     #[arg(long, value_name = "ZONE")]
     pub(crate) tz: Option<String>,
@@ -369,9 +382,12 @@ pub(crate) struct PendingArgs {
     /// At most this many
     #[arg(short = 'n', long, value_name = "N")]
     pub(crate) limit: Option<usize>,
-    /// Machine-readable output
+    /// Machine-readable output (times in UTC)
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show due times in UTC instead of the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod import;
 mod journald;
 mod list;
 mod live;
+mod local_time;
 mod metrics;
 mod next;
 mod notify;

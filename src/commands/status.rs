@@ -30,7 +30,7 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
                 println!("{}", answer.raw);
                 return failure::ok();
             }
-            live(&answer.data);
+            live(&answer.data, crate::time_text::zone(args.utc));
             failure::ok()
         }
         // No daemon: the offline view says so itself.
@@ -44,7 +44,7 @@ fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
 }
 
 /// Renders the daemon's answer for people.
-fn live(data: &StatusReply) {
+fn live(data: &StatusReply, tz: chrono_tz::Tz) {
     let now = Utc::now();
     let d = &data.daemon;
     let up = rea_core::duration::format(std::time::Duration::from_secs(d.uptime_s.max(0) as u64));
@@ -64,7 +64,7 @@ fn live(data: &StatusReply) {
             "one-shot {}: {}, due {} ({})",
             o.id,
             o.state,
-            rea_core::record::format_ts(o.due.0),
+            crate::time_text::show(o.due.0, tz),
             ago(Some(o.due), now)
         );
     }
