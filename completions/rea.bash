@@ -743,8 +743,23 @@ _rea() {
     esac
 }
 
+# Job names, one-shot ids and tags come from the job file and the daemon:
+# `rea complete` answers for the word under the cursor, or exits 1 when it
+# is not a name, and the completion above takes over.
+_rea_names() {
+    local found
+    if found=$(command "${COMP_WORDS[0]}" complete --index "$COMP_CWORD" -- "${COMP_WORDS[@]}" 2>/dev/null); then
+        local IFS=$'\n'
+        COMPREPLY=($found)
+        # No name matches: offer nothing rather than file names.
+        [[ ${#COMPREPLY[@]} -gt 0 ]] || compopt +o default +o bashdefault 2>/dev/null
+        return 0
+    fi
+    _rea "$@"
+}
+
 if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
-    complete -F _rea -o nosort -o bashdefault -o default rea
+    complete -F _rea_names -o nosort -o bashdefault -o default rea
 else
-    complete -F _rea -o bashdefault -o default rea
+    complete -F _rea_names -o bashdefault -o default rea
 fi

@@ -92,7 +92,7 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even i
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
@@ -100,7 +100,7 @@ complete -c rea -n "__fish_rea_using_subcommand pause" -l all -d 'Every job'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
@@ -150,7 +150,7 @@ complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-delay -d 'Delay
 complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-max-delay -d 'Cap on the retry delay' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l timeout -d 'Terminate the run after this long' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
-complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand submit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -166,7 +166,7 @@ complete -c rea -n "__fish_rea_using_subcommand at" -l retry-delay -d 'Delay bef
 complete -c rea -n "__fish_rea_using_subcommand at" -l retry-max-delay -d 'Cap on the retry delay' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l timeout -d 'Terminate the run after this long' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
-complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand at" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand at" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -181,7 +181,7 @@ complete -c rea -n "__fish_rea_using_subcommand cancel" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l kill -d 'Also terminate one that is running now'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At most this many' -r
 complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The job file [default: ./jobs.toml]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -201,3 +201,12 @@ complete -c rea -n "__fish_rea_using_subcommand import" -l user -d 'Read every f
 complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite the --output file if it exists'
 complete -c rea -n "__fish_rea_using_subcommand import" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand import" -s V -l version -d 'Print version'
+
+# Job names, one-shot ids and tags come from the job file and the daemon:
+# `rea complete` answers for the word under the cursor, or exits 1 when it
+# is not a name (and the completions above apply).
+function __rea_names
+    set -l words (commandline -opc) (commandline -ct)
+    command $words[1] complete --index (math (count $words) - 1) -- $words 2>/dev/null
+end
+complete -c rea -f -n '__rea_names >/dev/null' -a '(__rea_names)'

@@ -120,6 +120,10 @@ pub(crate) enum Command {
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]
     Generate(GenerateArgs),
+    /// Job names, one-shot ids or tags for the word under the cursor (called
+    /// by the shell completions)
+    #[command(hide = true)]
+    Complete(CompleteArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -434,4 +438,14 @@ pub(crate) struct GenerateArgs {
     /// The directory to write into (created if missing)
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompleteArgs {
+    /// Which of WORDS is under the cursor (0 is the command's name)
+    #[arg(long, value_name = "N")]
+    pub(crate) index: usize,
+    /// The command line as the shell split it
+    #[arg(last = true, value_name = "WORDS")]
+    pub(crate) words: Vec<String>,
 }

@@ -191,14 +191,73 @@ fn render(man: &Man, title: &str, section: &str) -> io::Result<String> {
         .collect())
 }
 
-/// Writes rea.bash, _rea (zsh) and rea.fish.
+/// Writes rea.bash, _rea (zsh) and rea.fish: clap_complete's scripts with
+/// the dynamic names of `commands::complete` added.
 fn completions(out: &Path) -> io::Result<Vec<PathBuf>> {
+    use super::complete::{BASH, FISH, ZSH};
     fs::create_dir_all(out)?;
     let mut cmd = public_command();
-    [Shell::Bash, Shell::Zsh, Shell::Fish]
-        .into_iter()
-        .map(|shell| clap_complete::generate_to(shell, &mut cmd, "rea", out))
-        .collect()
+    let mut written = Vec::new();
+    for (shell, name) in [
+        (Shell::Bash, "rea.bash"),
+        (Shell::Zsh, "_rea"),
+        (Shell::Fish, "rea.fish"),
+    ] {
+        let mut buf = Vec::new();
+        clap_complete::generate(shell, &mut cmd, "rea", &mut buf);
+        let text =
+            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let text = match shell {
+            Shell::Bash => {
+                // Before the registration, which then names _rea_names.
+                let at = text
+                    .find("\nif [[ \"${BASH_VERSINFO[0]}\"")
+                    .ok_or_else(|| unexpected("bash", "the `complete` registration at the end"))?;
+                let (body, tail) = text.split_at(at + 1);
+                format!(
+                    "{body}{}{}",
+                    BASH.trim_start(),
+                    tail.replace("complete -F _rea ", "complete -F _rea_names ")
+                )
+            }
+            Shell::Zsh => {
+                let at = text
+                    .rfind("if [ \"$funcstack[1]\" = \"_rea\" ]; then")
+                    .ok_or_else(|| unexpected("zsh", "the dispatch at the end"))?;
+                format!("{}{ZSH}", &text[..at])
+            }
+            _ => {
+                // fish completes an option's value only from that option's
+                // own lines: --tag's ask for names too.
+                let mut tagged = 0;
+                let mut lines: Vec<String> = Vec::new();
+                for line in text.lines() {
+                    if line.contains(" -l tag ") && line.ends_with(" -r") {
+                        tagged += 1;
+                        lines.push(format!("{line} -f -a '(__rea_names)'"));
+                    } else {
+                        lines.push(line.to_string());
+                    }
+                }
+                if tagged == 0 {
+                    return Err(unexpected("fish", "`-l tag ... -r` lines"));
+                }
+                format!("{}\n{FISH}", lines.join("\n"))
+            }
+        };
+        let path = out.join(name);
+        fs::write(&path, text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// clap_complete changed the shape of its script: the dynamic part must be
+/// fitted again (a test regenerates the scripts, so this cannot ship).
+fn unexpected(shell: &str, what: &str) -> io::Error {
+    io::Error::other(format!(
+        "clap_complete's {shell} script no longer has {what}; update commands/complete.rs"
+    ))
 }
 
 #[cfg(test)]
