@@ -80,6 +80,8 @@ fn stderr_is_the_journal() -> bool {
     let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
         return false;
     };
+    // `st_dev` and `st_ino` are u64 here, narrower on some platforms.
+    #[allow(clippy::useless_conversion)]
     match rustix::fs::fstat(std::io::stderr()) {
         Ok(st) => u64::from(st.st_dev) == dev && u64::from(st.st_ino) == ino,
         Err(_) => false,
