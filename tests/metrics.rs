@@ -489,3 +489,37 @@ fn the_last_failure_survives_a_restart_while_the_job_still_fails() {
         Some(4.0)
     );
 }
+
+#[test]
+fn every_metric_is_documented_in_rea_metrics_7_and_the_readme() {
+    let env = Env::new();
+    env.jobs(ALERTING);
+    let d = env.daemon();
+    let text = scrape(&endpoint(&d));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("man/rea-metrics.7")).expect("man/rea-metrics.7");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    // Families without a series yet (no success so far) are not shown:
+    // those are named here.
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(names.len() >= 15, "{names:?}");
+    names.extend([
+        "rea_last_success_timestamp_seconds",
+        "rea_last_failure_timestamp_seconds",
+        "rea_last_exit_code",
+    ]);
+    for name in names {
+        assert!(
+            page.contains(name),
+            "man/rea-metrics.7 does not document {name}"
+        );
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md does not list {name}"
+        );
+    }
+}
