@@ -200,7 +200,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__check)
-            opts="-f -h -V --allow-insecure --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --allow-insecure --json --no-host-checks --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -264,7 +264,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --limit --json --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --status --failed --since --until --limit --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -275,6 +275,10 @@ _rea() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --until)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -500,7 +504,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__pending)
-            opts="-n -f -h -V --tag --limit --json --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --tag --limit --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -640,7 +644,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -776,8 +780,23 @@ _rea() {
     esac
 }
 
+# Job names, one-shot ids and tags come from the job file and the daemon:
+# `rea complete` answers for the word under the cursor, or exits 1 when it
+# is not a name, and the completion above takes over.
+_rea_names() {
+    local found
+    if found=$(command "${COMP_WORDS[0]}" complete --index "$COMP_CWORD" -- "${COMP_WORDS[@]}" 2>/dev/null); then
+        local IFS=$'\n'
+        COMPREPLY=($found)
+        # No name matches: offer nothing rather than file names.
+        [[ ${#COMPREPLY[@]} -gt 0 ]] || compopt +o default +o bashdefault 2>/dev/null
+        return 0
+    fi
+    _rea "$@"
+}
+
 if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
-    complete -F _rea -o nosort -o bashdefault -o default rea
+    complete -F _rea_names -o nosort -o bashdefault -o default rea
 else
-    complete -F _rea -o bashdefault -o default rea
+    complete -F _rea_names -o bashdefault -o default rea
 fi

@@ -59,6 +59,7 @@ complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where th
 complete -c rea -n "__fish_rea_using_subcommand check" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
 complete -c rea -n "__fish_rea_using_subcommand check" -l json -d 'Machine-readable output (for editors and CI): every error and warning with its position; the exit status is the same'
+complete -c rea -n "__fish_rea_using_subcommand check" -l no-host-checks -d 'Check the file alone, not this machine: do not look up each job\'s user or a sendmail (for CI machines that lack the production users)'
 complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
@@ -80,6 +81,8 @@ complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The mai
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitoring probe (Nagios, Icinga, a cron\'d check): print one line and exit 0 (OK), 1 (WARNING: the daemon runs an older job file because the new one is invalid, or cannot write its history) or 2 (CRITICAL: a job\'s last run failed or timed out, or no daemon runs)'
+complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
@@ -90,7 +93,7 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even i
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
@@ -98,7 +101,7 @@ complete -c rea -n "__fish_rea_using_subcommand pause" -l all -d 'Every job'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
@@ -120,13 +123,15 @@ skipped\t''
 interrupted\t''
 cancelled\t'One-shots cancelled before they ran'
 missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
-complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
-complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema; times in UTC)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times in UTC, and read --since/--until dates in UTC, instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
@@ -146,7 +151,7 @@ complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-delay -d 'Delay
 complete -c rea -n "__fish_rea_using_subcommand submit" -l retry-max-delay -d 'Cap on the retry delay' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l timeout -d 'Terminate the run after this long' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
-complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand submit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -162,7 +167,7 @@ complete -c rea -n "__fish_rea_using_subcommand at" -l retry-delay -d 'Delay bef
 complete -c rea -n "__fish_rea_using_subcommand at" -l retry-max-delay -d 'Cap on the retry delay' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l timeout -d 'Terminate the run after this long' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
-complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r
+complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand at" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand at" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -177,12 +182,13 @@ complete -c rea -n "__fish_rea_using_subcommand cancel" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l kill -d 'Also terminate one that is running now'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r
+complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At most this many' -r
 complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output (times in UTC)'
+complete -c rea -n "__fish_rea_using_subcommand pending" -l utc -d 'Show due times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand import" -l owner -d 'The user whose crontab this is: its jobs get `user = NAME`. `crontab -l -u alice` output does not say whose it is, so without --owner the jobs have no `user` and run as rea\'s user. Needs --user' -r
@@ -201,5 +207,14 @@ complete -c rea -n "__fish_rea_using_subcommand edit" -l user -d 'Edit this user
 complete -c rea -n "__fish_rea_using_subcommand edit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand edit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand edit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand edit" -s h -l help -d 'Print help'
+complete -c rea -n "__fish_rea_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand edit" -s V -l version -d 'Print version'
+
+# Job names, one-shot ids and tags come from the job file and the daemon:
+# `rea complete` answers for the word under the cursor, or exits 1 when it
+# is not a name (and the completions above apply).
+function __rea_names
+    set -l words (commandline -opc) (commandline -ct)
+    command $words[1] complete --index (math (count $words) - 1) -- $words 2>/dev/null
+end
+complete -c rea -f -n '__rea_names >/dev/null' -a '(__rea_names)'

@@ -120,10 +120,23 @@ pub(crate) enum Command {
     Import(ImportArgs),
     /// Edit a job file safely, as crontab -e: your own jobs (through the
     /// daemon), or as root the main job file or a user's
+    ///
+    /// Opens a private copy in $VISUAL, else $EDITOR, else vi, and checks what
+    /// you saved before anything is installed: errors are printed as
+    /// FILE:LINE:COL and the editor opens again (save it unchanged to give
+    /// up). As root without --user the main job file is replaced in place,
+    /// keeping its owner and mode, and a running daemon reloads it. Anyone
+    /// else, and root with --user NAME, edits users/NAME.toml through the
+    /// daemon, which checks it as that user's file and installs it owned by
+    /// root, mode 0600.
     Edit(EditArgs),
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]
     Generate(GenerateArgs),
+    /// Job names, one-shot ids or tags for the word under the cursor (called
+    /// by the shell completions)
+    #[command(hide = true)]
+    Complete(CompleteArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -153,6 +166,10 @@ pub(crate) struct CheckArgs {
     /// with its position; the exit status is the same
     #[arg(long)]
     pub(crate) json: bool,
+    /// Check the file alone, not this machine: do not look up each job's
+    /// user or a sendmail (for CI machines that lack the production users)
+    #[arg(long)]
+    pub(crate) no_host_checks: bool,
 }
 
 #[derive(Debug, Args)]
@@ -183,11 +200,20 @@ pub(crate) struct NextArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Only this job
+    /// Only this job (or pending one-shot)
     pub(crate) job: Option<String>,
     /// Machine-readable output
     #[arg(long)]
     pub(crate) json: bool,
+    /// A monitoring probe (Nagios, Icinga, a cron'd check): print one line
+    /// and exit 0 (OK), 1 (WARNING: the daemon runs an older job file
+    /// because the new one is invalid, or cannot write its history) or 2
+    /// (CRITICAL: a job's last run failed or timed out, or no daemon runs)
+    #[arg(long, conflicts_with = "json")]
+    pub(crate) check: bool,
+    /// Show times in UTC instead of the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -248,15 +274,24 @@ pub(crate) struct HistoryArgs {
     /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
     #[arg(long)]
     pub(crate) failed: bool,
-    /// Only since this long ago ("2h", "7d") or this instant (RFC 3339 or YYYY-MM-DD)
+    /// Only since this long ago ("2h", "7d") or this instant: "today",
+    /// "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00")
+    /// in the machine's zone, or RFC 3339
     #[arg(long, value_name = "DURATION|TIME")]
     pub(crate) since: Option<String>,
+    /// Only before this long ago or this instant (the forms of --since)
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub(crate) until: Option<String>,
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub(crate) limit: usize,
-    /// Machine-readable output (JSON lines, the history schema)
+    /// Machine-readable output (JSON lines, the history schema; times in UTC)
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show times in UTC, and read --since/--until dates in UTC, instead of
+    /// the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -335,9 +370,10 @@ pub(crate) struct SubmitArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct AtArgs {
-    /// When: "14:30", "2026-12-01 10:00", an RFC 3339 instant, or "now + 30m"
-    #[arg(value_name = "TIME")]
-    pub(crate) time: String,
+    /// When: 14:30, 2026-12-01 10:00, an RFC 3339 instant, or now + 30m
+    /// (one word or several, quoted or not)
+    #[arg(value_name = "TIME", required = true, num_args = 1..)]
+    pub(crate) time: Vec<String>,
     /// Zone for a time without an offset [default: local]
     #[arg(long, value_name = "ZONE")]
     pub(crate) tz: Option<String>,
@@ -363,9 +399,12 @@ pub(crate) struct PendingArgs {
     /// At most this many
     #[arg(short = 'n', long, value_name = "N")]
     pub(crate) limit: Option<usize>,
-    /// Machine-readable output
+    /// Machine-readable output (times in UTC)
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show due times in UTC instead of the machine's zone
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -429,4 +468,14 @@ pub(crate) struct GenerateArgs {
     /// The directory to write into (created if missing)
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompleteArgs {
+    /// Which of WORDS is under the cursor (0 is the command's name)
+    #[arg(long, value_name = "N")]
+    pub(crate) index: usize,
+    /// The command line as the shell split it
+    #[arg(last = true, value_name = "WORDS")]
+    pub(crate) words: Vec<String>,
 }

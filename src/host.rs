@@ -164,13 +164,26 @@ pub(crate) fn hostname() -> String {
         .into_owned()
 }
 
+/// `cfg` checked against this machine for commands that only read the
+/// schedule (`rea list`, `rea next`, offline `rea status`): the machine's
+/// errors become warnings, so a CI runner or a workstation without a job's
+/// `user` can still list the file, and one job's missing user does not hide
+/// another job's next fire.
+pub(crate) fn with_lenient_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
+    let host = check(&cfg);
+    cfg.warnings
+        .extend(host.errors.into_iter().map(Diagnostic::warning));
+    cfg.warnings.extend(host.warnings);
+    Ok(cfg)
+}
+
 /// `cfg` checked against this machine: users must exist (and be
 /// switchable to), `mailto` needs a sendmail (a warning). The machine's
 /// warnings travel with the configuration.
 pub(crate) fn with_host_checks(mut cfg: Config) -> Result<Config, Vec<Diagnostic>> {
     let host = check(&cfg);
     if host.errors.is_empty() {
-        cfg.warnings = host.warnings;
+        cfg.warnings.extend(host.warnings);
         Ok(cfg)
     } else {
         Err(host.errors)

@@ -11,7 +11,7 @@
 //! | `control/*` | the local socket: typed protocol, server, blocking client |
 //! | `host` | facts about the machine: users, sendmail, the job file's checks |
 //! | `state_dir`, `watch`, `timer`, `notify` | the state directory and its lock, the job-file watcher, the wall-clock timer, systemd notification |
-//! | `failure`, `table` | how commands fail; aligned tables for people |
+//! | `failure`, `table`, `time_text` | how commands fail; aligned tables for people; instants as people read and type them |
 
 mod cli;
 mod commands;
@@ -24,6 +24,7 @@ mod jobfiles;
 mod notify;
 mod state_dir;
 mod table;
+mod time_text;
 mod timer;
 mod watch;
 
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Command::Import(a) => commands::import::run(g, a),
         Command::Edit(a) => commands::edit::run(g, a),
         Command::Generate(a) => commands::generate::run(a),
+        Command::Complete(a) => commands::complete::run(g, a),
     };
     match result {
         Ok(code) => code,

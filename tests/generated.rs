@@ -203,6 +203,106 @@ fn man_pages_have_their_sections_and_refer_to_each_other() {
             "no man/rea-{sub}.1"
         );
     }
+    // The reference pages: what the daemon shows beyond the command line.
+    for page in ["rea-history.5", "rea-metrics.7", "rea-protocol.7"] {
+        let (name, section) = page.split_once('.').unwrap();
+        assert!(repo(&format!("man/{page}")).exists(), "no man/{page}");
+        assert!(
+            see_also.contains(&format!("\\fB{}\\fR({section})", name.replace('-', "\\-"))),
+            "rea(1) SEE ALSO does not name {page}"
+        );
+    }
+}
+
+#[test]
+fn every_command_page_has_exit_status_and_examples() {
+    let mut pages = 0;
+    for page in files_in(&repo("man")) {
+        if !(page.starts_with("rea-") && page.ends_with(".1")) {
+            continue;
+        }
+        pages += 1;
+        let text = fs::read_to_string(repo(&format!("man/{page}"))).unwrap();
+        let mut at = 0;
+        for section in [
+            ".SH OPTIONS",
+            ".SH \"EXIT STATUS\"",
+            ".SH EXAMPLES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            let found = text[at..]
+                .find(&format!("\n{section}\n"))
+                .unwrap_or_else(|| panic!("man/{page} lacks {section} (or has it out of order)"));
+            at += found + 1;
+        }
+        let status = &text[text.find(".SH \"EXIT STATUS\"").unwrap()..];
+        assert!(
+            status.contains("\n.B 0\n"),
+            "man/{page}: EXIT STATUS without 0"
+        );
+    }
+    assert!(pages >= 16, "only {pages} command pages");
+}
+
+#[test]
+fn the_reference_pages_document_the_history_schema_and_the_protocol() {
+    let history = fs::read_to_string(repo("man/rea-history.5")).expect("man/rea-history.5");
+    for field in [
+        "ts",
+        "event",
+        "job",
+        "run",
+        "attempt",
+        "trigger",
+        "status",
+        "scheduled",
+        "started",
+        "ended",
+        "duration_ms",
+        "waited_ms",
+        "exit_code",
+        "signal",
+        "output",
+        "output_bytes",
+        "max_rss_kb",
+        "reason",
+        "count",
+        "detail",
+    ] {
+        assert!(
+            [
+                format!("\\fB{field}\\fR"),
+                format!("\\fB{field}\n"),
+                format!(".B {field}\\fR"),
+                format!(".B {field}\n"),
+            ]
+            .iter()
+            .any(|spelling| history.contains(spelling.as_str())),
+            "man/rea-history.5 does not document the field {field}"
+        );
+    }
+    let protocol = fs::read_to_string(repo("man/rea-protocol.7")).expect("man/rea-protocol.7");
+    for op in [
+        "submit", "cancel", "pending", "trigger", "pause", "status", "reload", "ping",
+    ] {
+        assert!(
+            protocol.contains(op),
+            "man/rea-protocol.7 does not document {op}"
+        );
+    }
+    for code in [
+        "bad_request",
+        "unsupported_version",
+        "unknown_job",
+        "duplicate",
+        "refused",
+        "invalid_config",
+    ] {
+        assert!(
+            protocol.contains(code),
+            "man/rea-protocol.7 does not document {code}"
+        );
+    }
 }
 
 /// Every field jobs.example.toml (the tour of every field) sets: keys of

@@ -7,13 +7,17 @@
 mod support;
 
 mod check;
+mod completion;
 mod cron_features;
+mod cron_parity;
 mod daemon;
 mod generated;
 mod hardening;
 mod import;
+mod journald;
 mod list;
 mod live;
+mod local_time;
 mod metrics;
 mod next;
 mod notify;

@@ -244,7 +244,7 @@ fn history_lists_runs_newest_first_with_filters_and_json() {
         .stdout_has(" fail ");
     env.rea(&["history", "--since", "later"])
         .code(2)
-        .stderr_has("neither a duration");
+        .stderr_has("--since \"later\": write a duration back from now");
 }
 
 #[test]

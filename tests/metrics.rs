@@ -286,3 +286,240 @@ fn the_last_success_survives_a_restart() {
         "counters start at zero"
     );
 }
+
+/// Whether `program` is on the PATH.
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// `promtool check metrics` on an exposition (it lints names, units, help
+/// and types as Prometheus' own tooling sees them). Skipped, loudly,
+/// without promtool (`.ci/run` installs it from Debian's prometheus).
+fn promtool_accepts(text: &str) {
+    if !have("promtool") {
+        eprintln!("SKIPPED: promtool is not installed: `promtool check metrics` not run (apt-get download prometheus, or run .ci/run)");
+        return;
+    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics complains:\n{}{}\n--- exposition:\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const ALERTING: &str = r#"
+[daemon]
+metrics = "127.0.0.1:0"
+
+[jobs.tick]
+schedule = "* * * * * *"
+command = "true"
+
+[jobs.fail]
+schedule = "* * * * * *"
+command = "exit 3"
+
+[jobs.later]
+schedule = "@yearly"
+command = "true"
+
+[jobs.off]
+schedule = "@daily"
+command = "true"
+enabled = false
+"#;
+
+#[test]
+fn alerting_series_say_what_failed_and_what_is_paused() {
+    let env = Env::new();
+    env.jobs(ALERTING);
+    let d = env.daemon();
+    let addr = endpoint(&d);
+
+    // Before any run: every job's state series exist, at zero, and so do
+    // the one-shot counters.
+    let text = scrape(&addr);
+    for job in ["tick", "fail", "later", "off"] {
+        assert_eq!(
+            value(&text, &format!("rea_consecutive_failures{{job=\"{job}\"}}")),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, &format!("rea_paused{{job=\"{job}\"}}")),
+            Some(0.0)
+        );
+        for status in ["succeeded", "failed", "timed_out", "killed", "interrupted"] {
+            assert_eq!(
+                value(
+                    &text,
+                    &format!("rea_last_run_status{{job=\"{job}\",status=\"{status}\"}}")
+                ),
+                Some(0.0),
+                "{job} {status} before any run:\n{text}"
+            );
+        }
+    }
+    for status in ["succeeded", "failed", "timed_out", "cancelled"] {
+        assert_eq!(
+            value(
+                &text,
+                &format!("rea_oneshot_runs_total{{status=\"{status}\"}}")
+            ),
+            Some(0.0),
+            "{text}"
+        );
+    }
+    assert!(
+        !text.contains("rea_last_exit_code{job=\"later\"}"),
+        "{text}"
+    );
+    promtool_accepts(&text);
+
+    env.wait_until("two failures of fail", || {
+        env.runs("fail", "failed").len() >= 2 && !env.runs("tick", "succeeded").is_empty()
+    });
+    env.rea(&["pause", "later"]).ok();
+    let text = scrape(&addr);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let failed_at = value(&text, "rea_last_failure_timestamp_seconds{job=\"fail\"}")
+        .unwrap_or_else(|| panic!("no last failure for fail:\n{text}"));
+    assert!((now - failed_at).abs() < 60.0, "{failed_at} vs {now}");
+    assert!(
+        !text.contains("rea_last_failure_timestamp_seconds{job=\"tick\"}"),
+        "tick never failed:\n{text}"
+    );
+    assert!(value(&text, "rea_consecutive_failures{job=\"fail\"}").unwrap() >= 2.0);
+    assert_eq!(
+        value(&text, "rea_last_run_status{job=\"fail\",status=\"failed\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "rea_last_run_status{job=\"fail\",status=\"succeeded\"}"
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "rea_last_run_status{job=\"tick\",status=\"succeeded\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(value(&text, "rea_last_exit_code{job=\"fail\"}"), Some(3.0));
+    assert_eq!(value(&text, "rea_last_exit_code{job=\"tick\"}"), Some(0.0));
+    // Paused and disabled jobs will not fire: no next-fire series.
+    assert_eq!(value(&text, "rea_paused{job=\"later\"}"), Some(1.0));
+    assert!(
+        !text.contains("rea_next_fire_timestamp_seconds{job=\"later\"}"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("rea_next_fire_timestamp_seconds{job=\"off\"}"),
+        "{text}"
+    );
+    assert!(value(&text, "rea_next_fire_timestamp_seconds{job=\"tick\"}").is_some());
+    promtool_accepts(&text);
+
+    // Resumed: the next fire is back.
+    env.rea(&["resume", "later"]).ok();
+    let text = scrape(&addr);
+    assert_eq!(value(&text, "rea_paused{job=\"later\"}"), Some(0.0));
+    assert!(value(&text, "rea_next_fire_timestamp_seconds{job=\"later\"}").is_some());
+}
+
+#[test]
+fn the_last_failure_survives_a_restart_while_the_job_still_fails() {
+    let env = Env::new();
+    env.jobs("[daemon]\nmetrics = \"127.0.0.1:0\"\n[jobs.yearly]\nschedule = \"@yearly\"\ncommand = \"exit 4\"\n");
+    let d = env.daemon();
+    env.rea(&["trigger", "yearly", "--wait"]).code(4);
+    let before = value(
+        &scrape(&endpoint(&d)),
+        "rea_last_failure_timestamp_seconds{job=\"yearly\"}",
+    )
+    .expect("a last failure after the triggered run");
+    assert_eq!(d.stop(), 0);
+
+    let d = env.daemon();
+    let text = scrape(&endpoint(&d));
+    assert_eq!(
+        value(&text, "rea_last_failure_timestamp_seconds{job=\"yearly\"}"),
+        Some(before),
+        "seeded from the history log:\n{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            "rea_last_run_status{job=\"yearly\",status=\"failed\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "rea_consecutive_failures{job=\"yearly\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "rea_last_exit_code{job=\"yearly\"}"),
+        Some(4.0)
+    );
+}
+
+#[test]
+fn every_metric_is_documented_in_rea_metrics_7_and_the_readme() {
+    let env = Env::new();
+    env.jobs(ALERTING);
+    let d = env.daemon();
+    let text = scrape(&endpoint(&d));
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("man/rea-metrics.7")).expect("man/rea-metrics.7");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    // Families without a series yet (no success so far) are not shown:
+    // those are named here.
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(names.len() >= 15, "{names:?}");
+    names.extend([
+        "rea_last_success_timestamp_seconds",
+        "rea_last_failure_timestamp_seconds",
+        "rea_last_exit_code",
+    ]);
+    for name in names {
+        assert!(
+            page.contains(name),
+            "man/rea-metrics.7 does not document {name}"
+        );
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md does not list {name}"
+        );
+    }
+}

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{exit, CheckArgs, Global};
 use crate::failure::{self, Failure, Outcome};
-use crate::jobfiles::JobFiles;
+use crate::jobfiles::{HostChecks, JobFiles};
 
 fn diag_json(d: &Diagnostic) -> Value {
     json!({ "file": d.file, "line": d.line, "col": d.col, "message": d.message, "hint": d.hint })
@@ -23,7 +23,12 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
     let options = LoadOptions {
         allow_insecure_permissions: args.allow_insecure,
     };
-    let mut files = JobFiles::new(&path, options, crate::host::is_root());
+    let checks = if args.no_host_checks {
+        HostChecks::Off
+    } else {
+        HostChecks::Strict
+    };
+    let mut files = JobFiles::new(&path, options, crate::host::is_root()).host_checks(checks);
     let result = match files.load(true) {
         Ok(Some(loaded)) => Ok(loaded),
         Ok(None) => Err(Vec::new()),
@@ -69,7 +74,16 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
         } else {
             String::new()
         };
-        println!("{}: {} OK{files}", path.display(), plural(jobs, "job"));
+        let unchecked = if args.no_host_checks {
+            " (users and sendmail not checked: --no-host-checks)"
+        } else {
+            ""
+        };
+        println!(
+            "{}: {} OK{files}{unchecked}",
+            path.display(),
+            plural(jobs, "job")
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let mut lines: Vec<String> = errors.iter().map(ToString::to_string).collect();

@@ -1,8 +1,10 @@
 //! `rea generate man|completions --out DIR`: writes the man pages and the
 //! shell completions shipped in `man/` and `completions/`. Options and
 //! subcommands come from the clap definitions in `cli`; the prose (FILES,
-//! ENVIRONMENT, EXAMPLES in rea(1), and all of rea-jobs(5)) is hand-written
-//! roff in `man/src/`, built into the binary. Hidden from `--help`: it is
+//! ENVIRONMENT, EXAMPLES in rea(1); EXIT STATUS and EXAMPLES of each
+//! command; all of rea-jobs(5), rea-history(5), rea-metrics(7) and
+//! rea-protocol(7)) is hand-written roff in `man/src/`, built into the
+//! binary. Hidden from `--help`: it is
 //! for maintainers and packagers. `tests/generated.rs` fails when a
 //! committed file differs from what this writes, so they cannot drift.
 
@@ -21,6 +23,92 @@ use crate::failure::{self, Failure, Outcome};
 const REA_1_SECTIONS: &str = include_str!("../../man/src/rea.1.in");
 /// All of rea-jobs(5); `{{VERSION}}` is replaced.
 const REA_JOBS_5: &str = include_str!("../../man/src/rea-jobs.5.in");
+
+/// Pages written by hand whole, `{{VERSION}}` replaced: what the daemon
+/// shows the world beyond the command line.
+const REFERENCE_PAGES: [(&str, &str); 3] = [
+    (
+        "rea-history.5",
+        include_str!("../../man/src/rea-history.5.in"),
+    ),
+    (
+        "rea-metrics.7",
+        include_str!("../../man/src/rea-metrics.7.in"),
+    ),
+    (
+        "rea-protocol.7",
+        include_str!("../../man/src/rea-protocol.7.in"),
+    ),
+];
+
+/// EXIT STATUS and EXAMPLES of each command's page, written by hand in
+/// `man/src/commands/`; a visible subcommand without an entry stops the
+/// generator (and so `tests/generated.rs`).
+const COMMAND_SECTIONS: [(&str, &str); 17] = [
+    ("run", include_str!("../../man/src/commands/rea-run.1.in")),
+    (
+        "check",
+        include_str!("../../man/src/commands/rea-check.1.in"),
+    ),
+    ("list", include_str!("../../man/src/commands/rea-list.1.in")),
+    ("next", include_str!("../../man/src/commands/rea-next.1.in")),
+    (
+        "status",
+        include_str!("../../man/src/commands/rea-status.1.in"),
+    ),
+    (
+        "trigger",
+        include_str!("../../man/src/commands/rea-trigger.1.in"),
+    ),
+    (
+        "pause",
+        include_str!("../../man/src/commands/rea-pause.1.in"),
+    ),
+    (
+        "resume",
+        include_str!("../../man/src/commands/rea-resume.1.in"),
+    ),
+    (
+        "reload",
+        include_str!("../../man/src/commands/rea-reload.1.in"),
+    ),
+    (
+        "history",
+        include_str!("../../man/src/commands/rea-history.1.in"),
+    ),
+    ("logs", include_str!("../../man/src/commands/rea-logs.1.in")),
+    (
+        "submit",
+        include_str!("../../man/src/commands/rea-submit.1.in"),
+    ),
+    ("at", include_str!("../../man/src/commands/rea-at.1.in")),
+    (
+        "cancel",
+        include_str!("../../man/src/commands/rea-cancel.1.in"),
+    ),
+    (
+        "pending",
+        include_str!("../../man/src/commands/rea-pending.1.in"),
+    ),
+    (
+        "import",
+        include_str!("../../man/src/commands/rea-import.1.in"),
+    ),
+    ("edit", include_str!("../../man/src/commands/rea-edit.1.in")),
+];
+
+/// Pages a command's SEE ALSO names besides rea(1) and rea-jobs(5).
+fn related(command: &str) -> &'static [&'static str] {
+    match command {
+        "run" => &["rea-metrics(7)", "rea-history(5)", "systemd.service(5)"],
+        "status" => &["rea-metrics(7)", "rea-protocol(7)"],
+        "history" | "logs" => &["rea-history(5)"],
+        "submit" | "at" | "cancel" | "pending" | "trigger" => &["rea-protocol(7)"],
+        "import" => &["crontab(5)"],
+        "edit" => &["crontab(1)"],
+        _ => &[],
+    }
+}
 
 /// The `.TH` manual name: what `man` prints at the top centre of each page.
 const MANUAL: &str = "rea manual";
@@ -86,7 +174,8 @@ pub(crate) fn public_command() -> clap::Command {
         .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
 }
 
-/// Writes rea.1, rea-COMMAND.1 for each subcommand, and rea-jobs.5.
+/// Writes rea.1, rea-COMMAND.1 for each subcommand, rea-jobs.5 and the
+/// reference pages (history log, metrics, control protocol).
 fn man_pages(out: &Path) -> io::Result<Vec<PathBuf>> {
     fs::create_dir_all(out)?;
     let mut root = public_command();
@@ -103,14 +192,30 @@ fn man_pages(out: &Path) -> io::Result<Vec<PathBuf>> {
     pages.push(("rea.1".into(), rea_1(&root, &sub_pages)?));
     for sub in subcommands {
         let man = Man::new(sub.clone());
-        let mut page = render(&man, &page_name(&sub), "1")?;
-        page.push_str(&see_also(&["rea(1)".to_string(), "rea-jobs(5)".into()]));
+        let page = render(&man, &page_name(&sub), "1")?;
+        let name = sub.get_name().to_string();
+        let Some((_, sections)) = COMMAND_SECTIONS.iter().find(|(c, _)| *c == name) else {
+            return Err(io::Error::other(format!(
+                "no man/src/commands/rea-{name}.1.in: write its EXIT STATUS and EXAMPLES"
+            )));
+        };
+        let at = page.find(".SH VERSION\n").unwrap_or(page.len());
+        let mut page = format!("{}{sections}{}", &page[..at], &page[at..]);
+        let mut refs = vec!["rea(1)".to_string(), "rea-jobs(5)".into()];
+        refs.extend(related(&name).iter().map(|r| r.to_string()));
+        page.push_str(&see_also(&refs));
         pages.push((man.get_filename(), page));
     }
     pages.push((
         "rea-jobs.5".into(),
         REA_JOBS_5.replace("{{VERSION}}", env!("CARGO_PKG_VERSION")),
     ));
+    for (name, text) in REFERENCE_PAGES {
+        pages.push((
+            name.into(),
+            text.replace("{{VERSION}}", env!("CARGO_PKG_VERSION")),
+        ));
+    }
 
     let mut written = Vec::new();
     for (name, text) in pages {
@@ -130,7 +235,17 @@ fn rea_1(root: &clap::Command, sub_pages: &[String]) -> io::Result<String> {
     let at = page.find(".SH VERSION\n").unwrap_or(page.len());
     let mut out = format!("{}{extra}{}", &page[..at], &page[at..]);
     let mut refs = sub_pages.to_vec();
-    refs.extend(["rea-jobs(5)", "crontab(5)", "systemd.service(5)"].map(String::from));
+    refs.extend(
+        [
+            "rea-jobs(5)",
+            "rea-history(5)",
+            "rea-metrics(7)",
+            "rea-protocol(7)",
+            "crontab(5)",
+            "systemd.service(5)",
+        ]
+        .map(String::from),
+    );
     out.push_str(&see_also(&refs));
     Ok(out)
 }
@@ -191,14 +306,73 @@ fn render(man: &Man, title: &str, section: &str) -> io::Result<String> {
         .collect())
 }
 
-/// Writes rea.bash, _rea (zsh) and rea.fish.
+/// Writes rea.bash, _rea (zsh) and rea.fish: clap_complete's scripts with
+/// the dynamic names of `commands::complete` added.
 fn completions(out: &Path) -> io::Result<Vec<PathBuf>> {
+    use super::complete::{BASH, FISH, ZSH};
     fs::create_dir_all(out)?;
     let mut cmd = public_command();
-    [Shell::Bash, Shell::Zsh, Shell::Fish]
-        .into_iter()
-        .map(|shell| clap_complete::generate_to(shell, &mut cmd, "rea", out))
-        .collect()
+    let mut written = Vec::new();
+    for (shell, name) in [
+        (Shell::Bash, "rea.bash"),
+        (Shell::Zsh, "_rea"),
+        (Shell::Fish, "rea.fish"),
+    ] {
+        let mut buf = Vec::new();
+        clap_complete::generate(shell, &mut cmd, "rea", &mut buf);
+        let text =
+            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let text = match shell {
+            Shell::Bash => {
+                // Before the registration, which then names _rea_names.
+                let at = text
+                    .find("\nif [[ \"${BASH_VERSINFO[0]}\"")
+                    .ok_or_else(|| unexpected("bash", "the `complete` registration at the end"))?;
+                let (body, tail) = text.split_at(at + 1);
+                format!(
+                    "{body}{}{}",
+                    BASH.trim_start(),
+                    tail.replace("complete -F _rea ", "complete -F _rea_names ")
+                )
+            }
+            Shell::Zsh => {
+                let at = text
+                    .rfind("if [ \"$funcstack[1]\" = \"_rea\" ]; then")
+                    .ok_or_else(|| unexpected("zsh", "the dispatch at the end"))?;
+                format!("{}{ZSH}", &text[..at])
+            }
+            _ => {
+                // fish completes an option's value only from that option's
+                // own lines: --tag's ask for names too.
+                let mut tagged = 0;
+                let mut lines: Vec<String> = Vec::new();
+                for line in text.lines() {
+                    if line.contains(" -l tag ") && line.ends_with(" -r") {
+                        tagged += 1;
+                        lines.push(format!("{line} -f -a '(__rea_names)'"));
+                    } else {
+                        lines.push(line.to_string());
+                    }
+                }
+                if tagged == 0 {
+                    return Err(unexpected("fish", "`-l tag ... -r` lines"));
+                }
+                format!("{}\n{FISH}", lines.join("\n"))
+            }
+        };
+        let path = out.join(name);
+        fs::write(&path, text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// clap_complete changed the shape of its script: the dynamic part must be
+/// fitted again (a test regenerates the scripts, so this cannot ship).
+fn unexpected(shell: &str, what: &str) -> io::Error {
+    io::Error::other(format!(
+        "clap_complete's {shell} script no longer has {what}; update commands/complete.rs"
+    ))
 }
 
 #[cfg(test)]
@@ -226,6 +400,15 @@ mod tests {
         };
         assert_eq!(names(&public), names(&full));
         assert!(full.find_subcommand("generate").is_some());
+        for sub in public.get_subcommands() {
+            let name = sub.get_name();
+            let (_, text) = COMMAND_SECTIONS
+                .iter()
+                .find(|(c, _)| *c == name)
+                .unwrap_or_else(|| panic!("no hand-written sections for {name}"));
+            assert!(text.contains("\n.SH \"EXIT STATUS\"\n"), "{name}");
+            assert!(text.contains("\n.SH EXAMPLES\n"), "{name}");
+        }
         assert!(public.find_subcommand("generate").is_none());
     }
 }

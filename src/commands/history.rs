@@ -1,7 +1,7 @@
 //! `rea history`: past runs, newest first, read backwards from the log so it
 //! stays fast on a huge history. Runs in progress are shown by `rea status`.
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::Utc;
 
 use rea_core::record::{Event, Record, RunStatus};
 use rea_store::history::Query;
@@ -12,35 +12,18 @@ use crate::table::Table;
 
 const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
-/// `--since`: a duration back from now, an RFC 3339 instant, or a UTC date.
-pub(crate) fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
-    let t = text.trim();
-    if let Ok(d) = rea_core::duration::parse(t) {
-        let d = chrono::Duration::from_std(d).map_err(|e| e.to_string())?;
-        return Ok(now - d);
-    }
-    if let Ok(i) = DateTime::parse_from_rfc3339(t) {
-        return Ok(i.with_timezone(&Utc));
-    }
-    if let Ok(day) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
-        if let Some(midnight) = day.and_hms_opt(0, 0, 0) {
-            return Ok(midnight.and_utc());
-        }
-    }
-    Err(format!(
-        "--since {text:?} is neither a duration (\"2h\", \"7d\") nor an instant (2026-11-29T08:00:00Z, 2026-11-29)"
-    ))
-}
-
 pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
     let dir = super::state_dir(global)?;
     let now = Utc::now();
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, now))
-        .transpose()
-        .map_err(Failure::invalid)?;
+    let tz = crate::time_text::zone(args.utc);
+    let bound = |flag: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|t| crate::time_text::parse_bound(flag, t, now, tz))
+            .transpose()
+            .map_err(Failure::invalid)
+    };
+    let since = bound("--since", &args.since)?;
+    let until = bound("--until", &args.until)?;
     let mut statuses: Vec<RunStatus> = Vec::new();
     let mut with_missed = false;
     for s in &args.status {
@@ -75,6 +58,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
         job: args.job.clone(),
         statuses,
         since,
+        until,
         limit: if only_missed { None } else { Some(args.limit) },
         runs_only: !only_missed,
         with_missed,
@@ -86,7 +70,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
             dir.display()
         ))
     })?;
-    let records: Vec<Record> = records
+    let mut records: Vec<Record> = records
         .into_iter()
         .filter(|r| !only_missed || r.event == Event::Missed)
         .take(args.limit)
@@ -107,11 +91,16 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
         eprintln!("rea: no matching runs in {}", dir.display());
         return failure::ok();
     }
+    // The log is in the order lines were written (a run's line when it
+    // ended); people read the TIME column, a run's start: newest first by
+    // that, so a long run sits where it began.
+    let shown = |r: &Record| r.started.unwrap_or(r.ts);
+    records.sort_by_key(|r| std::cmp::Reverse(shown(r)));
     let mut table = Table::new([
         "TIME", "JOB", "RUN", "STATUS", "TRIGGER", "ATTEMPT", "DURATION", "EXIT", "NOTE",
     ]);
     for r in &records {
-        let when = r.started.unwrap_or(r.ts);
+        let when = shown(r);
         let status = match (r.event, r.status) {
             (Event::Missed, _) => format!("missed ×{}", r.count.unwrap_or(0)),
             (_, Some(s)) => s.as_str().to_string(),
@@ -123,7 +112,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
             _ => String::new(),
         };
         table.row([
-            when.to_rfc3339_opts(SecondsFormat::Secs, true),
+            crate::time_text::show(when, tz),
             r.job.clone().unwrap_or_default(),
             r.run.clone().unwrap_or_default(),
             status,
@@ -146,33 +135,4 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
     }
     print!("{}", table.render());
     failure::ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_accepts_durations_instants_and_dates() {
-        let now = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        assert_eq!(
-            parse_since("2h", now).unwrap().to_rfc3339(),
-            "2026-11-29T10:00:00+00:00"
-        );
-        assert_eq!(
-            parse_since("2026-11-01T08:00:00+01:00", now)
-                .unwrap()
-                .to_rfc3339(),
-            "2026-11-01T07:00:00+00:00"
-        );
-        assert_eq!(
-            parse_since("2026-11-28", now).unwrap().to_rfc3339(),
-            "2026-11-28T00:00:00+00:00"
-        );
-        assert!(parse_since("yesterday", now)
-            .unwrap_err()
-            .contains("neither a duration"));
-    }
 }

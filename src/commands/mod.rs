@@ -4,6 +4,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod complete;
 pub(crate) mod edit;
 pub(crate) mod generate;
 pub(crate) mod history;
@@ -13,6 +14,7 @@ pub(crate) mod logs;
 pub(crate) mod next;
 pub(crate) mod pause;
 pub(crate) mod pending;
+pub(crate) mod probe;
 pub(crate) mod reload;
 pub(crate) mod run;
 pub(crate) mod status;
@@ -26,7 +28,7 @@ use chrono_tz::Tz;
 use rea_config::{Config, Diagnostic, LoadOptions};
 
 use crate::control::protocol::PingReply;
-use crate::jobfiles::JobFiles;
+use crate::jobfiles::{HostChecks, JobFiles};
 use serde::de::DeserializeOwned;
 
 use crate::cli::{exit, Global};
@@ -56,12 +58,16 @@ pub(crate) fn job_file_in_use(global: &Global) -> PathBuf {
     daemons.unwrap_or_else(crate::jobfiles::default_main)
 }
 
-/// Loads the job files (the main file and the ones beside it, with the
-/// machine's checks). A bad main file is a failure with every diagnostic;
-/// a bad drop-in or user's file is reported on stderr and left out.
+/// Loads the job files (the main file and the ones beside it) for a
+/// command that only reads them (`list`, `next`, offline `status`). A bad
+/// main file is a failure with every diagnostic; a bad drop-in or user's
+/// file is reported on stderr and left out. What the machine says (a job's
+/// user missing here) does not stop these: it is a warning in the result,
+/// and `rea check` is where it is an error.
 pub(crate) fn load_config(global: &Global) -> Result<Config, Failure> {
     let path = job_file_in_use(global);
-    let mut files = JobFiles::new(&path, LoadOptions::default(), crate::host::is_root());
+    let mut files = JobFiles::new(&path, LoadOptions::default(), crate::host::is_root())
+        .host_checks(HostChecks::Lenient);
     match files.load(true) {
         Ok(Some(loaded)) => {
             for (_, diags) in &loaded.refused {

@@ -19,6 +19,7 @@ pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
         return failure::ok();
     }
     let now = Utc::now();
+    let tz = crate::time_text::zone(args.utc);
     let mut table = Table::new(["ID", "STATE", "DUE", "", "TAGS", "COMMAND"]);
     for s in &answer.data.oneshots {
         let due = s.due.0;
@@ -26,7 +27,7 @@ pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
         table.row([
             s.id.clone(),
             s.state.clone(),
-            due.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            crate::time_text::show(due, tz),
             super::relative(due, now),
             tags.join(" "),
             s.argv.join(" "),

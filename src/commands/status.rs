@@ -23,11 +23,14 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
                 job: args.job.clone(),
             };
             let answer = super::ask::<StatusReply>(&mut client, &request)?;
+            if args.check {
+                return super::probe::live(&answer.data);
+            }
             if args.json {
                 println!("{}", answer.raw);
                 return failure::ok();
             }
-            live(&answer.data);
+            live(&answer.data, crate::time_text::zone(args.utc));
             failure::ok()
         }
         // No daemon: the offline view says so itself.
@@ -41,7 +44,7 @@ fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
 }
 
 /// Renders the daemon's answer for people.
-fn live(data: &StatusReply) {
+fn live(data: &StatusReply, tz: chrono_tz::Tz) {
     let now = Utc::now();
     let d = &data.daemon;
     let up = rea_core::duration::format(std::time::Duration::from_secs(d.uptime_s.max(0) as u64));
@@ -61,7 +64,7 @@ fn live(data: &StatusReply) {
             "one-shot {}: {}, due {} ({})",
             o.id,
             o.state,
-            rea_core::record::format_ts(o.due.0),
+            crate::time_text::show(o.due.0, tz),
             ago(Some(o.due), now)
         );
     }
@@ -168,6 +171,25 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> Outcome
         .iter()
         .filter(|j| args.job.as_ref().is_none_or(|n| &j.name == n))
         .collect();
+
+    if args.check {
+        let enabled: Vec<_> = jobs.iter().filter(|j| j.enabled).collect();
+        let failing: Vec<super::probe::Failing> = enabled
+            .iter()
+            .filter_map(|j| {
+                let s = summaries.get(&j.name)?;
+                let last = s.last.as_ref();
+                let failed = last.is_some_and(|l| super::probe::is_failure(l.status.as_str()));
+                (failed || s.consecutive_failures > 0).then(|| super::probe::Failing {
+                    name: j.name.clone(),
+                    status: last.map_or_else(|| "failed".into(), |l| l.status.as_str().into()),
+                    exit_code: last.and_then(|l| l.exit_code),
+                    streak: s.consecutive_failures,
+                })
+            })
+            .collect();
+        return super::probe::offline(&failing, enabled.len(), &dir.display().to_string());
+    }
 
     if args.json {
         let rows: Vec<_> = jobs

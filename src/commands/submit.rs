@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Duration as CDuration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Duration as CDuration, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use chrono_tz::Tz;
 use serde_json::json;
 
@@ -36,7 +36,10 @@ pub(crate) fn submit(global: &Global, args: &SubmitArgs) -> Outcome {
 }
 
 pub(crate) fn at(global: &Global, args: &AtArgs) -> Outcome {
-    let when = parse_time(&args.time, args.tz.as_deref(), Utc::now()).map_err(Failure::invalid)?;
+    // `rea at now + 30m` and `rea at 2026-12-01 10:00`: at(1) takes the
+    // time as several words.
+    let time = args.time.join(" ");
+    let when = parse_time(&time, args.tz.as_deref(), Utc::now()).map_err(Failure::invalid)?;
     send(global, &args.opts, when)
 }
 
@@ -132,21 +135,9 @@ fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When
     }
     let tz: Tz = rea_config::zone::resolve(zone.unwrap_or("local"))
         .map_err(|e| format!("--tz: {}\n  hint: {}", e.message, e.hint()))?;
-    let local = |naive: NaiveDateTime| -> Result<DateTime<Utc>, String> {
-        tz.from_local_datetime(&naive)
-            .earliest()
-            .map(|d| d.with_timezone(&Utc))
-            .ok_or_else(|| format!("{text:?} does not exist in {tz} (a daylight saving gap)"))
-    };
-    for fmt in [
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%d %H:%M",
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-    ] {
-        if let Ok(n) = NaiveDateTime::parse_from_str(t, fmt) {
-            return local(n).map(When::At);
-        }
+    let local = |naive: NaiveDateTime| crate::time_text::local(naive, tz, text);
+    if let Some(n) = crate::time_text::naive_date_time(t) {
+        return local(n).map(When::At);
     }
     for fmt in ["%H:%M:%S", "%H:%M"] {
         if let Ok(time) = NaiveTime::parse_from_str(t, fmt) {
@@ -183,6 +174,7 @@ mod tests {
     #[test]
     fn reads_the_familiar_spellings() {
         assert_eq!(at("now + 30m"), "in 1800");
+        assert_eq!(at("now+30m"), "in 1800");
         assert_eq!(at("+1h"), "in 3600");
         assert_eq!(at("2026-12-01T10:00:00+08:00"), "2026-12-01T02:00:00+00:00");
         assert_eq!(at("2026-12-01 10:00"), "2026-12-01T02:00:00+00:00");

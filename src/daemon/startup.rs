@@ -106,8 +106,8 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     for (name, s) in summaries {
-        if let (Some(m), Some(at)) = (metrics.as_mut(), s.last_success) {
-            m.seed_last_success(&name, at);
+        if let Some(m) = metrics.as_mut() {
+            m.seed(&name, &s);
         }
         if let Some(last) = s.last.as_ref().and_then(last_run_of) {
             engine.seed_last(&name, last, s.consecutive_failures as u32);

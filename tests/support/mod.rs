@@ -102,6 +102,10 @@ impl Env {
             .env_remove("REA_FILE")
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
+            // Shown times are in the machine's zone: pin it, so no test
+            // depends on the zone of the machine it runs on (a test of
+            // local time passes its own TZ in `vars`).
+            .env("TZ", "UTC")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
         for (k, v) in vars {
@@ -136,6 +140,7 @@ impl Env {
             .env("REA_FILE", self.jobs_path())
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
+            .env("TZ", "UTC")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out_path).expect("stdout file"))
@@ -227,6 +232,7 @@ impl Env {
             .env("REA_FILE", self.jobs_path())
             .env("REA_STATE_DIR", self.state())
             .env("NO_COLOR", "1")
+            .env("TZ", "UTC")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

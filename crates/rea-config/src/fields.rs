@@ -489,13 +489,18 @@ fn apply_schedule(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     };
     // Large files repeat a few expressions many times: parse each once and
     // share its compiled matcher.
-    if let Some(known) = ctx.schedules.get(expr) {
-        d.job.schedule = Some(known.clone());
-        return;
-    }
-    match Schedule::parse(expr) {
+    let known = ctx.schedules.get(expr).cloned();
+    let fresh = known.is_none();
+    match known.map_or_else(|| Schedule::parse(expr), Ok) {
         Ok(schedule) => {
-            ctx.schedules.insert(expr.to_string(), schedule.clone());
+            // Each job written with such an expression is warned about.
+            for w in schedule.warnings() {
+                let at = schedule_error_offset(ctx.text, v.span(), expr, w);
+                ctx.warning(at, w.message.clone(), w.hint.clone());
+            }
+            if fresh {
+                ctx.schedules.insert(expr.to_string(), schedule.clone());
+            }
             d.job.schedule = Some(schedule);
         }
         Err(e) => {

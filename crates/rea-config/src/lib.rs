@@ -75,8 +75,9 @@ pub struct Config {
     pub positions: BTreeMap<(String, String), (usize, usize)>,
     /// Hash of the bytes parsed (reloads skip a file that did not change).
     pub digest: u64,
-    /// What the machine says about the file without refusing it (mail
-    /// without sendmail); filled by `load_with`, empty from `parse`.
+    /// What is accepted but probably not meant: from `parse` (a cron step
+    /// larger than its field) and from the machine's checks (mail without
+    /// sendmail).
     pub warnings: Vec<Diagnostic>,
     /// Jobs that come from another file than `path` (a drop-in, a user's
     /// file, see [`combine`]): job name → that file. Empty for one file.

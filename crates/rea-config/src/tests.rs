@@ -46,6 +46,18 @@ mod unit {
         diags.iter().map(|d| format!("{d}\n")).collect()
     }
 
+    #[test]
+    fn a_step_larger_than_its_field_is_a_located_warning_for_each_job() {
+        let c = ok("[jobs.a]\nschedule = \"*/61 * * * *\"\ncommand = \"x\"\n\
+                    [jobs.b]\nschedule = \"*/61 * * * *\"\ncommand = \"x\"\n");
+        assert_eq!(
+            render(&c.warnings),
+            "jobs.toml:2:15: warning: step 61 in \"*/61\" is larger than the minute field (0-59): only minute 0 matches, as in cron\n  hint: write 0 if that is what you mean\n\
+             jobs.toml:5:15: warning: step 61 in \"*/61\" is larger than the minute field (0-59): only minute 0 matches, as in cron\n  hint: write 0 if that is what you mean\n"
+        );
+        assert!(c.warnings.iter().all(|w| !w.is_error()));
+    }
+
     fn job<'c>(config: &'c Config, name: &str) -> &'c Job {
         config
             .jobs

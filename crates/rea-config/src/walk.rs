@@ -56,7 +56,7 @@ pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<
                 jobs,
                 positions: std::mem::take(&mut ctx.positions),
                 digest: digest(src),
-                warnings: Vec::new(),
+                warnings: std::mem::take(&mut ctx.warnings),
                 other_files: BTreeMap::new(),
                 files: vec![(path.to_path_buf(), digest(src))],
             }
@@ -85,6 +85,8 @@ pub(crate) struct Ctx<'a> {
     /// Byte offset of the start of each line.
     line_starts: Vec<usize>,
     pub(crate) diags: Vec<Diagnostic>,
+    /// What is accepted but probably not meant (see `Config::warnings`).
+    pub(crate) warnings: Vec<Diagnostic>,
     /// See `Config::positions`.
     pub(crate) positions: BTreeMap<(String, String), (usize, usize)>,
     /// Expressions already parsed in this file.
@@ -103,6 +105,7 @@ impl<'a> Ctx<'a> {
             text,
             line_starts,
             diags: Vec::new(),
+            warnings: Vec::new(),
             positions: BTreeMap::new(),
             schedules: std::collections::HashMap::new(),
             kind: FileKind::Main,
@@ -130,6 +133,18 @@ impl<'a> Ctx<'a> {
         self.diags.push(Diagnostic {
             file: self.file.clone(),
             severity: crate::Severity::Error,
+            line: Some(line),
+            col: Some(col),
+            message: shorten(message.into()),
+            hint: hint.map(shorten),
+        });
+    }
+
+    pub(crate) fn warning(&mut self, at: usize, message: impl Into<String>, hint: Option<String>) {
+        let (line, col) = self.position(at);
+        self.warnings.push(Diagnostic {
+            file: self.file.clone(),
+            severity: crate::Severity::Warning,
             line: Some(line),
             col: Some(col),
             message: shorten(message.into()),

@@ -35,6 +35,9 @@ use croner::Cron;
 pub struct Schedule {
     source: String,
     kind: Kind,
+    /// What cron accepts but probably does not mean what it says (a step
+    /// larger than its field): the schedule works, `rea check` warns.
+    warnings: Vec<ScheduleError>,
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +106,10 @@ impl fmt::Display for ScheduleError {
 }
 
 impl std::error::Error for ScheduleError {}
+
+/// Findings that accompany an accepted expression; the same shape as an
+/// error (message, hint, span), reported as a warning.
+pub type ScheduleWarning = ScheduleError;
 
 fn error(message: String, hint: Option<String>, span: Range<usize>) -> ScheduleError {
     ScheduleError {
@@ -201,15 +208,24 @@ impl Schedule {
                 span: Some(0..expr.len()),
             });
         }
+        let mut warnings = Vec::new();
         let kind = if trimmed.starts_with('@') {
             parse_macro(trimmed, lead)?
         } else {
-            Kind::Cron(std::sync::Arc::new(parse_cron(expr)?))
+            Kind::Cron(std::sync::Arc::new(parse_cron(expr, &mut warnings)?))
         };
         Ok(Schedule {
             source: expr.to_string(),
             kind,
+            warnings,
         })
+    }
+
+    /// What cron accepts in this expression but the reader probably did not
+    /// mean: a step larger than its field's range (`*/61`, `1-7/9`), which
+    /// cron takes as "only the first value". Empty for most expressions.
+    pub fn warnings(&self) -> &[ScheduleWarning] {
+        &self.warnings
     }
 
     /// The expression as written.
@@ -318,7 +334,10 @@ fn parse_macro(trimmed: &str, lead: usize) -> Result<Kind, ScheduleError> {
         ));
     }
     match known {
-        Some((_, expansion)) => Ok(Kind::Cron(std::sync::Arc::new(parse_cron(expansion)?))),
+        Some((_, expansion)) => Ok(Kind::Cron(std::sync::Arc::new(parse_cron(
+            expansion,
+            &mut Vec::new(),
+        )?))),
         None => Ok(Kind::Reboot),
     }
 }
@@ -343,7 +362,10 @@ fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
     out
 }
 
-fn parse_cron(expr: &str) -> Result<CronSchedule, ScheduleError> {
+fn parse_cron(
+    expr: &str,
+    warnings: &mut Vec<ScheduleWarning>,
+) -> Result<CronSchedule, ScheduleError> {
     let parts = split_fields(expr);
     let layout: &[Field] = match parts.len() {
         5 => &[Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek],
@@ -369,7 +391,7 @@ fn parse_cron(expr: &str) -> Result<CronSchedule, ScheduleError> {
         bits[0] = 1; // second 0
     }
     for (i, (field, (text, span))) in layout.iter().zip(&parts).enumerate() {
-        bits[i + offset] = parse_field(text, span.start, *field)?;
+        bits[i + offset] = parse_field(text, span.start, *field, warnings)?;
     }
     // Vixie's bit 7 of the day-of-week set is Sunday, like bit 0.
     let mut weekdays = bits[5];
@@ -442,7 +464,12 @@ fn to_croner(f: &Fields) -> Result<Cron, croner::errors::CronError> {
         .parse(&pattern)
 }
 
-fn parse_field(text: &str, base: usize, field: Field) -> Result<u64, ScheduleError> {
+fn parse_field(
+    text: &str,
+    base: usize,
+    field: Field,
+    warnings: &mut Vec<ScheduleWarning>,
+) -> Result<u64, ScheduleError> {
     let mut bits = 0u64;
     let mut pos = 0;
     for item in text.split(',') {
@@ -455,12 +482,17 @@ fn parse_field(text: &str, base: usize, field: Field) -> Result<u64, ScheduleErr
                 base..base + text.len(),
             ));
         }
-        bits |= parse_item(item, start, field)?;
+        bits |= parse_item(item, start, field, warnings)?;
     }
     Ok(bits)
 }
 
-fn parse_item(item: &str, start: usize, field: Field) -> Result<u64, ScheduleError> {
+fn parse_item(
+    item: &str,
+    start: usize,
+    field: Field,
+    warnings: &mut Vec<ScheduleWarning>,
+) -> Result<u64, ScheduleError> {
     let span = start..start + item.len();
     let (lo, hi) = field.bounds();
     let (range_text, step_text) = match item.split_once('/') {
@@ -509,9 +541,32 @@ fn parse_item(item: &str, start: usize, field: Field) -> Result<u64, ScheduleErr
             };
             match step {
                 Some(n) if (1..=span_len).contains(&n) => n,
+                // Vixie cron and cronie take any step from 1 up: one larger
+                // than the field leaves the range's first value only. Kept
+                // (a crontab that cron runs must convert), with a warning.
+                Some(n) if n > span_len => {
+                    let only = if field == Field::DayOfWeek && first == 7 {
+                        0
+                    } else {
+                        first
+                    };
+                    warnings.push(error(
+                        format!(
+                            "step {n} in {item:?} is larger than the {} field ({lo}-{hi}): only {} {only} matches, as in cron",
+                            field.label(),
+                            field.label()
+                        ),
+                        Some(format!("write {first} if that is what you mean")),
+                        step_span,
+                    ));
+                    n
+                }
                 _ => {
                     return Err(error(
-                        format!("invalid step {s:?} in the {} field: a step is a number from 1 to {span_len}", field.label()),
+                        format!(
+                        "invalid step {s:?} in the {} field: a step is a whole number, at least 1",
+                        field.label()
+                    ),
                         None,
                         step_span,
                     ))
@@ -523,7 +578,11 @@ fn parse_item(item: &str, start: usize, field: Field) -> Result<u64, ScheduleErr
     let mut v = first;
     while v <= last {
         bits |= 1 << v;
-        v += step;
+        // A step may be anything up to u32::MAX (see above).
+        let Some(next) = v.checked_add(step) else {
+            break;
+        };
+        v = next;
     }
     Ok(bits)
 }
@@ -1599,8 +1658,9 @@ mod tests {
             ("0 0 * * 1-9", "day-of-week value 9 is out of range (allowed: 0-7 or SUN-SAT; 0 and 7 are Sunday)", None, Some(10..11)),
             ("5/15 * * * *", "step without a range: \"5/15\" in the minute field", Some("Vixie cron needs a range before a step: write 5-59/15 (every 15 from 5) or */15"), Some(0..4)),
             ("0 5/2 * * *", "step without a range: \"5/2\" in the hour field", Some("Vixie cron needs a range before a step: write 5-23/2 (every 2 from 5) or */2"), Some(2..5)),
-            ("*/0 * * * *", "invalid step \"0\" in the minute field: a step is a number from 1 to 60", None, Some(2..3)),
-            ("*/x * * * *", "invalid step \"x\" in the minute field: a step is a number from 1 to 60", None, Some(2..3)),
+            ("*/0 * * * *", "invalid step \"0\" in the minute field: a step is a whole number, at least 1", None, Some(2..3)),
+            ("*/x * * * *", "invalid step \"x\" in the minute field: a step is a whole number, at least 1", None, Some(2..3)),
+            ("*/99999999999 * * * *", "invalid step \"99999999999\" in the minute field: a step is a whole number, at least 1", None, Some(2..13)),
             ("0 0 L * *", "\"L\" (last day) in the day-of-month field is a Quartz extension that Vixie cron does not support", Some("run on days 28-31 and test for the last day in the command"), Some(4..5)),
             ("0 0 15W * *", "\"W\" (nearest weekday) in the day-of-month field is a Quartz extension that Vixie cron does not support", Some("list the days explicitly, e.g. 1-5"), Some(4..7)),
             ("0 0 * * 1#2", "\"#\" (nth weekday of the month) in the day-of-week field is a Quartz extension that Vixie cron does not support", Some("run on days 1-7 (or 8-14, ...) and test the weekday in the command"), Some(8..11)),
@@ -1642,6 +1702,42 @@ mod tests {
         assert_eq!(
             refused("% 0 * * *").to_string(),
             "unexpected \"%\" in the minute field"
+        );
+    }
+
+    #[test]
+    fn a_step_larger_than_its_field_keeps_only_the_first_value_with_a_warning() {
+        // (expression, what it means, the warning, its span)
+        let cases = [
+            ("*/61 * * * *", "0 * * * *", "step 61 in \"*/61\" is larger than the minute field (0-59): only minute 0 matches, as in cron", 2..4),
+            ("0 */25 * * *", "0 0 * * *", "step 25 in \"*/25\" is larger than the hour field (0-23): only hour 0 matches, as in cron", 4..6),
+            ("0 0 * * 1-7/9", "0 0 * * 1", "step 9 in \"1-7/9\" is larger than the day-of-week field (0-7): only day-of-week 1 matches, as in cron", 12..13),
+            ("0 0 * * 7-7/9", "0 0 * * 0", "step 9 in \"7-7/9\" is larger than the day-of-week field (0-7): only day-of-week 0 matches, as in cron", 12..13),
+        ];
+        for (expr, same_as, message, span) in cases {
+            let s = Schedule::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            // Same fires (not equal schedules: `*/25` starts with `*`, which
+            // changes cronie's DST policy, not the matching).
+            assert_eq!(
+                fires(expr, Tz::UTC, "2026-03-01T00:00:00Z", 4),
+                fires(same_as, Tz::UTC, "2026-03-01T00:00:00Z", 4),
+                "{expr}"
+            );
+            let w = s.warnings();
+            assert_eq!(w.len(), 1, "{expr}: {w:?}");
+            assert_eq!(w[0].message, message, "{expr}");
+            assert_eq!(w[0].span, Some(span), "{expr}");
+        }
+        // In range: no warning (`*/60` matches minute 0 only too, but it
+        // is in range and cron users write it for "hourly").
+        for expr in ["*/60 * * * *", "*/15 * * * *", "@daily", "0 0 1-31/31 * *"] {
+            let s = Schedule::parse(expr).unwrap();
+            assert!(s.warnings().is_empty(), "{expr}: {:?}", s.warnings());
+        }
+        // A huge step never overflows.
+        assert_eq!(
+            fires("0 0 * * 0-7/4294967295", Tz::UTC, "2026-03-01T00:00:00Z", 3),
+            fires("0 0 * * 0", Tz::UTC, "2026-03-01T00:00:00Z", 3)
         );
     }
 

@@ -146,15 +146,17 @@ fn arb_query() -> impl Strategy<Value = Query> {
             0..3,
         ),
         prop::option::of(0i64..130),
+        prop::option::of(0i64..130),
         prop::option::of(0usize..20),
         any::<bool>(),
         any::<bool>(),
     )
         .prop_map(
-            |(job, statuses, since, limit, runs_only, with_missed)| Query {
+            |(job, statuses, since, until, limit, runs_only, with_missed)| Query {
                 job: job.map(str::to_string),
                 statuses,
                 since: since.map(ts),
+                until: until.map(ts),
                 limit,
                 runs_only,
                 with_missed,
@@ -175,6 +177,7 @@ pub fn naive_query(records: &[Record], q: &Query) -> Vec<Record> {
                     && (!q.runs_only || r.event == Event::Run))
         })
         .filter(|r| q.since.is_none_or(|since| r.ts >= since))
+        .filter(|r| q.until.is_none_or(|until| r.ts < until))
         .cloned()
         .collect();
     if let Some(limit) = q.limit {

@@ -24,6 +24,37 @@ use rea_core::record::{Event, Record, RunStatus, Trigger};
 /// `cancelled` only happens to one-shots.
 const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
+/// What `rea_last_run_status` can say: the final statuses a job's last run
+/// (skipped runs aside: they are not runs of the command) may end in. One
+/// series per status, 1 for the last run's and 0 for the others, so a rule
+/// reads `rea_last_run_status{status="failed"} == 1`.
+const LAST: [RunStatus; 5] = [
+    RunStatus::Succeeded,
+    RunStatus::Failed,
+    RunStatus::TimedOut,
+    RunStatus::Killed,
+    RunStatus::Interrupted,
+];
+
+/// Final statuses of one-shot runs, pre-created at zero like the jobs'.
+const ONESHOT_FINAL: [RunStatus; 7] = [
+    RunStatus::Succeeded,
+    RunStatus::Failed,
+    RunStatus::TimedOut,
+    RunStatus::Killed,
+    RunStatus::Skipped,
+    RunStatus::Interrupted,
+    RunStatus::Cancelled,
+];
+
+/// A failure, for the last-failure timestamp: what the engine retries and
+/// counts in `consecutive_failures` (a run killed by a shutdown or by
+/// `overlap = "replace"`, or interrupted by a daemon's death, is not the
+/// command failing).
+fn is_failure(status: RunStatus) -> bool {
+    matches!(status, RunStatus::Failed | RunStatus::TimedOut)
+}
+
 /// Upper bounds of `rea_run_duration_seconds`: 10 ms to 1 h, about three
 /// per decade (cron jobs range from `true` to nightly backups).
 const DURATION_BUCKETS: [f64; 13] = [
@@ -67,6 +98,8 @@ struct JobSeries {
     /// Created on the first success (or seeded): a job that never
     /// succeeded has no timestamp rather than 1970.
     last_success: Option<F64Gauge>,
+    /// The same for failures.
+    last_failure: Option<F64Gauge>,
 }
 
 /// Every metric the endpoint shows. Owned by the daemon loop.
@@ -77,7 +110,12 @@ pub(crate) struct Metrics {
     retries: Family<JobLabel, Counter>,
     missed: Family<JobLabel, Counter>,
     last_success: Family<JobLabel, F64Gauge>,
+    last_failure: Family<JobLabel, F64Gauge>,
     next_fire: Family<JobLabel, F64Gauge>,
+    consecutive_failures: Family<JobLabel, Gauge>,
+    last_status: Family<RunLabels, Gauge>,
+    last_exit_code: Family<JobLabel, Gauge>,
+    paused: Family<JobLabel, Gauge>,
     oneshot_runs: Family<StatusLabel, Counter>,
     running: Gauge,
     queued: Gauge,
@@ -126,12 +164,43 @@ impl Metrics {
             Unit::Seconds,
             last_success.clone(),
         );
+        let last_failure = Family::<JobLabel, F64Gauge>::default();
+        r.register_with_unit(
+            "last_failure_timestamp",
+            "When the job's last failed or timed-out run started (Unix time; absent until it fails)",
+            Unit::Seconds,
+            last_failure.clone(),
+        );
         let next_fire = Family::<JobLabel, F64Gauge>::default();
         r.register_with_unit(
             "next_fire_timestamp",
-            "The job's next scheduled occurrence (Unix time; absent when it has none)",
+            "The job's next scheduled occurrence (Unix time; absent when it has none, is paused or disabled)",
             Unit::Seconds,
             next_fire.clone(),
+        );
+        let consecutive_failures = Family::<JobLabel, Gauge>::default();
+        r.register(
+            "consecutive_failures",
+            "Failed or timed-out runs since the job's last success (retries count)",
+            consecutive_failures.clone(),
+        );
+        let last_status = Family::<RunLabels, Gauge>::default();
+        r.register(
+            "last_run_status",
+            "1 for the final status of the job's last run, 0 for the others (all 0 before its first run)",
+            last_status.clone(),
+        );
+        let last_exit_code = Family::<JobLabel, Gauge>::default();
+        r.register(
+            "last_exit_code",
+            "Exit code of the job's last run (absent before its first run, and when a signal or a timeout ended it)",
+            last_exit_code.clone(),
+        );
+        let paused = Family::<JobLabel, Gauge>::default();
+        r.register(
+            "paused",
+            "1 while the job is paused (rea pause), else 0",
+            paused.clone(),
         );
         let oneshot_runs = Family::<StatusLabel, Counter>::default();
         r.register(
@@ -182,7 +251,12 @@ impl Metrics {
             retries,
             missed,
             last_success,
+            last_failure,
             next_fire,
+            consecutive_failures,
+            last_status,
+            last_exit_code,
+            paused,
             oneshot_runs,
             running,
             queued,
@@ -195,6 +269,11 @@ impl Metrics {
             retired: HashSet::new(),
         };
         m.config_valid.set(1);
+        for status in ONESHOT_FINAL {
+            let _ = m.oneshot_runs.get_or_create(&StatusLabel {
+                status: status.as_str(),
+            });
+        }
         m.set_jobs(config);
         m
     }
@@ -226,8 +305,18 @@ impl Metrics {
             self.duration.remove(&label);
             self.retries.remove(&label);
             self.missed.remove(&label);
+            for status in LAST {
+                self.last_status.remove(&RunLabels {
+                    job: name.clone(),
+                    status: status.as_str(),
+                });
+            }
             self.last_success.remove(&label);
+            self.last_failure.remove(&label);
             self.next_fire.remove(&label);
+            self.consecutive_failures.remove(&label);
+            self.last_exit_code.remove(&label);
+            self.paused.remove(&label);
         }
         self.retired = gone.into_iter().collect();
         for name in names {
@@ -249,23 +338,49 @@ impl Metrics {
                 retries: self.retries.get_or_create_owned(&label),
                 missed: self.missed.get_or_create_owned(&label),
                 last_success: None,
+                last_failure: None,
             };
+            // The state series exist from the start, at zero, so a rule
+            // over them sees every job before its first run.
+            let _ = self.consecutive_failures.get_or_create(&label);
+            let _ = self.paused.get_or_create(&label);
+            for status in LAST {
+                let _ = self.last_status.get_or_create(&RunLabels {
+                    job: name.to_string(),
+                    status: status.as_str(),
+                });
+            }
             self.jobs.insert(name.to_string(), series);
         }
     }
 
-    /// The newest success the history log knows of, from before this
-    /// daemon started.
-    pub(crate) fn seed_last_success(&mut self, job: &str, at: DateTime<Utc>) {
-        self.set_last_success(job, at);
+    /// What the history log says of a job, from before this daemon
+    /// started: its newest success, and its last run if that failed (a
+    /// failure older than the last success is not looked for: reading the
+    /// log that far back would slow every start).
+    pub(crate) fn seed(&mut self, job: &str, summary: &rea_store::history::JobSummary) {
+        if let Some(at) = summary.last_success {
+            self.set_last(job, at, true);
+        }
+        if let Some(last) = summary.last.as_ref().filter(|l| is_failure(l.status)) {
+            if let Some(at) = last.started.or(last.ended) {
+                self.set_last(job, at, false);
+            }
+        }
     }
 
-    fn set_last_success(&mut self, job: &str, at: DateTime<Utc>) {
+    /// Moves the job's last success (or failure) timestamp forward to `at`.
+    fn set_last(&mut self, job: &str, at: DateTime<Utc>, success: bool) {
         let Some(series) = self.jobs.get_mut(job) else {
             return;
         };
-        let gauge = series.last_success.get_or_insert_with(|| {
-            self.last_success.get_or_create_owned(&JobLabel {
+        let (slot, family) = if success {
+            (&mut series.last_success, &self.last_success)
+        } else {
+            (&mut series.last_failure, &self.last_failure)
+        };
+        let gauge = slot.get_or_insert_with(|| {
+            family.get_or_create_owned(&JobLabel {
                 job: job.to_string(),
             })
         });
@@ -322,9 +437,11 @@ impl Metrics {
         }
         // The start, as the history's summaries have it: a daily job's
         // successes are then 24 h apart however long each one took.
+        let at = rec.started.unwrap_or(rec.ts);
         if status == RunStatus::Succeeded {
-            let at = rec.started.unwrap_or(rec.ts);
-            self.set_last_success(job, at);
+            self.set_last(job, at, true);
+        } else if is_failure(status) {
+            self.set_last(job, at, false);
         }
     }
 
@@ -346,13 +463,47 @@ impl Metrics {
             if !self.jobs.contains_key(&status.name) {
                 continue;
             }
-            let label = JobLabel { job: status.name };
-            match status.next_fire {
+            let label = JobLabel {
+                job: status.name.clone(),
+            };
+            // A paused or disabled job will not fire at its next occurrence:
+            // no series, so `time() > rea_next_fire_timestamp_seconds`
+            // style rules do not fire for it.
+            let next = status
+                .next_fire
+                .filter(|_| status.enabled && !status.paused);
+            match next {
                 Some(at) => {
                     self.next_fire.get_or_create(&label).set(unix_seconds(at));
                 }
                 None => {
                     self.next_fire.remove(&label);
+                }
+            }
+            self.paused
+                .get_or_create(&label)
+                .set(i64::from(status.paused));
+            self.consecutive_failures
+                .get_or_create(&label)
+                .set(i64::from(status.consecutive_failures));
+            let last = status.last.as_ref();
+            for s in LAST {
+                let is_last = last.is_some_and(|l| l.status == s);
+                self.last_status
+                    .get_or_create(&RunLabels {
+                        job: status.name.clone(),
+                        status: s.as_str(),
+                    })
+                    .set(i64::from(is_last));
+            }
+            match last.and_then(|l| l.exit_code) {
+                Some(code) => {
+                    self.last_exit_code
+                        .get_or_create(&label)
+                        .set(i64::from(code));
+                }
+                None => {
+                    self.last_exit_code.remove(&label);
                 }
             }
         }
@@ -535,8 +686,12 @@ mod tests {
     #[test]
     fn seeded_success_only_moves_forward() {
         let mut m = Metrics::new(&config(TWO));
-        m.seed_last_success("good", at(40));
-        m.seed_last_success("nosuchjob", at(40));
+        let seeded = rea_store::history::JobSummary {
+            last_success: Some(at(40)),
+            ..Default::default()
+        };
+        m.seed("good", &seeded);
+        m.seed("nosuchjob", &seeded);
         m.observe(&run("good", RunStatus::Succeeded, Trigger::Manual, Some(1)));
         let text = m.render(false);
         let seeded = unix_seconds(at(40));
@@ -608,7 +763,7 @@ mod tests {
         m.refresh(&engine, true, 0);
         let text = m.render(false);
         assert!(!text.contains("job=\"bad\""), "{text}");
-        assert!(!text.contains("rea_oneshot_runs_total{"), "{text}");
+        has(&text, "rea_oneshot_runs_total{status=\"failed\"} 0");
         // Kept jobs keep their counts; new ones start at zero.
         has(&text, "rea_runs_total{job=\"good\",status=\"succeeded\"} 1");
         has(&text, "rea_runs_total{job=\"new\",status=\"succeeded\"} 0");

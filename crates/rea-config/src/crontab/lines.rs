@@ -326,7 +326,16 @@ pub(super) fn build_job(
             None,
         ));
     }
-    let never = Schedule::parse(&entry.schedule).ok().is_some_and(|s| {
+    let parsed = Schedule::parse(&entry.schedule).ok();
+    for w in parsed.iter().flat_map(Schedule::warnings) {
+        out.diagnostics.push(warning(
+            file,
+            n,
+            format!("schedule {:?}: {}", entry.schedule, w.message),
+            w.hint.clone(),
+        ));
+    }
+    let never = parsed.is_some_and(|s| {
         !s.is_reboot()
             && s.next_after(chrono::DateTime::UNIX_EPOCH, chrono_tz::UTC)
                 .is_none()

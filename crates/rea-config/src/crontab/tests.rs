@@ -337,6 +337,7 @@ fn warning_texts() {
         &user("0 0 30 2 * x\n"),
         "tab:1: warning: \"0 0 30 2 *\" never fires (no such day); cron accepts it too",
     );
+    has(&user("*/61 * * * * x\n"), "tab:1: warning: schedule \"*/61 * * * *\": step 61 in \"*/61\" is larger than the minute field (0-59): only minute 0 matches, as in cron\n  hint: write 0 if that is what you mean");
     has(&user("0 1 * * * x\r\n"), "tab:1: warning: the line ends with a carriage return (Windows line ending); cron would pass it to the shell as part of the line; removed");
     has(&user("0 1 * * * x"), "tab:1: warning: the file does not end with a newline: cron refuses its last line (\"premature EOF\"); converted anyway");
     has(&user("0 1 * * * a\nbad line\n"), "tab: warning: 1 line could not be converted; cron ignores a crontab with a bad line, so the 1 converted job may never have run under cron");

@@ -181,9 +181,13 @@ impl HistoryReader for JsonlReader {
         }
         self.scan(
             |line| {
-                if let (Some(since), Some(ts)) = (query.since, fast_ts(line)) {
-                    if ts < since {
+                if let Some(ts) = fast_ts(line) {
+                    if query.since.is_some_and(|since| ts < since) {
                         return Pre::Stop;
+                    }
+                    // Newer than `until`: read on, towards older lines.
+                    if query.until.is_some_and(|until| ts >= until) {
+                        return Pre::Skip;
                     }
                 }
                 if job.as_ref().is_some_and(|job| !line.contains(job.as_str()))

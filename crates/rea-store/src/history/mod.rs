@@ -88,6 +88,8 @@ pub struct Query {
     pub statuses: Vec<RunStatus>,
     /// Only lines written at or after this instant.
     pub since: Option<DateTime<Utc>>,
+    /// Only lines written before this instant.
+    pub until: Option<DateTime<Utc>>,
     pub limit: Option<usize>,
     /// Only `event: run` lines (no daemon/config/missed events).
     pub runs_only: bool,
@@ -103,6 +105,7 @@ impl Query {
             .as_deref()
             .is_none_or(|job| record.job.as_deref() == Some(job))
             && self.since.is_none_or(|since| record.ts >= since)
+            && self.until.is_none_or(|until| record.ts < until)
             && ((self.with_missed && record.event == Event::Missed)
                 || ((self.statuses.is_empty()
                     || record.status.is_some_and(|s| self.statuses.contains(&s)))
