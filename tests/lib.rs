@@ -19,4 +19,5 @@ mod notify;
 mod oneshot;
 mod reload;
 mod status;
+mod supervision;
 mod torture;

@@ -186,11 +186,13 @@ impl Loop {
         let spec = RunSpec {
             program,
             env,
+            inherit_env: true,
             dir,
             timeout,
             kill_grace,
             output_limit,
             stdin: None,
+            pass_fd: None,
             user,
         };
         let (started, handle, fut) = executor::spawn(spec)?;

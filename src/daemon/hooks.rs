@@ -90,11 +90,13 @@ impl Loop {
                         script: command,
                     },
                     env,
+                    inherit_env: true,
                     dir: job.dir.clone(),
                     timeout: Some(job.hook_timeout),
                     kill_grace: job.kill_grace,
                     output_limit: 16 * 1024,
                     stdin: None,
+                    pass_fd: None,
                     user: user.clone(),
                 };
                 let name = hook.name();
@@ -161,11 +163,13 @@ impl Loop {
         let spec = RunSpec {
             program: Program::Argv(argv),
             env: Vec::new(),
+            inherit_env: true,
             dir: None,
             timeout: Some(Duration::from_secs(60)),
             kill_grace: Duration::from_secs(5),
             output_limit: 4096,
             stdin: Some(mail_message(job, rec).into_bytes()),
+            pass_fd: None,
             user: None,
         };
         let name = job.name.clone();
