@@ -259,3 +259,39 @@ kill_grace = "2s"
         "stragglers {survivors:?} outlived their run: {rec}"
     );
 }
+
+#[test]
+fn max_rss_kb_is_the_jobs_not_the_daemons() {
+    let env = Env::new();
+    env.jobs(
+        r#"[jobs.small]
+schedule = "@reboot"
+command = "exec true"
+
+[jobs.big]
+schedule = "@reboot"
+command = "perl -e '$x = \"a\" x 100_000_000; print length $x'"
+"#,
+    );
+    let d = env.daemon();
+    let small = final_of(&env, "small");
+    let big = final_of(&env, "big");
+    let status = fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap_or_default();
+    let daemon_peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    let small_kb = small["max_rss_kb"].as_u64().expect("max_rss_kb");
+    assert!(
+        small_kb < daemon_peak / 2,
+        "`true` reported {small_kb} KiB, the daemon's peak is {daemon_peak} KiB"
+    );
+    let big_kb = big["max_rss_kb"].as_u64().expect("max_rss_kb");
+    // perl builds the string, then copies it into $x: two of them at the
+    // peak.
+    assert!(
+        (95_000..300_000).contains(&big_kb),
+        "100 MB of perl (twice, briefly) reported as {big_kb} KiB: {big}"
+    );
+}

@@ -244,6 +244,7 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
         started,
         timeout: spec.timeout,
         grace: spec.kill_grace,
+        spawner_peak_rss_kb: child.spawner_peak_rss_kb,
         reader,
         stop_reading,
         stdin_task,
@@ -318,6 +319,7 @@ struct Supervised {
     started: Started,
     timeout: Option<Duration>,
     grace: Duration,
+    spawner_peak_rss_kb: u64,
     reader: JoinHandle<Capture>,
     stop_reading: oneshot::Sender<()>,
     stdin_task: Option<JoinHandle<()>>,
@@ -331,6 +333,7 @@ async fn supervise(run: Supervised) -> Outcome {
         started,
         timeout,
         grace,
+        spawner_peak_rss_kb,
         mut reader,
         stop_reading,
         stdin_task,
@@ -362,7 +365,8 @@ async fn supervise(run: Supervised) -> Outcome {
     };
     let ended = Utc::now();
     drop(pidfd);
-    let (status, usage) = reap(pid).await;
+    let (status, mut usage) = reap(pid).await;
+    usage.max_rss_kb = job_peak_rss(usage.max_rss_kb, spawner_peak_rss_kb);
     // From here on only the group's members hold the pgid.
     group.leader_reaped();
 
@@ -427,6 +431,29 @@ async fn supervise(run: Supervised) -> Outcome {
         terminated,
         output,
         usage,
+    }
+}
+
+/// The job's peak resident size from what wait4 reported, or 0 when it
+/// cannot be told apart from the daemon's memory.
+///
+/// wait4's `ru_maxrss` is the largest of the leader's and of every
+/// descendant it waited for. The descendants' figures are their own. The
+/// leader's is not: it began life sharing the daemon's memory (CLONE_VM; a
+/// forked child starts with the daemon's resident pages instead), and
+/// execve folds the high-water mark of the memory it leaves into the
+/// process's `maxrss`, so the leader reports at least the daemon's peak at
+/// the time, however little the job used. Linux keeps no separate figure
+/// for the leader's own memory after execve once it has exited. So a
+/// figure above the daemon's peak (read once the child had called execve)
+/// is the job's own — its leader's or a descendant's — and is reported;
+/// anything else is at most the daemon's peak and is reported as 0, "not
+/// measurable", rather than as the daemon's memory.
+fn job_peak_rss(reported_kb: u64, spawner_peak_kb: u64) -> u64 {
+    if reported_kb > spawner_peak_kb {
+        reported_kb
+    } else {
+        0
     }
 }
 

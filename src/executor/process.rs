@@ -87,10 +87,13 @@ pub(super) struct Stdio<'a> {
     pub(super) fd3: Option<BorrowedFd<'a>>,
 }
 
-/// A started child: its pid, and the pidfd that reports its exit.
+/// A started child: its pid, the pidfd that reports its exit, and the
+/// daemon's own peak resident size once the child had called execve (see
+/// [`super::job_peak_rss`]).
 pub(super) struct Child {
     pub(super) pid: Pid,
     pub(super) pidfd: Option<OwnedFd>,
+    pub(super) spawner_peak_rss_kb: u64,
 }
 
 impl Launch {
@@ -216,12 +219,17 @@ impl Launch {
             let errno = io::Error::from_raw_os_error(args.failed_errno.load(Ordering::Acquire));
             return Err(self.step_error(failed, errno));
         }
+        let spawner_peak_rss_kb = own_peak_rss_kb();
         let Some(pid) = Pid::from_raw(pid) else {
             // clone returned a pid, which is positive; nothing to supervise
             // otherwise.
             return Err(format!("the job started with an unusable pid {pid}"));
         };
-        Ok(Child { pid, pidfd })
+        Ok(Child {
+            pid,
+            pidfd,
+            spawner_peak_rss_kb,
+        })
     }
 
     fn start_error(&self, e: io::Error) -> String {
@@ -393,6 +401,17 @@ fn spawn_error(what: &str, program: &str, e: io::Error) -> String {
         ),
         _ => format!("cannot start {what} {program}: {e}"),
     }
+}
+
+/// The daemon's peak resident size in KiB (`ru_maxrss` of RUSAGE_SELF).
+pub(super) fn own_peak_rss_kb() -> u64 {
+    // SAFETY: rusage is plain integers, for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer is valid and exclusive for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
 }
 
 /// Reaps a child that has exited (or is exiting), retrying EINTR.

@@ -509,6 +509,39 @@ async fn a_clean_environment_is_all_the_job_gets() {
 }
 
 #[tokio::test]
+async fn a_small_job_does_not_report_the_spawners_memory() {
+    // `true` needs far less than this test process: what wait4 says for a
+    // leader that small is the spawner's memory, not the job's.
+    let outcome = run(sh("exec true")).await;
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert_eq!(
+        outcome.usage.max_rss_kb,
+        0,
+        "the spawner's peak is {} KiB",
+        process::own_peak_rss_kb()
+    );
+
+    // A descendant's own peak is measured.
+    let outcome = run(sh(
+        "perl -e '$x = \"a\" x 60_000_000; print length $x'; echo",
+    ))
+    .await;
+    assert_eq!(outcome.output.text, "60000000\n");
+    assert!(
+        outcome.usage.max_rss_kb > 55_000,
+        "max_rss_kb = {}",
+        outcome.usage.max_rss_kb
+    );
+}
+
+#[test]
+fn the_peak_is_reported_only_above_the_spawners() {
+    assert_eq!(job_peak_rss(9_000, 8_000), 9_000);
+    assert_eq!(job_peak_rss(8_000, 8_000), 0);
+    assert_eq!(job_peak_rss(100, 8_000), 0);
+}
+
+#[tokio::test]
 // Reaped by pid through `reap`, which is what is being tested.
 #[allow(clippy::zombie_processes)]
 async fn exit_is_seen_without_reaping_then_reaped_once() {
