@@ -190,6 +190,69 @@ command = "ls -l /proc/self/fd; grep -E '^Sig(Blk|Ign):' /proc/self/status"
     );
 }
 
+#[test]
+fn a_user_job_gets_crons_environment_and_nothing_of_the_daemons() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let env = Env::new();
+    env.jobs(
+        r#"[defaults]
+env = { FROM_DEFAULTS = "d" }
+
+[jobs.other]
+schedule = "@reboot"
+user = "nobody"
+dir = "/"
+command = "env"
+
+[jobs.own]
+schedule = "@reboot"
+command = "env"
+"#,
+    );
+    let _d = env.daemon_with_env(&[], &[("REA_TEST_SECRET", "hunter2")]);
+    let out = output(&final_of(&env, "other"));
+    let mut vars: Vec<&str> = out.lines().collect();
+    vars.sort_unstable();
+    let names: Vec<&str> = vars
+        .iter()
+        .map(|v| v.split('=').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "FROM_DEFAULTS",
+            "HOME",
+            "LOGNAME",
+            "PATH",
+            "PWD",
+            "REA_ATTEMPT",
+            "REA_JOB",
+            "REA_RUN_ID",
+            "REA_SCHEDULED_AT",
+            "REA_TRIGGER",
+            "SHELL",
+            "USER"
+        ],
+        "{out}"
+    );
+    for expected in [
+        "HOME=/nonexistent",
+        "USER=nobody",
+        "LOGNAME=nobody",
+        "SHELL=/bin/sh",
+        "PATH=/usr/bin:/bin",
+        "FROM_DEFAULTS=d",
+    ] {
+        assert!(vars.contains(&expected), "{expected} missing:\n{out}");
+    }
+    // A job of the daemon's own user still starts from its environment.
+    let own = output(&final_of(&env, "own"));
+    assert!(own.contains("REA_TEST_SECRET=hunter2"), "{own}");
+}
+
 /// A uid no process uses, so that its process limit counts only the
 /// daemon's own processes and threads.
 const LIMITED_UID: u32 = 64_998;

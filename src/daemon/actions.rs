@@ -12,7 +12,7 @@ use rea_store::claims::{Claim, ClaimOutcome};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use super::hooks::run_env;
+use super::hooks::{inherits_daemon_env, run_env};
 use super::{Loop, Msg};
 use crate::executor::{self, RunSpec};
 use crate::host;
@@ -175,7 +175,9 @@ impl Loop {
             Def::OneShot(_) => (None, "/bin/sh"),
         };
         // As cron does for a crontab's owner: the user database says who
-        // the job is; the job's own env may still override.
+        // the job is; the job's own env may still override. Another user's
+        // job inherits nothing of the daemon's environment.
+        let inherit_env = inherits_daemon_env(user.as_ref());
         let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
         env.push((
             "REA_SCHEDULED_AT".into(),
@@ -186,7 +188,7 @@ impl Loop {
         let spec = RunSpec {
             program,
             env,
-            inherit_env: true,
+            inherit_env,
             dir,
             timeout,
             kill_grace,

@@ -3,6 +3,10 @@
 //! through sendmail, as cron mails MAILTO. They run beside the jobs, are
 //! never retried, and their failures are only logged: a hook can never
 //! cause another run or another hook.
+//!
+//! Also the environment every run and hook gets ([`run_env`]): a job running
+//! as another user than the daemon's gets cron's environment only, nothing
+//! of the daemon's. Its hooks run as that user too.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -79,6 +83,7 @@ impl Loop {
             rec.duration_ms.unwrap_or(0).to_string(),
         ));
         env.push(("REA_OUTPUT_FILE".into(), output_file.display().to_string()));
+        let inherit_env = inherits_daemon_env(user.as_ref());
         let hooks = a.hooks;
         tokio::spawn(async move {
             for (hook, command) in hooks {
@@ -90,7 +95,7 @@ impl Loop {
                         script: command,
                     },
                     env,
-                    inherit_env: true,
+                    inherit_env,
                     dir: job.dir.clone(),
                     timeout: Some(job.hook_timeout),
                     kill_grace: job.kill_grace,
@@ -246,8 +251,17 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     m
 }
 
-/// The environment of a job's run or hook on top of the daemon's: the
-/// user's variables, the job's `env`, then `REA_JOB` and `REA_RUN_ID`.
+/// Whether a job's runs and hooks start from the daemon's environment:
+/// those of the daemon's own user do; a job running as another user gets
+/// cron's environment and nothing of the daemon's (which may hold root's
+/// secrets).
+pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
+    user.is_none_or(|u| u.uid == rustix::process::geteuid().as_raw())
+}
+
+/// The variables of a job's run or hook: the user's variables, the job's
+/// `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the daemon's
+/// environment if [`inherits_daemon_env`], else all the run gets.
 pub(super) fn run_env(
     user: Option<&User>,
     shell: &str,
@@ -263,14 +277,77 @@ pub(super) fn run_env(
 }
 
 /// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the
-/// user database, and SHELL = the shell that runs the command (not the
-/// user's login shell).
+/// user database, SHELL = the shell that runs the command (not the user's
+/// login shell), and for a user other than the daemon's, whose run inherits
+/// nothing, cron's PATH (the job's `env` may set its own).
 fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
     let Some(u) = user else { return Vec::new() };
-    vec![
+    let mut env = vec![
         ("HOME".into(), u.home.display().to_string()),
         ("USER".into(), u.name.clone()),
         ("LOGNAME".into(), u.name.clone()),
         ("SHELL".into(), shell.to_string()),
-    ]
+    ];
+    if !inherits_daemon_env(Some(u)) {
+        env.push(("PATH".into(), executor::DEFAULT_PATH.to_string()));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_env() -> BTreeMap<String, String> {
+        [("PATH", "/opt/bin"), ("HOME", "/srv")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn another_users_run_gets_crons_environment() {
+        let nobody = host::user("nobody").expect("nobody exists");
+        if nobody.uid == rustix::process::geteuid().as_raw() {
+            eprintln!("skipped: runs as nobody");
+            return;
+        }
+        assert!(!inherits_daemon_env(Some(&nobody)));
+        let env = run_env(Some(&nobody), "/bin/bash", &BTreeMap::new(), "j", "r1");
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "HOME",
+                "USER",
+                "LOGNAME",
+                "SHELL",
+                "PATH",
+                "REA_JOB",
+                "REA_RUN_ID"
+            ]
+        );
+        assert!(env.contains(&("PATH".to_string(), "/usr/bin:/bin".to_string())));
+        assert!(env.contains(&("SHELL".to_string(), "/bin/bash".to_string())));
+        // The job's env comes later, so it wins.
+        let env = run_env(Some(&nobody), "/bin/sh", &job_env(), "j", "r1");
+        let last = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(last("PATH").as_deref(), Some("/opt/bin"));
+        assert_eq!(last("HOME").as_deref(), Some("/srv"));
+    }
+
+    #[test]
+    fn the_daemons_own_user_keeps_its_environment() {
+        assert!(inherits_daemon_env(None));
+        if let Some(me) = host::current_user_name().and_then(|n| host::user(&n).ok()) {
+            assert!(inherits_daemon_env(Some(&me)));
+            let env = run_env(Some(&me), "/bin/sh", &BTreeMap::new(), "j", "r1");
+            assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
+        }
+    }
 }

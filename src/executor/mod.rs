@@ -86,6 +86,7 @@ use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
 
 use capture::{read_output, Capture, PIPE_SIZE};
 use group::Group;
+pub(crate) use process::DEFAULT_PATH;
 
 /// Everything the executor needs for one run.
 #[derive(Debug, Clone)]
