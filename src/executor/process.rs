@@ -24,16 +24,19 @@
 //!   (shared memory, read by the parent once it resumes) and exits 127; the
 //!   parent reaps it and turns the pair into a sentence for people.
 //!
-//! What the child sets up, in order: default dispositions for every signal
-//! (the daemon ignores SIGPIPE and has handlers that must never run in the
-//! child), a new session (no controlling terminal, so a job cannot inject
-//! keystrokes into the daemon's terminal with TIOCSTI; the session and the
-//! process group are both the child's pid), stdin, stdout + stderr and the
-//! optional fd 3, every other descriptor close-on-exec (the daemon may have
-//! inherited descriptors without CLOEXEC from whoever started it), the user's
-//! groups, gid and uid, the working directory, `PR_SET_PDEATHSIG = SIGKILL`
-//! (after the uid switch, which clears it; then `getppid()` catches a daemon
-//! that died before it was set), an empty signal mask, then execve.
+//! What the child sets up, in order: stdin, stdout + stderr and the optional
+//! fd 3, then every other descriptor closed at once (the daemon may have
+//! inherited descriptors without CLOEXEC from whoever started it; and closed
+//! now rather than at execve, a child still starting when the daemon is
+//! killed does not hold the daemon's lock on its state directory a moment
+//! longer), default dispositions for every signal (the daemon ignores
+//! SIGPIPE and has handlers that must never run in the child), a new session
+//! (no controlling terminal, so a job cannot inject keystrokes into the
+//! daemon's terminal with TIOCSTI; the session and the process group are
+//! both the child's pid), the user's groups, gid and uid, the working
+//! directory, `PR_SET_PDEATHSIG = SIGKILL` (after the uid switch, which
+//! clears it; then `getppid()` catches a daemon that died before it was
+//! set), an empty signal mask, then execve.
 //!
 //! Needs Linux 5.3 or later (pidfds that can be polled; close_range from
 //! 5.9, with a slower fallback before).
@@ -441,7 +444,7 @@ struct ChildArgs {
     /// Copied to descriptors 0, 1, 2 and 3; -1 = none (only for 3). Every
     /// source is above 3, so no copy overwrites a later source.
     sources: [RawFd; 4],
-    /// Descriptors from here up are closed on exec.
+    /// Descriptors from here up are closed.
     first_closed: RawFd,
     switch_user: bool,
     uid: libc::uid_t,
@@ -716,6 +719,12 @@ const SETUID: libc::c_long = libc::SYS_setuid32;
 ///
 /// Only for `child_main`, in a child created by `clone_child`.
 unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> {
+    for (target, source) in (0..).zip(a.sources) {
+        if source >= 0 {
+            check(Step::Stdio, libc::dup2(source, target) as libc::c_long)?;
+        }
+    }
+    close_from(a.first_closed)?;
     // Every signal to its default action while all are still blocked: the
     // daemon's handlers must not run here, and what it ignores (SIGPIPE)
     // would stay ignored across execve. Zeroed is SIG_DFL in the kernel's
@@ -732,12 +741,6 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
         );
     }
     check(Step::Session, libc::setsid() as libc::c_long)?;
-    for (target, source) in (0..).zip(a.sources) {
-        if source >= 0 {
-            check(Step::Stdio, libc::dup2(source, target) as libc::c_long)?;
-        }
-    }
-    close_from(a.first_closed)?;
     if a.switch_user {
         check(
             Step::Groups,
@@ -778,10 +781,9 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
     Err((Step::Exec, errno()))
 }
 
-/// Marks every descriptor from `first` up close-on-exec (Linux 5.11),
-/// closes them (5.9), or closes them one by one below the descriptor limit
-/// (older kernels). The child has its own descriptor table: the daemon's
-/// stays as it is.
+/// Closes every descriptor from `first` up: with close_range (Linux 5.9),
+/// or one by one below the descriptor limit (older kernels). The child has
+/// its own descriptor table: the daemon's stays as it is.
 ///
 /// # Safety
 ///
@@ -789,15 +791,6 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
 unsafe fn close_from(first: RawFd) -> Result<(), (Step, libc::c_int)> {
     let first = first as libc::c_long;
     let last = libc::c_uint::MAX as libc::c_long;
-    if libc::syscall(
-        libc::SYS_close_range,
-        first,
-        last,
-        libc::CLOSE_RANGE_CLOEXEC as libc::c_long,
-    ) == 0
-    {
-        return Ok(());
-    }
     if libc::syscall(libc::SYS_close_range, first, last, 0 as libc::c_long) == 0 {
         return Ok(());
     }
