@@ -253,6 +253,31 @@ command = "env"
     assert!(own.contains("REA_TEST_SECRET=hunter2"), "{own}");
 }
 
+#[test]
+fn hooks_of_a_user_job_run_as_that_user_and_read_its_output() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let env = Env::new();
+    chmod(env.dir.path(), 0o755);
+    let hook_dir = env.path("hook");
+    fs::create_dir(&hook_dir).expect("mkdir");
+    chmod(&hook_dir, 0o777);
+    env.jobs(
+        r#"[jobs.fails]
+schedule = "@reboot"
+user = "nobody"
+dir = "/"
+command = "echo the output; exit 3"
+on_failure = "{ id -un; cat \"$REA_OUTPUT_FILE\"; } > @ROOT@/hook/out 2>&1; touch @ROOT@/hook/done"
+"#,
+    );
+    let _d = env.daemon();
+    wait_until("the hook", || env.path("hook/done").exists());
+    assert_eq!(env.read("hook/out"), "nobody\nthe output\n");
+}
+
 /// A uid no process uses, so that its process limit counts only the
 /// daemon's own processes and threads.
 const LIMITED_UID: u32 = 64_998;

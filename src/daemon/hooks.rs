@@ -6,10 +6,13 @@
 //!
 //! Also the environment every run and hook gets ([`run_env`]): a job running
 //! as another user than the daemon's gets cron's environment only, nothing
-//! of the daemon's. Its hooks run as that user too.
+//! of the daemon's. Its hooks run as that user too, and read the run's
+//! output from a sealed memfd on their descriptor 3 ([`output_file`]).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rea_core::engine::AfterRun;
@@ -48,28 +51,17 @@ impl Loop {
         if a.hooks.is_empty() {
             return;
         }
-        let tmp = self.opts.state_dir.join("tmp");
-        let output_file = tmp.join(format!("{run}.out"));
-        let written = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&tmp)
-            .and_then(|_| {
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&output_file)?;
-                std::io::Write::write_all(&mut f, rec.output.as_deref().unwrap_or("").as_bytes())
-            });
-        if let Err(e) = written {
-            warn!(
-                job = job.name.as_str(),
-                run = run.as_str(),
-                "cannot write the output file for hooks: {e}"
-            );
-        }
+        let output_file = match output_file(rec.output.as_deref().unwrap_or("")) {
+            Ok(file) => Some(Arc::new(file)),
+            Err(e) => {
+                warn!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot hold the output for hooks: {e}"
+                );
+                None
+            }
+        };
         let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
         env.push(("REA_STATUS".into(), status.to_string()));
@@ -82,7 +74,12 @@ impl Loop {
             "REA_DURATION_MS".into(),
             rec.duration_ms.unwrap_or(0).to_string(),
         ));
-        env.push(("REA_OUTPUT_FILE".into(), output_file.display().to_string()));
+        let shown = if output_file.is_some() {
+            OUTPUT_FILE
+        } else {
+            "/dev/null"
+        };
+        env.push(("REA_OUTPUT_FILE".into(), shown.to_string()));
         let inherit_env = inherits_daemon_env(user.as_ref());
         let hooks = a.hooks;
         tokio::spawn(async move {
@@ -101,7 +98,7 @@ impl Loop {
                     kill_grace: job.kill_grace,
                     output_limit: 16 * 1024,
                     stdin: None,
-                    pass_fd: None,
+                    pass_fd: output_file.as_ref().map(own_view),
                     user: user.clone(),
                 };
                 let name = hook.name();
@@ -142,7 +139,6 @@ impl Loop {
                     }
                 }
             }
-            let _ = std::fs::remove_file(&output_file);
         });
     }
 
@@ -251,6 +247,56 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     m
 }
 
+/// Where a hook finds the run's output: [`executor::PASSED_FD`], opened
+/// again by name (so each open reads from the start).
+const OUTPUT_FILE: &str = "/proc/self/fd/3";
+
+/// The run's output for its hooks, in a sealed memfd handed to each hook as
+/// descriptor 3 (`REA_OUTPUT_FILE=/proc/self/fd/3`).
+///
+/// Chosen over a file in a directory because it is the safest way to give
+/// the output to a hook running as another user: no path that user (or any
+/// other) could race, replace or pre-create with a symlink, nothing written
+/// to disk that a crash could leave behind (output may hold secrets), no
+/// directory whose permissions would have to let the user in, and nothing
+/// to clean up. The seals make it read-only for everyone; reopening
+/// `/proc/self/fd/3` is allowed to the hook's own user (it is the hook's own
+/// descriptor). The one limit: the name means "descriptor 3 of the process
+/// that opens it", so a program the hook starts sees the file only if it
+/// inherits descriptor 3 (sudo, su and Python's subprocess close inherited
+/// descriptors): pass such programs the content, or a copy.
+fn output_file(text: &str) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "rea-output",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(text.as_bytes())?;
+    let fd = OwnedFd::from(file);
+    // Kernels without seals (before 3.17) still give a working file.
+    let _ = rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    );
+    Ok(fd)
+}
+
+/// A read-only description of the output file of its own, so one hook's
+/// reading position (a hook reading descriptor 3 directly) is not the
+/// next one's; the shared one if /proc cannot give it.
+fn own_view(file: &Arc<OwnedFd>) -> Arc<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => Arc::new(fd),
+        Err(_) => Arc::clone(file),
+    }
+}
+
 /// Whether a job's runs and hooks start from the daemon's environment:
 /// those of the daemon's own user do; a job running as another user gets
 /// cron's environment and nothing of the daemon's (which may hold root's
@@ -349,5 +395,48 @@ mod tests {
             let env = run_env(Some(&me), "/bin/sh", &BTreeMap::new(), "j", "r1");
             assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
         }
+    }
+
+    /// A hook of a `user =` job, running as that user, reads the output.
+    #[tokio::test]
+    async fn the_output_file_is_readable_by_a_hook_of_another_user() {
+        if !host::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let nobody = host::user("nobody").expect("nobody exists");
+        let file = Arc::new(output_file("line one\nline two\n").expect("memfd"));
+        let mut outputs = Vec::new();
+        // Two hooks in a row, one reading descriptor 3 directly: each starts
+        // at the beginning.
+        for script in [
+            "cat <&3; cat \"$REA_OUTPUT_FILE\"",
+            "cat \"$REA_OUTPUT_FILE\"; echo x >> \"$REA_OUTPUT_FILE\" || echo read-only",
+        ] {
+            let spec = RunSpec {
+                program: Program::Shell {
+                    shell: "/bin/sh".into(),
+                    script: script.into(),
+                },
+                env: vec![("REA_OUTPUT_FILE".into(), OUTPUT_FILE.into())],
+                inherit_env: false,
+                dir: Some("/".into()),
+                timeout: Some(Duration::from_secs(20)),
+                kill_grace: Duration::from_millis(200),
+                output_limit: 4096,
+                stdin: None,
+                pass_fd: Some(own_view(&file)),
+                user: Some(nobody.clone()),
+            };
+            let (_, _, running) = executor::spawn(spec).expect("spawn");
+            outputs.push(running.await.output.text);
+        }
+        assert_eq!(outputs[0], "line one\nline two\nline one\nline two\n");
+        assert!(
+            outputs[1].starts_with("line one\nline two\n"),
+            "{}",
+            outputs[1]
+        );
+        assert!(outputs[1].ends_with("read-only\n"), "{}", outputs[1]);
     }
 }
