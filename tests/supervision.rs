@@ -278,6 +278,49 @@ on_failure = "{ id -un; cat \"$REA_OUTPUT_FILE\"; } > @ROOT@/hook/out 2>&1; touc
     assert_eq!(env.read("hook/out"), "nobody\nthe output\n");
 }
 
+#[test]
+fn kill_stragglers_false_lets_a_background_process_outlive_its_run() {
+    let env = Env::new();
+    env.jobs(
+        r#"[jobs.left]
+schedule = "@reboot"
+kill_stragglers = false
+command = "sleep 1000 >/dev/null 2>&1 & echo $! > @ROOT@/left; echo started"
+
+[jobs.stopped]
+schedule = "@reboot"
+command = "sleep 1000 >/dev/null 2>&1 & echo $! > @ROOT@/stopped; echo started"
+"#,
+    );
+    let d = env.daemon();
+    let left = final_of(&env, "left");
+    let stopped = final_of(&env, "stopped");
+    let left_pid = read_pid(&env.path("left")).expect("pid");
+    let stopped_pid = read_pid(&env.path("stopped")).expect("pid");
+    let left_alive = alive(left_pid);
+    let stopped_alive = alive(stopped_pid);
+    let code = d.stop();
+    let left_survived_shutdown = alive(left_pid);
+    kill(left_pid);
+    kill(stopped_pid);
+    assert_eq!(code, 0);
+    assert_eq!(left["status"], "succeeded", "{left}");
+    assert_eq!(output(&left), "started\n");
+    assert!(
+        left_alive,
+        "kill_stragglers = false: the background process was stopped"
+    );
+    assert!(
+        left_survived_shutdown,
+        "stopped at shutdown, though no run of it was running"
+    );
+    assert_eq!(stopped["status"], "succeeded", "{stopped}");
+    assert!(
+        !stopped_alive,
+        "by default the background process is stopped"
+    );
+}
+
 /// A uid no process uses, so that its process limit counts only the
 /// daemon's own processes and threads.
 const LIMITED_UID: u32 = 64_998;

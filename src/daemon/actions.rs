@@ -146,27 +146,30 @@ impl Loop {
     }
 
     pub(super) fn spawn(&mut self, start: StartRun) -> Result<Started, String> {
-        let (program, env_base, dir, timeout, kill_grace, output_limit) = match &start.def {
-            Def::Job(job) => (
-                Program::Shell {
-                    shell: job.shell.clone(),
-                    script: job.command.clone(),
-                },
-                &job.env,
-                job.dir.clone(),
-                job.timeout,
-                job.kill_grace,
-                job.output_limit,
-            ),
-            Def::OneShot(shot) => (
-                shot.program(),
-                &shot.env,
-                Some(shot.dir.clone()),
-                shot.timeout(),
-                rea_core::oneshot::KILL_GRACE,
-                rea_core::oneshot::OUTPUT_LIMIT,
-            ),
-        };
+        let (program, env_base, dir, timeout, kill_grace, output_limit, kill_stragglers) =
+            match &start.def {
+                Def::Job(job) => (
+                    Program::Shell {
+                        shell: job.shell.clone(),
+                        script: job.command.clone(),
+                    },
+                    &job.env,
+                    job.dir.clone(),
+                    job.timeout,
+                    job.kill_grace,
+                    job.output_limit,
+                    job.kill_stragglers,
+                ),
+                Def::OneShot(shot) => (
+                    shot.program(),
+                    &shot.env,
+                    Some(shot.dir.clone()),
+                    shot.timeout(),
+                    rea_core::oneshot::KILL_GRACE,
+                    rea_core::oneshot::OUTPUT_LIMIT,
+                    true,
+                ),
+            };
         let (user, shell) = match &start.def {
             Def::Job(job) => (
                 job.user.as_deref().map(host::user).transpose()?,
@@ -196,6 +199,7 @@ impl Loop {
             stdin: None,
             pass_fd: None,
             user,
+            kill_stragglers,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles.insert(start.run.clone(), handle);

@@ -100,6 +100,7 @@ impl Loop {
                     stdin: None,
                     pass_fd: output_file.as_ref().map(own_view),
                     user: user.clone(),
+                    kill_stragglers: true,
                 };
                 let name = hook.name();
                 match executor::spawn(spec) {
@@ -172,6 +173,7 @@ impl Loop {
             stdin: Some(mail_message(job, rec).into_bytes()),
             pass_fd: None,
             user: None,
+            kill_stragglers: true,
         };
         let name = job.name.clone();
         match executor::spawn(spec) {
@@ -427,6 +429,7 @@ mod tests {
                 stdin: None,
                 pass_fd: Some(own_view(&file)),
                 user: Some(nobody.clone()),
+                kill_stragglers: true,
             };
             let (_, _, running) = executor::spawn(spec).expect("spawn");
             outputs.push(running.await.output.text);

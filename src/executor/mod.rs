@@ -42,9 +42,13 @@
 //! When the leader exits while other processes remain in its group (a
 //! forgotten `cmd &`), they get the same TERM, grace, KILL sequence, like
 //! systemd's `KillMode=control-group`; the outcome keeps the leader's status
-//! and exit time. Processes that left the group (`setsid`, `setpgid`)
-//! escape; if one of them holds the output pipe, reading stops
-//! [`DRAIN_AFTER_GROUP`] after the group is gone: what it writes later gets
+//! and exit time. With `kill_stragglers = false` (cron's behaviour, for
+//! `nohup cmd &` lines) the run ends with its leader and the rest of the
+//! group is left alone, unless the run was being stopped (timeout,
+//! terminate) when the leader exited. Processes that left the group
+//! (`setsid`, `setpgid`) escape either way; if one of them (or a straggler
+//! left alone) holds the output pipe, reading stops [`DRAIN_AFTER_GROUP`]
+//! after the group is gone (or the leader exited): what it writes later gets
 //! EPIPE.
 //!
 //! # Requirements on the rest of the process
@@ -111,6 +115,9 @@ pub(crate) struct RunSpec {
     /// Run as this user (uid, gid and supplementary groups), as cron does
     /// for a crontab's owner. Needs root; None = the daemon's own user.
     pub(crate) user: Option<crate::host::User>,
+    /// When the leader exits on its own, stop what is left of its group
+    /// (true), or leave it running and end the run (false).
+    pub(crate) kill_stragglers: bool,
 }
 
 /// The descriptor number at which the child finds [`RunSpec::pass_fd`].
@@ -174,7 +181,7 @@ pub(crate) type Running = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// sentence for people.
 ///
 /// The returned future resolves when the leader has been reaped, its group
-/// is empty and the output has been read. It may be
+/// is empty (or left alone) and the output has been read. It may be
 /// dropped: the run is supervised by a task of its own and still ends and
 /// is reaped.
 pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
@@ -245,6 +252,7 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
         started,
         timeout: spec.timeout,
         grace: spec.kill_grace,
+        kill_stragglers: spec.kill_stragglers,
         spawner_peak_rss_kb: child.spawner_peak_rss_kb,
         reader,
         stop_reading,
@@ -320,6 +328,7 @@ struct Supervised {
     started: Started,
     timeout: Option<Duration>,
     grace: Duration,
+    kill_stragglers: bool,
     spawner_peak_rss_kb: u64,
     reader: JoinHandle<Capture>,
     stop_reading: oneshot::Sender<()>,
@@ -334,6 +343,7 @@ async fn supervise(run: Supervised) -> Outcome {
         started,
         timeout,
         grace,
+        kill_stragglers,
         spawner_peak_rss_kb,
         mut reader,
         stop_reading,
@@ -371,9 +381,14 @@ async fn supervise(run: Supervised) -> Outcome {
     // From here on only the group's members hold the pgid.
     group.leader_reaped();
 
-    // Until the rest of the group is gone.
+    // Until the rest of the group is gone, unless it is to be left alone.
     let mut capture = None;
-    let mut members = group::has_members(pid).await;
+    let leave_group = !kill_stragglers && !group.stopping();
+    let mut members = if leave_group {
+        Some(false)
+    } else {
+        group::has_members(pid).await
+    };
     if members != Some(false) {
         group.terminate();
     }

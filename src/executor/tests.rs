@@ -24,6 +24,7 @@ fn sh(script: &str) -> RunSpec {
         stdin: None,
         pass_fd: None,
         user: None,
+        kill_stragglers: true,
     }
 }
 
@@ -506,6 +507,42 @@ async fn a_clean_environment_is_all_the_job_gets() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .to_vec();
     assert_eq!(run(spec).await.output.text, "A=2\nPATH=/x\n");
+}
+
+#[tokio::test]
+async fn stragglers_are_left_alone_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("pid");
+    let mut spec = sh(&format!(
+        "sleep 1000 & echo $! > {}; echo done",
+        pidfile.display()
+    ));
+    spec.kill_stragglers = false;
+    let outcome = run(spec).await;
+    let pid = read_pid(&pidfile);
+    let survived = alive(pid);
+    // SAFETY: kill(2) with plain integers.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert!(!outcome.timed_out && !outcome.terminated);
+    // The background sleep holds the output pipe: reading stopped.
+    assert_eq!(outcome.output.text, "done\n");
+    assert!(survived, "the background process was stopped");
+}
+
+#[tokio::test]
+async fn a_timeout_still_stops_the_group_left_alone_otherwise() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("pid");
+    let mut spec = sh(&format!(
+        "sleep 1000 & echo $! > {}; sleep 1000",
+        pidfile.display()
+    ));
+    spec.kill_stragglers = false;
+    spec.timeout = Some(Duration::from_millis(300));
+    let outcome = run(spec).await;
+    assert!(outcome.timed_out);
+    assert!(!alive(read_pid(&pidfile)), "the background sleep survived");
 }
 
 #[tokio::test]
