@@ -558,7 +558,6 @@ sleep 1000;
 /// throwaway user under `RLIMIT_NPROC` = 32, so the "hog" job's forks are
 /// bounded.
 #[test]
-#[ignore = "not fixed yet: item 2 (executor branch)"]
 fn runs_stay_supervised_when_no_thread_or_process_can_be_created() {
     if skip_unless_root("runs_stay_supervised_when_no_thread_or_process_can_be_created") {
         return;
@@ -1067,7 +1066,6 @@ fn job_files_other_users_control_are_refused_by_a_root_daemon() {
 /// cron's `/usr/bin:/bin`), the job's `env`, rea's `REA_*` run variables,
 /// and nothing else (the shell's own PWD/OLDPWD/SHLVL/_ aside).
 #[test]
-#[ignore = "not fixed yet: item 8 (executor branch)"]
 fn user_jobs_get_cron_environment_not_the_daemon_environment() {
     if skip_unless_root("user_jobs_get_cron_environment_not_the_daemon_environment") {
         return;
@@ -1197,7 +1195,6 @@ fn rea_on_a_tty(env: &Env, args: &[&str]) -> (i32, Vec<u8>, String) {
 /// and hook is in a session of its own, without a controlling terminal,
 /// even when `rea run` itself runs in a terminal.
 #[test]
-#[ignore = "not fixed yet: item 9 (executor branch)"]
 fn jobs_and_hooks_never_share_the_daemon_controlling_terminal() {
     let env = Env::new();
     env.jobs(
@@ -1240,7 +1237,6 @@ fn jobs_and_hooks_never_share_the_daemon_controlling_terminal() {
 /// Item 10 (hooks). The hooks of a `user =` job run as that user and can
 /// read the run's output through `REA_OUTPUT_FILE`.
 #[test]
-#[ignore = "not fixed yet: item 10 (executor branch)"]
 fn hooks_of_user_jobs_can_read_their_output_file() {
     if skip_unless_root("hooks_of_user_jobs_can_read_their_output_file") {
         return;
@@ -1636,7 +1632,6 @@ fn hooks_count_against_max_concurrent_show_in_status_and_stop_at_shutdown() {
 /// not the daemon's: with the daemon's peak RSS above 30 MiB (a 12 MiB
 /// description in the job file), `sh -c true` reports less than 16 MiB.
 #[test]
-#[ignore = "not fixed yet: max_rss_kb (executor branch)"]
 fn max_rss_kb_is_the_job_s_own_memory_not_the_daemon_s() {
     let env = Env::new();
     env.jobs(&format!(

@@ -24,5 +24,6 @@ mod notify;
 mod oneshot;
 mod reload;
 mod status;
+mod supervision;
 mod torture;
 mod users;

@@ -12,7 +12,7 @@ use rea_store::claims::{Claim, ClaimOutcome};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use super::hooks::run_env;
+use super::hooks::{inherits_daemon_env, run_env};
 use super::{Loop, Msg};
 use crate::executor::{self, RunSpec};
 use crate::host;
@@ -146,27 +146,30 @@ impl Loop {
     }
 
     pub(super) fn spawn(&mut self, start: StartRun) -> Result<Started, String> {
-        let (program, env_base, dir, timeout, kill_grace, output_limit) = match &start.def {
-            Def::Job(job) => (
-                Program::Shell {
-                    shell: job.shell.clone(),
-                    script: job.command.clone(),
-                },
-                &job.env,
-                job.dir.clone(),
-                job.timeout,
-                job.kill_grace,
-                job.output_limit,
-            ),
-            Def::OneShot(shot) => (
-                shot.program(),
-                &shot.env,
-                Some(shot.dir.clone()),
-                shot.timeout(),
-                rea_core::oneshot::KILL_GRACE,
-                rea_core::oneshot::OUTPUT_LIMIT,
-            ),
-        };
+        let (program, env_base, dir, timeout, kill_grace, output_limit, kill_stragglers) =
+            match &start.def {
+                Def::Job(job) => (
+                    Program::Shell {
+                        shell: job.shell.clone(),
+                        script: job.command.clone(),
+                    },
+                    &job.env,
+                    job.dir.clone(),
+                    job.timeout,
+                    job.kill_grace,
+                    job.output_limit,
+                    job.kill_stragglers,
+                ),
+                Def::OneShot(shot) => (
+                    shot.program(),
+                    &shot.env,
+                    Some(shot.dir.clone()),
+                    shot.timeout(),
+                    rea_core::oneshot::KILL_GRACE,
+                    rea_core::oneshot::OUTPUT_LIMIT,
+                    true,
+                ),
+            };
         let (user, shell) = match &start.def {
             Def::Job(job) => (
                 job.user.as_deref().map(host::user).transpose()?,
@@ -175,7 +178,9 @@ impl Loop {
             Def::OneShot(_) => (None, "/bin/sh"),
         };
         // As cron does for a crontab's owner: the user database says who
-        // the job is; the job's own env may still override.
+        // the job is; the job's own env may still override. Another user's
+        // job inherits nothing of the daemon's environment.
+        let inherit_env = inherits_daemon_env(user.as_ref());
         let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
         env.push((
             "REA_SCHEDULED_AT".into(),
@@ -186,12 +191,15 @@ impl Loop {
         let spec = RunSpec {
             program,
             env,
+            inherit_env,
             dir,
             timeout,
             kill_grace,
             output_limit,
             stdin: None,
+            pass_fd: None,
             user,
+            kill_stragglers,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles.insert(start.run.clone(), handle);

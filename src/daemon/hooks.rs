@@ -3,9 +3,16 @@
 //! through sendmail, as cron mails MAILTO. They run beside the jobs, are
 //! never retried, and their failures are only logged: a hook can never
 //! cause another run or another hook.
+//!
+//! Also the environment every run and hook gets ([`run_env`]): a job running
+//! as another user than the daemon's gets cron's environment only, nothing
+//! of the daemon's. Its hooks run as that user too, and read the run's
+//! output from a sealed memfd on their descriptor 3 ([`output_file`]).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rea_core::engine::AfterRun;
@@ -44,28 +51,17 @@ impl Loop {
         if a.hooks.is_empty() {
             return;
         }
-        let tmp = self.opts.state_dir.join("tmp");
-        let output_file = tmp.join(format!("{run}.out"));
-        let written = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&tmp)
-            .and_then(|_| {
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&output_file)?;
-                std::io::Write::write_all(&mut f, rec.output.as_deref().unwrap_or("").as_bytes())
-            });
-        if let Err(e) = written {
-            warn!(
-                job = job.name.as_str(),
-                run = run.as_str(),
-                "cannot write the output file for hooks: {e}"
-            );
-        }
+        let output_file = match output_file(rec.output.as_deref().unwrap_or("")) {
+            Ok(file) => Some(Arc::new(file)),
+            Err(e) => {
+                warn!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot hold the output for hooks: {e}"
+                );
+                None
+            }
+        };
         let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
         env.push(("REA_STATUS".into(), status.to_string()));
@@ -78,7 +74,13 @@ impl Loop {
             "REA_DURATION_MS".into(),
             rec.duration_ms.unwrap_or(0).to_string(),
         ));
-        env.push(("REA_OUTPUT_FILE".into(), output_file.display().to_string()));
+        let shown = if output_file.is_some() {
+            OUTPUT_FILE
+        } else {
+            "/dev/null"
+        };
+        env.push(("REA_OUTPUT_FILE".into(), shown.to_string()));
+        let inherit_env = inherits_daemon_env(user.as_ref());
         let hooks = a.hooks;
         tokio::spawn(async move {
             for (hook, command) in hooks {
@@ -90,12 +92,15 @@ impl Loop {
                         script: command,
                     },
                     env,
+                    inherit_env,
                     dir: job.dir.clone(),
                     timeout: Some(job.hook_timeout),
                     kill_grace: job.kill_grace,
                     output_limit: 16 * 1024,
                     stdin: None,
+                    pass_fd: output_file.as_ref().map(own_view),
                     user: user.clone(),
+                    kill_stragglers: true,
                 };
                 let name = hook.name();
                 match executor::spawn(spec) {
@@ -135,7 +140,6 @@ impl Loop {
                     }
                 }
             }
-            let _ = std::fs::remove_file(&output_file);
         });
     }
 
@@ -161,12 +165,15 @@ impl Loop {
         let spec = RunSpec {
             program: Program::Argv(argv),
             env: Vec::new(),
+            inherit_env: true,
             dir: None,
             timeout: Some(Duration::from_secs(60)),
             kill_grace: Duration::from_secs(5),
             output_limit: 4096,
             stdin: Some(mail_message(job, rec).into_bytes()),
+            pass_fd: None,
             user: None,
+            kill_stragglers: true,
         };
         let name = job.name.clone();
         match executor::spawn(spec) {
@@ -242,8 +249,67 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     m
 }
 
-/// The environment of a job's run or hook on top of the daemon's: the
-/// user's variables, the job's `env`, then `REA_JOB` and `REA_RUN_ID`.
+/// Where a hook finds the run's output: [`executor::PASSED_FD`], opened
+/// again by name (so each open reads from the start).
+const OUTPUT_FILE: &str = "/proc/self/fd/3";
+
+/// The run's output for its hooks, in a sealed memfd handed to each hook as
+/// descriptor 3 (`REA_OUTPUT_FILE=/proc/self/fd/3`).
+///
+/// Chosen over a file in a directory because it is the safest way to give
+/// the output to a hook running as another user: no path that user (or any
+/// other) could race, replace or pre-create with a symlink, nothing written
+/// to disk that a crash could leave behind (output may hold secrets), no
+/// directory whose permissions would have to let the user in, and nothing
+/// to clean up. The seals make it read-only for everyone; reopening
+/// `/proc/self/fd/3` is allowed to the hook's own user (it is the hook's own
+/// descriptor). The one limit: the name means "descriptor 3 of the process
+/// that opens it", so a program the hook starts sees the file only if it
+/// inherits descriptor 3 (sudo, su and Python's subprocess close inherited
+/// descriptors): pass such programs the content, or a copy.
+fn output_file(text: &str) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "rea-output",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(text.as_bytes())?;
+    let fd = OwnedFd::from(file);
+    // Kernels without seals (before 3.17) still give a working file.
+    let _ = rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    );
+    Ok(fd)
+}
+
+/// A read-only description of the output file of its own, so one hook's
+/// reading position (a hook reading descriptor 3 directly) is not the
+/// next one's; the shared one if /proc cannot give it.
+fn own_view(file: &Arc<OwnedFd>) -> Arc<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => Arc::new(fd),
+        Err(_) => Arc::clone(file),
+    }
+}
+
+/// Whether a job's runs and hooks start from the daemon's environment:
+/// those of the daemon's own user do; a job running as another user gets
+/// cron's environment and nothing of the daemon's (which may hold root's
+/// secrets).
+pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
+    user.is_none_or(|u| u.uid == rustix::process::geteuid().as_raw())
+}
+
+/// The variables of a job's run or hook: the user's variables, the job's
+/// `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the daemon's
+/// environment if [`inherits_daemon_env`], else all the run gets.
 pub(super) fn run_env(
     user: Option<&User>,
     shell: &str,
@@ -259,14 +325,121 @@ pub(super) fn run_env(
 }
 
 /// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the
-/// user database, and SHELL = the shell that runs the command (not the
-/// user's login shell).
+/// user database, SHELL = the shell that runs the command (not the user's
+/// login shell), and for a user other than the daemon's, whose run inherits
+/// nothing, cron's PATH (the job's `env` may set its own).
 fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
     let Some(u) = user else { return Vec::new() };
-    vec![
+    let mut env = vec![
         ("HOME".into(), u.home.display().to_string()),
         ("USER".into(), u.name.clone()),
         ("LOGNAME".into(), u.name.clone()),
         ("SHELL".into(), shell.to_string()),
-    ]
+    ];
+    if !inherits_daemon_env(Some(u)) {
+        env.push(("PATH".into(), executor::DEFAULT_PATH.to_string()));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_env() -> BTreeMap<String, String> {
+        [("PATH", "/opt/bin"), ("HOME", "/srv")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn another_users_run_gets_crons_environment() {
+        let nobody = host::user("nobody").expect("nobody exists");
+        if nobody.uid == rustix::process::geteuid().as_raw() {
+            eprintln!("skipped: runs as nobody");
+            return;
+        }
+        assert!(!inherits_daemon_env(Some(&nobody)));
+        let env = run_env(Some(&nobody), "/bin/bash", &BTreeMap::new(), "j", "r1");
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "HOME",
+                "USER",
+                "LOGNAME",
+                "SHELL",
+                "PATH",
+                "REA_JOB",
+                "REA_RUN_ID"
+            ]
+        );
+        assert!(env.contains(&("PATH".to_string(), "/usr/bin:/bin".to_string())));
+        assert!(env.contains(&("SHELL".to_string(), "/bin/bash".to_string())));
+        // The job's env comes later, so it wins.
+        let env = run_env(Some(&nobody), "/bin/sh", &job_env(), "j", "r1");
+        let last = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(last("PATH").as_deref(), Some("/opt/bin"));
+        assert_eq!(last("HOME").as_deref(), Some("/srv"));
+    }
+
+    #[test]
+    fn the_daemons_own_user_keeps_its_environment() {
+        assert!(inherits_daemon_env(None));
+        if let Some(me) = host::current_user_name().and_then(|n| host::user(&n).ok()) {
+            assert!(inherits_daemon_env(Some(&me)));
+            let env = run_env(Some(&me), "/bin/sh", &BTreeMap::new(), "j", "r1");
+            assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
+        }
+    }
+
+    /// A hook of a `user =` job, running as that user, reads the output.
+    #[tokio::test]
+    async fn the_output_file_is_readable_by_a_hook_of_another_user() {
+        if !host::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let nobody = host::user("nobody").expect("nobody exists");
+        let file = Arc::new(output_file("line one\nline two\n").expect("memfd"));
+        let mut outputs = Vec::new();
+        // Two hooks in a row, one reading descriptor 3 directly: each starts
+        // at the beginning.
+        for script in [
+            "cat <&3; cat \"$REA_OUTPUT_FILE\"",
+            "cat \"$REA_OUTPUT_FILE\"; echo x >> \"$REA_OUTPUT_FILE\" || echo read-only",
+        ] {
+            let spec = RunSpec {
+                program: Program::Shell {
+                    shell: "/bin/sh".into(),
+                    script: script.into(),
+                },
+                env: vec![("REA_OUTPUT_FILE".into(), OUTPUT_FILE.into())],
+                inherit_env: false,
+                dir: Some("/".into()),
+                timeout: Some(Duration::from_secs(20)),
+                kill_grace: Duration::from_millis(200),
+                output_limit: 4096,
+                stdin: None,
+                pass_fd: Some(own_view(&file)),
+                user: Some(nobody.clone()),
+                kill_stragglers: true,
+            };
+            let (_, _, running) = executor::spawn(spec).expect("spawn");
+            outputs.push(running.await.output.text);
+        }
+        assert_eq!(outputs[0], "line one\nline two\nline one\nline two\n");
+        assert!(
+            outputs[1].starts_with("line one\nline two\n"),
+            "{}",
+            outputs[1]
+        );
+        assert!(outputs[1].ends_with("read-only\n"), "{}", outputs[1]);
+    }
 }

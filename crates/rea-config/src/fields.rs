@@ -211,6 +211,15 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         },
     },
     Field {
+        name: "kill_stragglers",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(b) = ctx.boolean(v) {
+                d.job.kill_stragglers = b;
+            }
+        },
+    },
+    Field {
         name: "mailto",
         inheritable: true,
         apply: apply_mailto,

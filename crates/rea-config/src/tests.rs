@@ -136,6 +136,7 @@ mod unit {
         assert_eq!(a.description, None);
         assert!(a.enabled);
         assert_eq!(a.output_limit, 64 * 1024);
+        assert!(a.kill_stragglers);
         assert_eq!(config.path, PathBuf::from("jobs.toml"));
     }
 
@@ -283,6 +284,19 @@ retry = { jitter = 0, max_delay = "1h" }
     fn defaults_apply_wherever_the_section_is() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[defaults]\nshell = \"/bin/bash\"\n");
         assert_eq!(config.jobs[0].shell, "/bin/bash");
+    }
+
+    #[test]
+    fn kill_stragglers_is_a_boolean_defaults_may_set() {
+        let config = ok("[defaults]\nkill_stragglers = false\n[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\nkill_stragglers = true\n");
+        assert!(!config.jobs[0].kill_stragglers);
+        assert!(config.jobs[1].kill_stragglers);
+        assert_eq!(
+            errors(
+                "[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\nkill_stragglers = \"no\"\n"
+            ),
+            "jobs.toml:4:19: expected true or false, found a string\n"
+        );
     }
 
     #[test]

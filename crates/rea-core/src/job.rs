@@ -75,6 +75,11 @@ pub struct Job {
     pub output_limit: usize,
     /// Run as this user (the daemon must be root, or be this user).
     pub user: Option<String>,
+    /// When the command's leader exits, stop what it left running in its
+    /// process group (true, like systemd's `KillMode=control-group`), or
+    /// leave it running and end the run (false, cron's way: `nohup cmd &`).
+    /// Default true.
+    pub kill_stragglers: bool,
     /// Mail the run's output here through sendmail, as cron's MAILTO.
     pub mailto: Vec<String>,
     pub mail_on: MailOn,
@@ -152,6 +157,7 @@ impl Default for Job {
             enabled: true,
             output_limit: 64 * 1024,
             user: None,
+            kill_stragglers: true,
             mailto: Vec::new(),
             mail_on: MailOn::Failure,
             on_failure: None,

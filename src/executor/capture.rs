@@ -1,0 +1,269 @@
+//! A run's output: the pipe that stdout and stderr share, read as it comes
+//! into a bounded [`Capture`] (the first and the last half of the limit), so
+//! a job is never blocked on a full pipe and a flood never grows memory.
+
+use std::collections::VecDeque;
+use std::io;
+
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+
+use rea_core::run::Output;
+
+/// Size of one read from the output pipe.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Larger than the default 64 KiB so chatty jobs block less often on a busy
+/// daemon; the kernel may refuse, which is harmless.
+pub(super) const PIPE_SIZE: usize = 1024 * 1024;
+
+/// Reads the combined output pipe until EOF, or until told to stop (then it
+/// takes what is already in the pipe and returns).
+///
+/// One read per `readable()`: that call counts against Tokio's cooperative
+/// budget, so a job flooding its output cannot starve the daemon's other
+/// tasks, even on a current-thread runtime.
+pub(super) async fn read_output(
+    pipe: pipe::Receiver,
+    mut capture: Capture,
+    mut stop: oneshot::Receiver<()>,
+) -> Capture {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        tokio::select! {
+            ready = pipe.readable() => {
+                if ready.is_err() {
+                    return capture;
+                }
+            }
+            _ = &mut stop => {
+                drain(&pipe, &mut buf, &mut capture);
+                return capture;
+            }
+        }
+        match pipe.try_read(&mut buf) {
+            Ok(0) => return capture,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return capture,
+        }
+    }
+}
+
+/// Takes what the pipe holds now. Bounded, because a writer outside the
+/// group may keep it from ever being empty.
+fn drain(pipe: &pipe::Receiver, buf: &mut [u8], capture: &mut Capture) {
+    for _ in 0..=PIPE_SIZE / READ_CHUNK {
+        match pipe.try_read(buf) {
+            Ok(0) => return,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Bounded capture: the first half of the limit, and a ring of the last half.
+/// Memory never exceeds the limit, however much the job writes.
+#[derive(Debug, Default)]
+pub(super) struct Capture {
+    head: Vec<u8>,
+    head_cap: usize,
+    tail: VecDeque<u8>,
+    tail_cap: usize,
+    total: u64,
+}
+
+impl Capture {
+    pub(super) fn new(limit: usize) -> Capture {
+        let tail_cap = limit / 2;
+        Capture {
+            head: Vec::new(),
+            head_cap: limit - tail_cap,
+            tail: VecDeque::new(),
+            tail_cap,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.total += data.len() as u64;
+        let to_head = (self.head_cap - self.head.len()).min(data.len());
+        let wanted = grown_capacity(
+            self.head.capacity(),
+            self.head.len() + to_head,
+            self.head_cap,
+        );
+        self.head.reserve_exact(wanted - self.head.len());
+        self.head.extend_from_slice(&data[..to_head]);
+        let rest = &data[to_head..];
+        // Make room first, so the ring never holds (or reserves) more than
+        // its share of the limit.
+        let keep = if rest.len() >= self.tail_cap {
+            self.tail.clear();
+            &rest[rest.len() - self.tail_cap..]
+        } else {
+            let excess = (self.tail.len() + rest.len()).saturating_sub(self.tail_cap);
+            self.tail.drain(..excess);
+            rest
+        };
+        let wanted = grown_capacity(
+            self.tail.capacity(),
+            self.tail.len() + keep.len(),
+            self.tail_cap,
+        );
+        self.tail.reserve_exact(wanted - self.tail.len());
+        self.tail.extend(keep);
+    }
+
+    pub(super) fn finish(self) -> Output {
+        let Capture {
+            mut head,
+            tail,
+            total,
+            ..
+        } = self;
+        let mut tail = Vec::from(tail);
+        let kept = (head.len() + tail.len()) as u64;
+        if kept == total {
+            head.extend_from_slice(&tail);
+            return Output {
+                text: String::from_utf8_lossy(&head).into_owned(),
+                total_bytes: total,
+            };
+        }
+        // Cut at character boundaries, counting the cut bytes as omitted.
+        let head_len = utf8_complete_prefix(&head);
+        head.truncate(head_len);
+        let skip = tail
+            .iter()
+            .take(3)
+            .take_while(|&&b| is_continuation(b))
+            .count();
+        tail.drain(..skip);
+        let omitted = total - (head.len() + tail.len()) as u64;
+        let mut text = String::from_utf8_lossy(&head).into_owned();
+        text.push_str(&omission_marker(omitted));
+        text.push_str(&String::from_utf8_lossy(&tail));
+        Output {
+            text,
+            total_bytes: total,
+        }
+    }
+}
+
+/// The capacity to reserve for `needed` bytes: doubling as usual, but never
+/// beyond `cap`, so a capture's memory stays within its limit.
+fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usize {
+    if needed <= capacity {
+        capacity
+    } else {
+        needed.max(capacity.saturating_mul(2)).min(cap).max(needed)
+    }
+}
+
+/// The line put between the head and the tail of a capped output.
+pub(super) fn omission_marker(omitted: u64) -> String {
+    format!("\n… {omitted} bytes omitted …\n")
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// Length of `bytes` without a UTF-8 character cut off at its end.
+fn utf8_complete_prefix(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(4) {
+        let at = bytes.len() - back;
+        let byte = bytes[at];
+        if is_continuation(byte) {
+            continue;
+        }
+        let width = match byte {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            // Not UTF-8 anyway; lossy conversion will deal with it.
+            _ => return bytes.len(),
+        };
+        return if width > back { at } else { bytes.len() };
+    }
+    bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_without_limit_hit_is_verbatim() {
+        let mut capture = Capture::new(10);
+        capture.push(b"abc");
+        capture.push(b"defghij");
+        assert_eq!(
+            capture.finish(),
+            Output {
+                text: "abcdefghij".to_string(),
+                total_bytes: 10
+            }
+        );
+    }
+
+    #[test]
+    fn capture_ring_keeps_the_last_bytes_across_pushes() {
+        let mut capture = Capture::new(6);
+        for chunk in [&b"abcd"[..], b"efgh", b"ijklmnop", b"q", b"rs"] {
+            capture.push(chunk);
+        }
+        let output = capture.finish();
+        assert_eq!(output.total_bytes, 19);
+        assert_eq!(output.text, format!("abc{}qrs", omission_marker(13)));
+    }
+
+    #[test]
+    fn capture_memory_stays_within_the_limit() {
+        let mut capture = Capture::new(1000);
+        for size in [1, 7, 300, 64 * 1024, 3, 499, 501, 10_000] {
+            capture.push(&vec![b'x'; size]);
+            assert!(
+                capture.head.capacity() <= 500,
+                "{}",
+                capture.head.capacity()
+            );
+            assert!(
+                capture.tail.capacity() <= 500,
+                "{}",
+                capture.tail.capacity()
+            );
+        }
+        assert_eq!(capture.total, 76_847);
+    }
+
+    #[test]
+    fn capture_does_not_split_characters() {
+        // "é" is 2 bytes, "€" is 3: the head cut falls inside "é", the tail
+        // cut inside "€".
+        let mut capture = Capture::new(8);
+        capture.push("aaaé".as_bytes());
+        capture.push(&[b'-'; 10]);
+        capture.push("€bc".as_bytes());
+        let output = capture.finish();
+        assert_eq!(output.total_bytes, 20);
+        assert_eq!(output.text, format!("aaa{}bc", omission_marker(15)));
+    }
+
+    #[test]
+    fn capture_with_zero_limit_keeps_only_the_count() {
+        let mut capture = Capture::new(0);
+        capture.push(b"xyz");
+        let output = capture.finish();
+        assert_eq!(output.text, omission_marker(3));
+        assert_eq!(output.total_bytes, 3);
+        assert_eq!(Capture::new(0).finish(), Output::default());
+    }
+}
