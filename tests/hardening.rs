@@ -838,12 +838,28 @@ fn idle_connections_cannot_exhaust_the_daemon_file_descriptors() {
     drop(d);
 
     let env = Env::new();
-    env.jobs(TICK);
+    let seen = env.dir.path().join("job-nofile");
+    env.jobs(&format!(
+        "[jobs.limit]\nschedule = \"* * * * * *\"\ncommand = \"ulimit -Sn > {} && ulimit -Hn >> {}\"\n",
+        seen.display(),
+        seen.display()
+    ));
     give_sandbox_to(&env, uid, gid);
     let d = env.daemon_configured(&[], |cmd| {
         cmd.uid(uid).gid(gid);
         nofile_pre_exec(cmd, 200, 4096);
     });
+    env.wait_until("the job to write its limits", || {
+        fs::read_to_string(&seen).is_ok_and(|t| t.lines().count() == 2)
+    });
+    assert_eq!(
+        fs::read_to_string(&seen)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        ["200", "4096"],
+        "jobs get the soft limit the daemon started with, not its raised one"
+    );
     let limits = fs::read_to_string(format!("/proc/{}/limits", d.pid())).expect("limits");
     let line = limits
         .lines()

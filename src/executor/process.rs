@@ -182,6 +182,15 @@ impl Launch {
             Some(i) => (true, i.uid, i.gid, i.groups.as_slice()),
             None => (false, 0, 0, &[][..]),
         };
+        // The soft limit the daemon started with, under the hard limit in
+        // force now (lowering the soft limit needs no privilege).
+        let nofile = crate::host::job_open_files().map(|soft| {
+            let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+            libc::rlimit {
+                rlim_cur: hard.map_or(soft, |h| soft.min(h)) as libc::rlim_t,
+                rlim_max: hard.map_or(libc::RLIM_INFINITY, |h| h as libc::rlim_t),
+            }
+        });
         let args = ChildArgs {
             path: self.path.as_ptr(),
             argv: self.argv_ptrs.as_ptr(),
@@ -194,6 +203,9 @@ impl Launch {
             gid,
             groups: groups.as_ptr(),
             groups_len: groups.len(),
+            nofile: nofile
+                .as_ref()
+                .map_or(std::ptr::null(), |l| l as *const libc::rlimit),
             parent: rustix::process::getpid().as_raw_nonzero().get(),
             failed_step: AtomicU8::new(Step::None as u8),
             failed_errno: AtomicI32::new(0),
@@ -451,6 +463,9 @@ struct ChildArgs {
     gid: libc::gid_t,
     groups: *const libc::gid_t,
     groups_len: usize,
+    /// The open-file limit to set before execve (the daemon raised its
+    /// own); null keeps the daemon's.
+    nofile: *const libc::rlimit,
     /// The daemon's pid, to notice a daemon that died before the
     /// parent-death signal was armed.
     parent: libc::pid_t,
@@ -467,6 +482,7 @@ enum Step {
     Session,
     Stdio,
     CloseFds,
+    OpenFiles,
     Groups,
     Gid,
     Uid,
@@ -478,11 +494,12 @@ enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 12] = [
+    const ALL: [Step; 13] = [
         Step::None,
         Step::Session,
         Step::Stdio,
         Step::CloseFds,
+        Step::OpenFiles,
         Step::Groups,
         Step::Gid,
         Step::Uid,
@@ -499,6 +516,7 @@ impl Step {
             Step::Session => "setsid",
             Step::Stdio => "dup2",
             Step::CloseFds => "close_range",
+            Step::OpenFiles => "setrlimit(RLIMIT_NOFILE)",
             Step::Groups => "setgroups",
             Step::Gid => "setgid",
             Step::Uid => "setuid",
@@ -725,6 +743,12 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
         }
     }
     close_from(a.first_closed)?;
+    if !a.nofile.is_null() {
+        check(
+            Step::OpenFiles,
+            libc::setrlimit(libc::RLIMIT_NOFILE, a.nofile) as libc::c_long,
+        )?;
+    }
     // Every signal to its default action while all are still blocked: the
     // daemon's handlers must not run here, and what it ignores (SIGPIPE)
     // would stay ignored across execve. Zeroed is SIG_DFL in the kernel's
