@@ -1522,7 +1522,6 @@ fn after_kill_9_overlap_skip_still_allows_only_one_copy() {
 /// systemd's `KillMode=control-group` does), and `rea import` sets it, with a
 /// warning naming the line, on crontab lines that background a process.
 #[test]
-#[ignore = "not fixed yet: item 14 (executor branch)"]
 fn kill_stragglers_false_lets_background_processes_live_and_import_sets_it() {
     let env = Env::new();
     env.write(

@@ -351,6 +351,15 @@ pub(super) fn build_job(
             None,
         ));
     }
+    let backgrounds = backgrounds_a_process(&command);
+    if backgrounds {
+        out.diagnostics.push(warning(
+            file,
+            n,
+            "the command puts a process in the background (&), which cron lets outlive the line; converted with kill_stragglers = false so rea does not stop it when the line's shell exits".to_string(),
+            Some("rea cannot time out or stop what such a run leaves running: if it is meant to finish, drop the & and kill_stragglers = false".to_string()),
+        ));
+    }
     let mut env = state.env.clone();
     env.entry("PATH".to_string())
         .or_insert_with(|| CRON_DEFAULT_PATH.to_string());
@@ -376,7 +385,50 @@ pub(super) fn build_job(
         mailto: state.mailto.clone(),
         mail: state.mail.clone(),
         enabled: true,
+        kill_stragglers: !backgrounds,
     }
+}
+
+/// Whether a shell command line uses `&` as the background operator (not
+/// `&&`, `|&` or a redirection like `2>&1`, `&>`, `>&`, nor quoted,
+/// escaped or in a comment).
+pub(super) fn backgrounds_a_process(command: &str) -> bool {
+    let chars: Vec<char> = command.chars().collect();
+    let mut quote: Option<char> = None;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match quote {
+            Some('\'') => {
+                if c == '\'' {
+                    quote = None;
+                }
+            }
+            Some(_) => match c {
+                '\\' => i += 1,
+                '"' => quote = None,
+                _ => {}
+            },
+            None => match c {
+                '\\' => i += 1,
+                '\'' | '"' => quote = Some(c),
+                // A comment starts at a word's start.
+                '#' if i == 0 || chars[i - 1].is_whitespace() => return false,
+                '&' => {
+                    let prev = if i > 0 { chars[i - 1] } else { ' ' };
+                    let next = chars.get(i + 1).copied().unwrap_or(' ');
+                    if next == '&' {
+                        i += 1;
+                    } else if !matches!(prev, '>' | '<' | '|') && next != '>' {
+                        return true;
+                    }
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    false
 }
 
 /// cron's split of a command at its first unescaped `%` (see the module

@@ -121,6 +121,9 @@ pub struct Job {
     /// rea cannot use), kept as comments.
     pub mail: BTreeMap<String, String>,
     pub enabled: bool,
+    /// False when the command puts a process in the background (`cmd &`):
+    /// cron lets it outlive the line, rea would stop it with the run.
+    pub kill_stragglers: bool,
 }
 
 /// What a conversion produced.

@@ -233,6 +233,9 @@ pub fn render(import: &Import) -> String {
         if !j.enabled {
             s.push_str("enabled = false   # cron never ran this file (see the import warnings)\n");
         }
+        if !j.kill_stragglers {
+            s.push_str("kill_stragglers = false   # the command backgrounds a process (&)\n");
+        }
         if user.is_none() {
             if let Some(u) = &j.user {
                 s.push_str(&format!("user = {}\n", toml_string(u)));

@@ -516,3 +516,32 @@ fn shared_settings_go_to_defaults() {
         "{toml}"
     );
 }
+
+#[test]
+fn the_background_operator_is_told_from_other_ampersands() {
+    use super::lines::backgrounds_a_process as bg;
+    for yes in [
+        "nohup /usr/bin/foo > /dev/null 2>&1 &",
+        "setsid /usr/bin/bar &",
+        "a & b",
+        "a&",
+        "(sleep 5; x) & wait",
+        "x 2>&1 & echo started",
+    ] {
+        assert!(bg(yes), "{yes:?} backgrounds a process");
+    }
+    for no in [
+        "test -x /usr/bin/baz && /usr/bin/baz",
+        "cmd > log 2>&1",
+        "cmd &> log",
+        "cmd >& log",
+        "cmd |& tee log",
+        "echo 'a & b'",
+        "echo \"a & b\"",
+        "echo a \\& b",
+        "cmd # run it & forget",
+        "cmd <&3",
+    ] {
+        assert!(!bg(no), "{no:?} backgrounds nothing");
+    }
+}
