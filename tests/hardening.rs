@@ -1575,7 +1575,6 @@ fn kill_stragglers_false_lets_background_processes_live_and_import_sets_it() {
 /// (`running_hooks`, and each job's `hooks` with their pids), and are
 /// stopped at a clean shutdown like runs.
 #[test]
-#[ignore = "not fixed yet: item 15"]
 fn hooks_count_against_max_concurrent_show_in_status_and_stop_at_shutdown() {
     let env = Env::new();
     env.jobs(

@@ -160,6 +160,7 @@ fn status_is_live_with_a_daemon_and_labelled_offline_without() {
         "file",
         "max_concurrent",
         "running_runs",
+        "running_hooks",
         "history",
         "last_reload",
     ] {

@@ -152,7 +152,12 @@ fn a_scrape_shows_runs_timestamps_and_gauges() {
     );
     let next = value(&text, "rea_next_fire_timestamp_seconds{job=\"tick\"}").unwrap();
     assert!(next > now - 5.0 && next < now + 60.0, "next fire {next}");
-    for gauge in ["rea_running", "rea_queued", "rea_oneshots_pending"] {
+    for gauge in [
+        "rea_running",
+        "rea_running_hooks",
+        "rea_queued",
+        "rea_oneshots_pending",
+    ] {
         assert!(value(&text, gauge).is_some(), "no {gauge}:\n{text}");
     }
     assert_eq!(value(&text, "rea_max_concurrent"), Some(8.0));

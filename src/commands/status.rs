@@ -49,10 +49,14 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
     let d = &data.daemon;
     let up = rea_core::duration::format(std::time::Duration::from_secs(d.uptime_s.max(0) as u64));
     println!(
-        "daemon: running (pid {}, up {up}); {}/{} running, {} waiting for a slot{}",
+        "daemon: running (pid {}, up {up}); {}/{} running{}, {} waiting for a slot{}",
         d.pid,
-        d.running_runs,
+        d.running_runs + d.running_hooks,
         d.max_concurrent,
+        match d.running_hooks {
+            0 => String::new(),
+            n => format!(" ({n} of them hooks)"),
+        },
         d.queued,
         match d.oneshots_pending {
             n if n > 0 => format!("; {n} one-shot(s) pending (rea pending)"),
@@ -115,6 +119,15 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
                 ),
                 None => "running".to_string(),
             },
+            _ if !j.hooks.is_empty() => {
+                let h = &j.hooks[0];
+                format!(
+                    "{} {} (pid {})",
+                    h.hook,
+                    ago(Some(h.since), now).trim_end_matches(" ago"),
+                    h.pid
+                )
+            }
             "retry_pending" => format!("retry {}", ago(j.retry_at, now)),
             "queued" => format!("queued ({})", j.queued),
             other => other.to_string(),

@@ -316,6 +316,10 @@ pub(crate) struct DaemonInfo {
     /// Set while the job file on disk is invalid.
     pub(crate) config_error: Option<ConfigError>,
     pub(crate) running_runs: usize,
+    /// Finished runs' hooks running now (they count against
+    /// `max_concurrent` like runs).
+    #[serde(default)]
+    pub(crate) running_hooks: usize,
     pub(crate) max_concurrent: usize,
     /// Runs waiting for a `max_concurrent` slot.
     pub(crate) queued: usize,
@@ -352,6 +356,9 @@ pub(crate) struct JobInfo {
     pub(crate) enabled: bool,
     pub(crate) paused: bool,
     pub(crate) running: Vec<RunningInfo>,
+    /// Hooks of its finished runs running now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hooks: Vec<HookInfo>,
     pub(crate) queued: usize,
     pub(crate) retry_at: Option<Ts>,
     pub(crate) next_fire: Option<Ts>,
@@ -365,6 +372,16 @@ pub(crate) struct RunningInfo {
     pub(crate) run: String,
     pub(crate) pid: Option<u32>,
     pub(crate) since: Option<Ts>,
+}
+
+/// A hook process: which hook, of which run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HookInfo {
+    /// `on_success`, `on_failure` or `on_retry_exhausted`.
+    pub(crate) hook: String,
+    pub(crate) run: String,
+    pub(crate) pid: u32,
+    pub(crate) since: Ts,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

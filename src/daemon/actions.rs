@@ -38,6 +38,7 @@ impl Loop {
                 }
                 Action::OneShotDone { id } => self.journal.del(&id),
                 Action::AfterRun(a) => self.after_run(*a),
+                Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
                 Action::Terminate { run } => {
                     if let Some(h) = self.handles.get(&run) {
                         h.terminate();

@@ -1,37 +1,81 @@
 //! What a finished run's job asks for beyond its record: hook commands
 //! (`on_success`, `on_failure`, `on_retry_exhausted`) and mail to `mailto`
-//! through sendmail, as cron mails MAILTO. They run beside the jobs, are
-//! never retried, and their failures are only logged: a hook can never
-//! cause another run or another hook.
+//! through sendmail, as cron mails MAILTO. Hooks run one after the other in
+//! one of the `max_concurrent` slots (the engine hands them out), show in
+//! `rea status`, and are stopped at shutdown like runs; they are never
+//! retried, and their failures are only logged: a hook can never cause
+//! another run or another hook. Mail goes at once, outside the limit.
 //!
 //! Also the environment every run and hook gets ([`run_env`]): a job running
 //! as another user than the daemon's gets cron's environment only, nothing
 //! of the daemon's. Its hooks run as that user too, and read the run's
 //! output from a sealed memfd on their descriptor 3 ([`output_file`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rea_core::engine::AfterRun;
+use chrono::{DateTime, Utc};
+use rea_core::engine::{Action, AfterRun, Hook};
 use rea_core::job::Job;
 use rea_core::record::{Record, RunStatus, Trigger};
-use rea_core::run::{Program, Termination};
+use rea_core::run::{Outcome, Program, Termination};
 use tracing::{error, info, warn};
 
 use super::actions::fmt_time;
-use super::Loop;
-use crate::executor::{self, RunSpec};
+use super::shutdown::Stopping;
+use super::{Loop, Msg};
+use crate::executor::{self, RunHandle, RunSpec};
 use crate::host::{self, User};
 
+/// A finished run's hooks being run, one after the other, in one of the
+/// `max_concurrent` slots (`Action::StartHooks`).
+pub(super) struct HookBatch {
+    pub(super) job: Arc<Job>,
+    pub(super) run: String,
+    /// Hooks not started yet, in order.
+    remaining: VecDeque<(Hook, String)>,
+    env: Vec<(String, String)>,
+    user: Option<User>,
+    inherit_env: bool,
+    output_file: Option<Arc<OwnedFd>>,
+    /// The hook running now.
+    pub(super) current: Option<RunningHook>,
+}
+
+/// A hook process, for `rea status` and for stopping it.
+pub(super) struct RunningHook {
+    pub(super) hook: Hook,
+    pub(super) pid: u32,
+    pub(super) since: DateTime<Utc>,
+    handle: RunHandle,
+}
+
 impl Loop {
-    /// Hooks and mail of a finished run. They run beside the jobs (outside
-    /// `max_concurrent`), are never retried, and their failures are only
-    /// logged: a hook can never cause another run or another hook.
+    /// Mail of a finished run. Hooks come here only when the daemon is
+    /// stopping and will not run them.
     pub(super) fn after_run(&mut self, a: AfterRun) {
-        let job = a.job.clone();
+        let run = a.record.run.clone().unwrap_or_default();
+        if a.mail {
+            self.send_mail(&a.job, &a.record);
+        }
+        if !a.hooks.is_empty() {
+            let names: Vec<&str> = a.hooks.iter().map(|(h, _)| h.name()).collect();
+            warn!(
+                job = a.job.name.as_str(),
+                run = run.as_str(),
+                hooks = names.join(", ").as_str(),
+                "the daemon is stopping: hooks not run"
+            );
+        }
+    }
+
+    /// Starts the hooks of `Action::StartHooks`; the engine is told
+    /// (`hooks_done`) when the last has ended or none could start.
+    pub(super) fn start_hooks(&mut self, id: u64, a: AfterRun, actions: &mut VecDeque<Action>) {
+        let job = a.job;
         let rec = a.record;
         let run = rec.run.clone().unwrap_or_default();
         let user = match job.user.as_deref().map(host::user).transpose() {
@@ -40,17 +84,12 @@ impl Loop {
                 error!(
                     job = job.name.as_str(),
                     run = run.as_str(),
-                    "cannot run hooks or mail: {e}"
+                    "cannot run hooks: {e}"
                 );
+                actions.extend(self.engine.hooks_done(id, Utc::now()));
                 return;
             }
         };
-        if a.mail {
-            self.send_mail(&job, &rec);
-        }
-        if a.hooks.is_empty() {
-            return;
-        }
         let output_file = match output_file(rec.output.as_deref().unwrap_or("")) {
             Ok(file) => Some(Arc::new(file)),
             Err(e) => {
@@ -81,66 +120,128 @@ impl Loop {
         };
         env.push(("REA_OUTPUT_FILE".into(), shown.to_string()));
         let inherit_env = inherits_daemon_env(user.as_ref());
-        let hooks = a.hooks;
-        tokio::spawn(async move {
-            for (hook, command) in hooks {
-                let mut env = env.clone();
-                env.push(("REA_HOOK".into(), hook.name().to_string()));
-                let spec = RunSpec {
-                    program: Program::Shell {
-                        shell: job.shell.clone(),
-                        script: command,
-                    },
-                    env,
-                    inherit_env,
-                    dir: job.dir.clone(),
-                    timeout: Some(job.hook_timeout),
-                    kill_grace: job.kill_grace,
-                    output_limit: 16 * 1024,
-                    stdin: None,
-                    pass_fd: output_file.as_ref().map(own_view),
-                    user: user.clone(),
-                    kill_stragglers: true,
-                };
-                let name = hook.name();
-                match executor::spawn(spec) {
-                    Err(e) => warn!(
-                        job = job.name.as_str(),
-                        run = run.as_str(),
-                        hook = name,
-                        "hook could not start: {e}"
-                    ),
-                    Ok((_, _, fut)) => {
-                        let o = fut.await;
-                        let first = o.output.text.lines().next().unwrap_or("").to_string();
-                        match (o.timed_out, o.termination) {
-                            (false, Termination::Exited(0)) => {
-                                info!(
-                                    job = job.name.as_str(),
-                                    run = run.as_str(),
-                                    hook = name,
-                                    "hook succeeded"
-                                )
-                            }
-                            (true, _) => warn!(
-                                job = job.name.as_str(),
-                                run = run.as_str(),
-                                hook = name,
-                                "hook timed out after {}",
-                                rea_core::duration::format(job.hook_timeout)
-                            ),
-                            (_, t) => warn!(
-                                job = job.name.as_str(),
-                                run = run.as_str(),
-                                hook = name,
-                                output = first.as_str(),
-                                "hook failed ({t:?})"
-                            ),
-                        }
-                    }
+        self.hook_batches.insert(
+            id,
+            HookBatch {
+                job,
+                run,
+                remaining: a.hooks.into(),
+                env,
+                user,
+                inherit_env,
+                output_file,
+                current: None,
+            },
+        );
+        self.next_hook(id, actions);
+    }
+
+    /// A hook process ended: log how, then start the batch's next one.
+    pub(super) fn hook_finished(&mut self, id: u64, o: &Outcome, actions: &mut VecDeque<Action>) {
+        let Some(batch) = self.hook_batches.get_mut(&id) else {
+            return;
+        };
+        let Some(current) = batch.current.take() else {
+            return;
+        };
+        let (job, run, hook) = (
+            batch.job.name.as_str(),
+            batch.run.as_str(),
+            current.hook.name(),
+        );
+        let first = o.output.text.lines().next().unwrap_or("");
+        match (o.timed_out, o.termination) {
+            (false, Termination::Exited(0)) => info!(job, run, hook, "hook succeeded"),
+            (true, _) => warn!(
+                job,
+                run,
+                hook,
+                "hook timed out after {}",
+                rea_core::duration::format(batch.job.hook_timeout)
+            ),
+            (_, t) => warn!(job, run, hook, output = first, "hook failed ({t:?})"),
+        }
+        self.next_hook(id, actions);
+    }
+
+    /// Starts the batch's next hook that can start; when none is left, the
+    /// batch is over and its slot goes back to the engine.
+    fn next_hook(&mut self, id: u64, actions: &mut VecDeque<Action>) {
+        let terminating = self.stopping == Stopping::Terminating;
+        let Some(batch) = self.hook_batches.get_mut(&id) else {
+            return;
+        };
+        if terminating {
+            batch.remaining.clear();
+        }
+        while let Some((hook, command)) = batch.remaining.pop_front() {
+            let mut env = batch.env.clone();
+            env.push(("REA_HOOK".into(), hook.name().to_string()));
+            let job = &batch.job;
+            let spec = RunSpec {
+                program: Program::Shell {
+                    shell: job.shell.clone(),
+                    script: command,
+                },
+                env,
+                inherit_env: batch.inherit_env,
+                dir: job.dir.clone(),
+                timeout: Some(job.hook_timeout),
+                kill_grace: job.kill_grace,
+                output_limit: 16 * 1024,
+                stdin: None,
+                pass_fd: batch.output_file.as_ref().map(own_view),
+                user: batch.user.clone(),
+                kill_stragglers: true,
+            };
+            match executor::spawn(spec) {
+                Err(e) => warn!(
+                    job = job.name.as_str(),
+                    run = batch.run.as_str(),
+                    hook = hook.name(),
+                    "hook could not start: {e}"
+                ),
+                Ok((started, handle, fut)) => {
+                    batch.current = Some(RunningHook {
+                        hook,
+                        pid: started.pid,
+                        since: started.at,
+                        handle,
+                    });
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let outcome = fut.await;
+                        let _ = tx.send(Msg::HookFinished {
+                            id,
+                            outcome: Box::new(outcome),
+                        });
+                    });
+                    return;
                 }
             }
-        });
+        }
+        self.hook_batches.remove(&id);
+        actions.extend(self.engine.hooks_done(id, Utc::now()));
+    }
+
+    /// At shutdown, after the grace: running hooks are terminated (TERM,
+    /// their job's `kill_grace`, KILL to their group) and the rest of each
+    /// batch is dropped.
+    pub(super) fn terminate_hooks(&mut self) {
+        for batch in self.hook_batches.values_mut() {
+            if !batch.remaining.is_empty() {
+                warn!(
+                    job = batch.job.name.as_str(),
+                    run = batch.run.as_str(),
+                    "the daemon is stopping: {} hook(s) not run",
+                    batch.remaining.len()
+                );
+                batch.remaining.clear();
+            }
+            if let Some(current) = &batch.current {
+                current.handle.terminate();
+            }
+        }
     }
 
     /// The run's output through sendmail, as cron mails MAILTO.

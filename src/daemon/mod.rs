@@ -88,6 +88,7 @@ const MAX_BATCH: usize = 20_000;
 /// Messages from tasks to the loop.
 enum Msg {
     Finished { run: String, outcome: Box<Outcome> },
+    HookFinished { id: u64, outcome: Box<Outcome> },
 }
 
 /// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
@@ -139,7 +140,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     loop {
         d.execute(&mut actions);
         d.notify_summary();
-        if d.stopping.is_stopping() && d.engine.running() == 0 {
+        if d.stopping.is_stopping() && d.engine.idle() {
             break;
         }
         if let Err(e) = timer.arm(d.engine.next_wake()) {
@@ -152,9 +153,12 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             biased;
             _ = sigterm.recv() => d.on_stop_signal("SIGTERM", &mut actions),
             _ = sigint.recv() => d.on_stop_signal("SIGINT", &mut actions),
-            Some(Msg::Finished { run, outcome }) = inputs.finished.recv() => {
-                d.handles.remove(&run);
-                actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
+            Some(msg) = inputs.finished.recv() => match msg {
+                Msg::Finished { run, outcome } => {
+                    d.handles.remove(&run);
+                    actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
+                }
+                Msg::HookFinished { id, outcome } => d.hook_finished(id, &outcome, &mut actions),
             },
             wake = timer.wait() => {
                 let changed = matches!(wake, Ok(Wake::ClockChanged));
@@ -246,6 +250,8 @@ struct Loop {
     paused: Box<dyn PausedStore>,
     claims: Box<dyn OccurrenceClaims>,
     handles: HashMap<String, RunHandle>,
+    /// Hooks running (or about to), by the engine's `StartHooks` id.
+    hook_batches: HashMap<u64, hooks::HookBatch>,
     tx: mpsc::UnboundedSender<Msg>,
     /// `trigger --wait` clients, by run id, told the final record.
     waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,

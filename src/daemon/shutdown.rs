@@ -1,7 +1,8 @@
-//! Stopping: the first SIGTERM/SIGINT stops new runs and gives running ones
-//! `shutdown_grace` to finish; when it runs out, or at a second signal,
-//! every run is terminated (TERM, its `kill_grace`, KILL to its group) and
-//! the loop ends once the last one has reported, so each is recorded.
+//! Stopping: the first SIGTERM/SIGINT stops new runs and hooks and gives
+//! running ones `shutdown_grace` to finish; when it runs out, or at a second
+//! signal, every run and hook is terminated (TERM, its `kill_grace`, KILL to
+//! its group) and the loop ends once the last one has reported, so each
+//! run is recorded.
 
 use std::collections::VecDeque;
 
@@ -58,7 +59,7 @@ impl Loop {
                     grace = %rea_core::duration::format(grace),
                     "stopping: no new runs; waiting for running jobs (send the signal again to stop them now)"
                 );
-                self.engine.shutdown();
+                actions.extend(self.engine.shutdown());
                 self.stopping = Stopping::Draining {
                     grace_ends: Instant::now() + grace,
                 };
@@ -87,5 +88,6 @@ impl Loop {
     fn terminate_all(&mut self, actions: &mut VecDeque<Action>) {
         actions.extend(self.engine.terminate_all());
         self.stopping = Stopping::Terminating;
+        self.terminate_hooks();
     }
 }

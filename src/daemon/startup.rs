@@ -123,6 +123,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         paused: stores.paused,
         claims: stores.claims,
         handles: HashMap::new(),
+        hook_batches: HashMap::new(),
         tx,
         waiters: HashMap::new(),
         config,

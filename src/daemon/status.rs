@@ -7,8 +7,8 @@ use rea_core::engine::{JobStatus, OneShotStatus};
 use super::users::Scope;
 use super::Loop;
 use crate::control::protocol::{
-    ConfigError, DaemonInfo, HistoryInfo, JobInfo, LastInfo, OneShotInfo, RunningInfo, StatusReply,
-    Ts, WriteError,
+    ConfigError, DaemonInfo, HistoryInfo, HookInfo, JobInfo, LastInfo, OneShotInfo, RunningInfo,
+    StatusReply, Ts, WriteError,
 };
 
 impl Loop {
@@ -44,6 +44,7 @@ impl Loop {
                     errors: errors.clone(),
                 }),
                 running_runs: self.engine.running(),
+                running_hooks: self.engine.hooks_running(),
                 max_concurrent: self.engine.max_concurrent(),
                 queued: self.engine.queued(),
                 oneshots_pending: self.engine.oneshot_count(),
@@ -56,9 +57,35 @@ impl Loop {
                     }),
                 },
             },
-            jobs: statuses.iter().map(job_info).collect(),
+            jobs: statuses
+                .iter()
+                .map(|s| {
+                    let mut info = job_info(s);
+                    info.hooks = self.hooks_of(&s.name);
+                    info
+                })
+                .collect(),
             oneshot: None,
         }
+    }
+
+    /// The hook processes of `job`'s finished runs, oldest first.
+    fn hooks_of(&self, job: &str) -> Vec<HookInfo> {
+        let mut hooks: Vec<HookInfo> = self
+            .hook_batches
+            .values()
+            .filter(|b| b.job.name == job)
+            .filter_map(|b| {
+                b.current.as_ref().map(|h| HookInfo {
+                    hook: h.hook.name().to_string(),
+                    run: b.run.clone(),
+                    pid: h.pid,
+                    since: Ts(h.since),
+                })
+            })
+            .collect();
+        hooks.sort_by_key(|h| h.since.0);
+        hooks
     }
 
     pub(super) fn notify_ready(&mut self) {
@@ -122,6 +149,7 @@ fn job_info(s: &JobStatus) -> JobInfo {
         state: state.to_string(),
         enabled: s.enabled,
         paused: s.paused,
+        hooks: Vec::new(),
         running: s
             .running
             .iter()

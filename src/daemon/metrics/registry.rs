@@ -118,6 +118,7 @@ pub(crate) struct Metrics {
     paused: Family<JobLabel, Gauge>,
     oneshot_runs: Family<StatusLabel, Counter>,
     running: Gauge,
+    running_hooks: Gauge,
     queued: Gauge,
     max_concurrent: Gauge,
     oneshots_pending: Gauge,
@@ -214,6 +215,11 @@ impl Metrics {
             g
         };
         let running = gauge(&mut r, "running", "Runs in progress");
+        let running_hooks = gauge(
+            &mut r,
+            "running_hooks",
+            "Finished runs' hooks in progress (they take max_concurrent slots too)",
+        );
         let queued = gauge(&mut r, "queued", "Runs waiting for a max_concurrent slot");
         let max_concurrent = gauge(&mut r, "max_concurrent", "[daemon] max_concurrent in force");
         let oneshots_pending = gauge(
@@ -259,6 +265,7 @@ impl Metrics {
             paused,
             oneshot_runs,
             running,
+            running_hooks,
             queued,
             max_concurrent,
             oneshots_pending,
@@ -454,6 +461,7 @@ impl Metrics {
     pub(crate) fn refresh(&self, engine: &Engine, config_valid: bool, history_backlog: usize) {
         let int = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.running.set(int(engine.running()));
+        self.running_hooks.set(int(engine.hooks_running()));
         self.queued.set(int(engine.queued()));
         self.max_concurrent.set(int(engine.max_concurrent()));
         self.oneshots_pending.set(int(engine.oneshot_count()));

@@ -250,7 +250,22 @@ impl Engine {
         let after_run = after_run(&state.def, &rec, status, exhausted);
         out.push(Action::Record(Box::new(rec)));
         if let Some(a) = after_run {
-            out.push(Action::AfterRun(Box::new(a)));
+            // Hooks wait for a slot (filled below); mail goes now. While
+            // stopping, the hooks stay in the action for the daemon to log
+            // as not run.
+            if !a.hooks.is_empty() && !self.stopping {
+                if a.mail {
+                    out.push(Action::AfterRun(Box::new(AfterRun {
+                        job: a.job.clone(),
+                        record: a.record.clone(),
+                        hooks: Vec::new(),
+                        mail: true,
+                    })));
+                }
+                self.hooks_ready.push_back(AfterRun { mail: false, ..a });
+            } else {
+                out.push(Action::AfterRun(Box::new(a)));
+            }
         }
         if status == RunStatus::Succeeded {
             self.dependents_of(&name, now, out);

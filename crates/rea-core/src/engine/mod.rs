@@ -79,8 +79,14 @@ pub enum Action {
     /// A one-shot is done for good (ran, cancelled or expired): remove it
     /// from the durable journal.
     OneShotDone { id: String },
-    /// A job's run ended: run its hooks and send its mail, as decided here.
+    /// A job's run ended: send its mail (as decided here). Its hooks come
+    /// in [`Action::StartHooks`], when a slot is free; here only while the
+    /// daemon stops, when they are not run (for the daemon to say so).
     AfterRun(Box<AfterRun>),
+    /// Run a finished run's hooks, in order, one at a time: they hold one of
+    /// the `max_concurrent` slots until the last has ended. Answer with
+    /// `Engine::hooks_done(id)`.
+    StartHooks { id: u64, after: Box<AfterRun> },
 }
 
 /// Side effects of a finished run that the job file asks for.
@@ -276,6 +282,11 @@ pub struct Engine {
     dependents: HashMap<String, Vec<String>>,
     /// Pending and running one-shots by id.
     oneshots: HashMap<ShotKey, ShotState>,
+    /// Finished runs' hooks waiting for a slot, in the order the runs ended.
+    hooks_ready: VecDeque<AfterRun>,
+    /// Hook sequences started and not yet reported done (each holds a slot).
+    hooks_running: BTreeSet<u64>,
+    hook_counter: u64,
 }
 
 impl Engine {
@@ -297,6 +308,9 @@ impl Engine {
             file: plan.source.to_string(),
             oneshots: HashMap::new(),
             dependents: HashMap::new(),
+            hooks_ready: VecDeque::new(),
+            hooks_running: BTreeSet::new(),
+            hook_counter: 0,
         };
         for job in plan.jobs {
             engine.order.push(job.name.clone());
@@ -347,9 +361,10 @@ impl Engine {
         &self.paused
     }
 
-    /// Stop starting runs: waiting ones are dropped, running ones go on
-    /// until `terminate_all` (after the shutdown grace).
-    pub fn shutdown(&mut self) {
+    /// Stop starting runs and hooks: waiting ones are dropped (hooks come
+    /// back as [`Action::AfterRun`] for the daemon to log), running ones go
+    /// on until `terminate_all` (after the shutdown grace).
+    pub fn shutdown(&mut self) -> Vec<Action> {
         self.stopping = true;
         for p in self.ready.drain(..) {
             if let Some(s) = self.jobs.get_mut(&p.job) {
@@ -359,6 +374,31 @@ impl Engine {
         for s in self.jobs.values_mut() {
             s.waiting.clear();
         }
+        self.hooks_ready
+            .drain(..)
+            .map(|a| Action::AfterRun(Box::new(a)))
+            .collect()
+    }
+
+    /// The daemon has run (or given up on) the hooks of
+    /// [`Action::StartHooks`] `id`: their slot is free.
+    pub fn hooks_done(&mut self, id: u64, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.hooks_running.remove(&id) {
+            self.fill_slots(now, &mut out);
+        }
+        out
+    }
+
+    /// Hook sequences holding a slot.
+    pub fn hooks_running(&self) -> usize {
+        self.hooks_running.len()
+    }
+
+    /// Whether nothing runs: no run and no hook (the daemon may exit once
+    /// stopping).
+    pub fn idle(&self) -> bool {
+        self.runs.is_empty() && self.hooks_running.is_empty()
     }
 
     /// Terminates every run still in progress (shutdown grace expired).

@@ -133,6 +133,8 @@ impl Sim {
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
+                // Hooks take no time here.
+                Action::StartHooks { id, .. } => queue.extend(self.engine.hooks_done(id, self.now)),
                 Action::Terminate { .. } | Action::OneShotDone { .. } | Action::AfterRun(_) => {}
             }
         }
@@ -727,7 +729,7 @@ fn shutdown_stops_starting_and_terminates_on_request() {
     let s = starts(&a);
     assert_eq!(s.len(), 1);
     engine.spawned(&s[0].run, Ok(Started { pid: 1, at: t }), t);
-    engine.shutdown();
+    assert!(engine.shutdown().is_empty(), "no hooks were waiting");
     assert_eq!(engine.queued(), 0);
     let term = engine.terminate_all();
     assert_eq!(term.len(), 1);
@@ -988,4 +990,90 @@ fn a_lost_claim_drops_the_run_without_a_trace_and_frees_its_slot() {
     );
     assert_eq!(status.last, None, "no result either");
     assert_eq!(status.next_fire, Some(at("2026-11-29T00:02:00Z")));
+}
+
+#[test]
+fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
+    let mut hooked = job("h", "* * * * *");
+    hooked.on_success = Some("notify".to_string());
+    hooked.mailto = vec!["ops@example.com".to_string()];
+    hooked.mail_on = crate::job::MailOn::Always;
+    let cfg = config(vec![hooked, job("other", "* * * * *")], 2);
+    let t0 = at("2026-11-29T00:00:00Z");
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(t0, Recovered::default());
+    let t1 = at("2026-11-29T00:01:00Z");
+    let first = starts(&engine.wake(t1, false));
+    assert_eq!(first.len(), 2, "both jobs start in the two slots");
+    for s in &first {
+        engine.spawned(&s.run, Ok(Started { pid: 1, at: t1 }), t1);
+    }
+    let h = first.iter().find(|s| s.name == "h").expect("h started");
+    let done = engine.finished(&h.run, &outcome(1, t1, t1, 0), t1);
+    // Mail at once; the hook takes the freed slot.
+    let mail: Vec<&AfterRun> = done
+        .iter()
+        .filter_map(|a| match a {
+            Action::AfterRun(a) => Some(a.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert!(mail.len() == 1 && mail[0].mail && mail[0].hooks.is_empty());
+    let hook_id = done
+        .iter()
+        .find_map(|a| match a {
+            Action::StartHooks { id, after } => {
+                assert_eq!(after.hooks, vec![(Hook::Success, "notify".to_string())]);
+                assert!(!after.mail);
+                Some(*id)
+            }
+            _ => None,
+        })
+        .expect("the hook starts in the freed slot");
+    assert_eq!((engine.running(), engine.hooks_running()), (1, 1));
+    // The next minute both jobs are due; the hook holds one slot.
+    let t2 = at("2026-11-29T00:02:00Z");
+    let other = first.iter().find(|s| s.name == "other").expect("other");
+    let t15 = at("2026-11-29T00:01:30Z");
+    assert!(starts(&engine.finished(&other.run, &outcome(1, t1, t15, 0), t15)).is_empty());
+    let next = engine.wake(t2, false);
+    assert_eq!(starts(&next).len(), 1, "one slot is free: {next:?}");
+    assert_eq!(engine.queued(), 1, "the other run waits behind the hook");
+    let freed = engine.hooks_done(hook_id, t2);
+    assert_eq!(
+        starts(&freed).len(),
+        1,
+        "the hook's slot goes to the waiting run"
+    );
+    assert!(
+        engine.hooks_done(hook_id, t2).is_empty(),
+        "done twice frees nothing"
+    );
+    assert!(!engine.idle());
+}
+
+#[test]
+fn hooks_of_runs_ending_while_stopping_are_handed_back_not_started() {
+    let mut hooked = job("h", "* * * * *");
+    hooked.on_failure = Some("page".to_string());
+    let cfg = config(vec![hooked], 2);
+    let t0 = at("2026-11-29T00:00:00Z");
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(t0, Recovered::default());
+    let t1 = at("2026-11-29T00:01:00Z");
+    let s = starts(&engine.wake(t1, false));
+    engine.spawned(&s[0].run, Ok(Started { pid: 1, at: t1 }), t1);
+    assert!(engine.shutdown().is_empty(), "nothing was waiting");
+    let done = engine.finished(&s[0].run, &outcome(1, t1, t1, 1), t1);
+    assert!(!done.iter().any(|a| matches!(a, Action::StartHooks { .. })));
+    let back: Vec<&AfterRun> = done
+        .iter()
+        .filter_map(|a| match a {
+            Action::AfterRun(a) => Some(a.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].hooks, vec![(Hook::Failure, "page".to_string())]);
+    assert!(engine.idle());
 }
