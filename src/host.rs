@@ -79,6 +79,15 @@ pub(crate) fn job_open_files() -> Option<u64> {
     JOB_OPEN_FILES.get().copied()
 }
 
+/// The daemon's own user, looked up once: whose HOME, USER and LOGNAME
+/// its jobs without `user` get, as cron gives a crontab's owner. None if the
+/// user database does not know our uid (a container's arbitrary uid).
+pub(crate) fn own_user() -> Option<&'static User> {
+    static OWN: std::sync::OnceLock<Option<User>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| user_by_uid(rustix::process::geteuid().as_raw()))
+        .as_ref()
+}
+
 /// Whether this process runs as root (and may switch users).
 pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()

@@ -426,3 +426,62 @@ command = "perl -e '$x = \"a\" x 100_000_000; print length $x'"
         "100 MB of perl (twice, briefly) reported as {big_kb} KiB: {big}"
     );
 }
+
+/// The daemon's own user from the user database: (name, home).
+fn own_passwd() -> (String, String) {
+    // SAFETY: getpwuid returns a pointer into static storage or null; it is
+    // read at once, before any other call could overwrite it.
+    unsafe {
+        let pw = libc::getpwuid(libc::geteuid());
+        assert!(!pw.is_null(), "the test's uid is in the user database");
+        let s = |p: *const libc::c_char| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        (s((*pw).pw_name), s((*pw).pw_dir))
+    }
+}
+
+/// Issue 14, item 5: under systemd a service has no HOME, USER or LOGNAME;
+/// a job without `user` still gets them (its owner is the daemon's user),
+/// SHELL is its shell, PATH cron's when the daemon has none, and it starts
+/// in that home unless `dir` says otherwise, as cron runs jobs.
+#[test]
+fn a_job_without_user_gets_crons_variables_and_starts_in_its_owners_home() {
+    let env = Env::new();
+    env.jobs(
+        r#"[jobs.own]
+schedule = "@reboot"
+command = "pwd; env"
+
+[jobs.elsewhere]
+schedule = "@reboot"
+dir = "/tmp"
+command = "pwd"
+"#,
+    );
+    let _d = env.daemon_configured(&[], |cmd| {
+        for name in ["HOME", "USER", "LOGNAME", "SHELL", "PATH"] {
+            cmd.env_remove(name);
+        }
+    });
+    let (name, home) = own_passwd();
+    let out = output(&final_of(&env, "own"));
+    let mut lines = out.lines();
+    let cwd = lines.next().unwrap_or_default();
+    if Path::new(&home).is_dir() {
+        assert_eq!(cwd, home, "starts in the owner's home:\n{out}");
+    }
+    let vars: Vec<&str> = lines.collect();
+    for expected in [
+        format!("HOME={home}"),
+        format!("USER={name}"),
+        format!("LOGNAME={name}"),
+        "SHELL=/bin/sh".to_string(),
+        "PATH=/usr/bin:/bin".to_string(),
+    ] {
+        assert!(
+            vars.contains(&expected.as_str()),
+            "{expected} missing:\n{out}"
+        );
+    }
+    let elsewhere = output(&final_of(&env, "elsewhere"));
+    assert_eq!(elsewhere.trim(), "/tmp");
+}

@@ -12,7 +12,7 @@ use rea_store::claims::{Claim, ClaimOutcome};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use super::hooks::{inherits_daemon_env, run_env};
+use super::hooks::{inherits_daemon_env, run_dir, run_env};
 use super::{Loop, Msg};
 use crate::executor::{self, RunSpec};
 use crate::host;
@@ -177,6 +177,11 @@ impl Loop {
                 job.shell.as_str(),
             ),
             Def::OneShot(_) => (None, "/bin/sh"),
+        };
+        // As cron: in the job's `dir`, else its owner's home.
+        let dir = match &start.def {
+            Def::Job(_) => run_dir(dir.as_ref(), user.as_ref()),
+            Def::OneShot(_) => dir,
         };
         // As cron does for a crontab's owner: the user database says who
         // the job is; the job's own env may still override. Another user's

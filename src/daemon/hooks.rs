@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -185,7 +186,7 @@ impl Loop {
                 },
                 env,
                 inherit_env: batch.inherit_env,
-                dir: job.dir.clone(),
+                dir: run_dir(job.dir.as_ref(), batch.user.as_ref()),
                 timeout: Some(job.hook_timeout),
                 kill_grace: job.kill_grace,
                 output_limit: 16 * 1024,
@@ -408,7 +409,24 @@ pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
     user.is_none_or(|u| u.uid == rustix::process::geteuid().as_raw())
 }
 
-/// The variables of a job's run or hook: the user's variables, the job's
+/// Whose job it is, as cron sees a crontab's owner: the job's `user`, else
+/// the daemon's own.
+fn owner(user: Option<&User>) -> Option<&User> {
+    user.or_else(|| host::own_user())
+}
+
+/// Where a job's runs and hooks start, as cron runs jobs: the job's `dir`,
+/// else its owner's home directory (when it is one), else the daemon's own
+/// working directory.
+pub(super) fn run_dir(dir: Option<&PathBuf>, user: Option<&User>) -> Option<PathBuf> {
+    dir.cloned().or_else(|| {
+        owner(user)
+            .map(|u| u.home.clone())
+            .filter(|h| h.is_absolute() && h.is_dir())
+    })
+}
+
+/// The variables of a job's run or hook: the owner's variables, the job's
 /// `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the daemon's
 /// environment if [`inherits_daemon_env`], else all the run gets.
 pub(super) fn run_env(
@@ -425,19 +443,20 @@ pub(super) fn run_env(
     env
 }
 
-/// What cron sets for a crontab's owner: HOME, USER and LOGNAME from the
-/// user database, SHELL = the shell that runs the command (not the user's
-/// login shell), and for a user other than the daemon's, whose run inherits
-/// nothing, cron's PATH (the job's `env` may set its own).
+/// What cron sets for a crontab's owner (the job's `user`, else the
+/// daemon's): HOME, USER and LOGNAME from the user database, SHELL = the
+/// shell that runs the command (not the user's login shell), and cron's
+/// PATH for a run that inherits nothing (another user's) or whose daemon
+/// has none (the job's `env` may set its own).
 fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
-    let Some(u) = user else { return Vec::new() };
-    let mut env = vec![
-        ("HOME".into(), u.home.display().to_string()),
-        ("USER".into(), u.name.clone()),
-        ("LOGNAME".into(), u.name.clone()),
-        ("SHELL".into(), shell.to_string()),
-    ];
-    if !inherits_daemon_env(Some(u)) {
+    let mut env = Vec::with_capacity(5);
+    if let Some(u) = owner(user) {
+        env.push(("HOME".into(), u.home.display().to_string()));
+        env.push(("USER".into(), u.name.clone()));
+        env.push(("LOGNAME".into(), u.name.clone()));
+    }
+    env.push(("SHELL".into(), shell.to_string()));
+    if !inherits_daemon_env(user) || std::env::var_os("PATH").is_none() {
         env.push(("PATH".into(), executor::DEFAULT_PATH.to_string()));
     }
     env
@@ -491,13 +510,35 @@ mod tests {
     }
 
     #[test]
-    fn the_daemons_own_user_keeps_its_environment() {
+    fn the_daemons_own_user_keeps_its_environment_with_crons_variables_set() {
         assert!(inherits_daemon_env(None));
-        if let Some(me) = host::current_user_name().and_then(|n| host::user(&n).ok()) {
-            assert!(inherits_daemon_env(Some(&me)));
-            let env = run_env(Some(&me), "/bin/sh", &BTreeMap::new(), "j", "r1");
+        let me = host::own_user().expect("the test runs as a known user");
+        assert!(inherits_daemon_env(Some(me)));
+        for user in [None, Some(me)] {
+            let env = run_env(user, "/bin/sh", &BTreeMap::new(), "j", "r1");
             assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
+            let home = me.home.display().to_string();
+            assert!(env.contains(&("HOME".to_string(), home)), "{env:?}");
+            assert!(env.contains(&("LOGNAME".to_string(), me.name.clone())));
+            assert!(env.contains(&("SHELL".to_string(), "/bin/sh".to_string())));
         }
+    }
+
+    #[test]
+    fn runs_start_in_dir_else_the_owners_home() {
+        let me = host::own_user().expect("the test runs as a known user");
+        let dir = PathBuf::from("/tmp");
+        assert_eq!(run_dir(Some(&dir), None), Some(dir));
+        if me.home.is_dir() {
+            assert_eq!(run_dir(None, None), Some(me.home.clone()));
+        }
+        let mut homeless = me.clone();
+        homeless.home = PathBuf::from("/nonexistent/rea-test");
+        assert_eq!(
+            run_dir(None, Some(&homeless)),
+            None,
+            "the daemon's cwd then"
+        );
     }
 
     /// A hook of a `user =` job, running as that user, reads the output.
