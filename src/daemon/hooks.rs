@@ -412,7 +412,10 @@ pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
 /// Whose job it is, as cron sees a crontab's owner: the job's `user`, else
 /// the daemon's own.
 fn owner(user: Option<&User>) -> Option<&User> {
-    user.or_else(|| host::own_user())
+    match user {
+        Some(u) => Some(u),
+        None => host::own_user(),
+    }
 }
 
 /// Where a job's runs and hooks start, as cron runs jobs: the job's `dir`,
