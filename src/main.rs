@@ -14,6 +14,7 @@
 //! | `failure`, `table` | how commands fail; aligned tables for people |
 
 mod cli;
+mod cluster;
 mod commands;
 mod control;
 mod daemon;

@@ -87,6 +87,9 @@ pub struct Job {
     /// Run when each of these jobs has succeeded (since this job's last
     /// run so triggered).
     pub after: Vec<String>,
+    /// Cluster mode: what happens to a running run when its node loses its
+    /// lease. Default keep.
+    pub on_lease_lost: crate::claim::OnLeaseLost,
 }
 
 /// When `mailto` sends a mail.
@@ -155,6 +158,7 @@ impl Default for Job {
             on_retry_exhausted: None,
             hook_timeout: Duration::from_secs(300),
             after: Vec::new(),
+            on_lease_lost: crate::claim::OnLeaseLost::Keep,
         }
     }
 }

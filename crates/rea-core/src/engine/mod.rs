@@ -27,6 +27,14 @@
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
+//! | `cluster.rs` | cluster mode: claims out, the store's answers in, lease loss |
+//!
+//! Cluster mode (several nodes on one database, `Engine::set_cluster`):
+//! every run is asked of the store first (`Action::Claim`), and the store's
+//! answer (`Engine::claimed`) says whether this node starts it — the
+//! overlap and pause decisions are the store's, taken on the job's shared
+//! row. Retries of failed runs are queued in the store for any node
+//! (`Engine::adopt`). Local mode never emits a claim and is unchanged.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -36,6 +44,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant, OnLeaseLost};
 use crate::due_queue::{DueQueue, EntryId};
 use crate::job::{CatchUp, Job, Overlap};
 use crate::oneshot::OneShot;
@@ -43,6 +52,7 @@ use crate::record::{Event, Record, RunStatus, Trigger};
 use crate::run::{Outcome, Started, Termination};
 
 mod admission;
+mod cluster;
 mod completion;
 mod dependencies;
 mod occurrences;
@@ -72,6 +82,10 @@ pub struct Plan<'a> {
 pub enum Action {
     /// Spawn a run; answer with `Engine::spawned`.
     Start(StartRun),
+    /// Cluster mode: ask the shared store whether this node starts this
+    /// run; answer with `Engine::claimed` (the answer may come later: the
+    /// daemon never waits for it).
+    Claim(ClaimRequest),
     /// SIGTERM → grace → SIGKILL the run's process group.
     Terminate { run: String },
     /// Append to the history log.
@@ -147,6 +161,8 @@ pub struct StartRun {
     pub trigger: Trigger,
     /// The occurrence this run serves (for retries: the original one).
     pub scheduled: DateTime<Utc>,
+    /// Cluster mode: the run's id and fence in the shared store.
+    pub grant: Option<Grant>,
 }
 
 /// Why a run was asked to stop early; becomes the `reason` of its record.
@@ -155,6 +171,9 @@ pub enum StopReason {
     Replaced,
     Shutdown,
     Operator,
+    /// Cluster mode: the node lost its lease and the job says
+    /// `on_lease_lost = "kill"`.
+    LeaseLost,
 }
 
 impl StopReason {
@@ -163,6 +182,7 @@ impl StopReason {
             StopReason::Replaced => "replaced by a newer run (overlap = \"replace\")",
             StopReason::Shutdown => "daemon shutdown",
             StopReason::Operator => "killed by operator",
+            StopReason::LeaseLost => "this node lost its cluster lease (on_lease_lost = \"kill\")",
         }
     }
 }
@@ -204,6 +224,8 @@ struct Pending {
     jitter: Duration,
     /// When it entered the global queue (for `waited_ms`).
     ready_at: DateTime<Utc>,
+    /// Cluster mode: granted by the store.
+    grant: Option<Grant>,
 }
 
 /// A run that has been handed to the daemon to spawn.
@@ -276,6 +298,14 @@ pub struct Engine {
     dependents: HashMap<String, Vec<String>>,
     /// Pending and running one-shots by id.
     oneshots: HashMap<ShotKey, ShotState>,
+    /// Cluster mode (see the module documentation).
+    cluster: bool,
+    /// Cluster mode: runs asked of the store, not answered yet, with the
+    /// occurrences a `missed` claim stands for.
+    claiming: HashMap<String, (Pending, u64)>,
+    /// Cluster mode: per job, the newest occurrence no node could claim
+    /// from here (no lease), for its `catch_up` once the node is back.
+    unclaimed: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl Engine {
@@ -297,6 +327,9 @@ impl Engine {
             file: plan.source.to_string(),
             oneshots: HashMap::new(),
             dependents: HashMap::new(),
+            cluster: false,
+            claiming: HashMap::new(),
+            unclaimed: BTreeMap::new(),
         };
         for job in plan.jobs {
             engine.order.push(job.name.clone());
@@ -454,6 +487,7 @@ impl Engine {
             scheduled,
             jitter,
             ready_at: now,
+            grant: None,
         }
     }
 }
@@ -498,6 +532,10 @@ fn run_record(p: &Pending, status: RunStatus, now: DateTime<Utc>) -> Record {
     rec.scheduled = Some(p.scheduled);
     if !p.jitter.is_zero() {
         rec.jitter_ms = Some(p.jitter.as_millis() as u64);
+    }
+    if let Some(g) = p.grant {
+        rec.cluster_run = Some(g.run_id);
+        rec.fence = Some(g.fence);
     }
     rec
 }
