@@ -7,6 +7,7 @@
 mod support;
 
 mod check;
+mod cluster;
 mod cron_features;
 mod daemon;
 mod generated;

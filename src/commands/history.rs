@@ -79,7 +79,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
         runs_only: !only_missed,
         with_missed,
     };
-    let reader = rea_store::Local::history_reader(&dir);
+    let reader = super::cluster::history_reader(global, &dir)?;
     let records = reader.query(&query).map_err(|e| {
         Failure::runtime(format!(
             "cannot read the history log in {}: {e}",

@@ -12,7 +12,7 @@ use crate::failure::{self, Failure, Outcome};
 
 pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
     let dir = super::state_dir(global)?;
-    let reader = rea_store::Local::history_reader(&dir);
+    let reader = super::cluster::history_reader(global, &dir)?;
     let found = match &args.run {
         Some(id) => reader.find_run(id),
         None => reader.latest_final_run(&args.job),

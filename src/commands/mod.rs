@@ -4,6 +4,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod cluster;
 pub(crate) mod generate;
 pub(crate) mod history;
 pub(crate) mod import;

@@ -250,6 +250,120 @@ impl Reader {
         Ok((total, out))
     }
 
+    /// Cancels pending one-shots (recorded `cancelled`); with `kill`, a
+    /// running one is asked to stop (its node's next heartbeat sees it).
+    /// Err names the ids that are neither pending nor running.
+    pub fn cancel(
+        &self,
+        ids: &[String],
+        kill: bool,
+    ) -> Result<Vec<(String, &'static str)>, String> {
+        let c = &self.cluster;
+        let known: HashMap<String, bool> = self
+            .rows(
+                "select job, false from rea.pending where cluster = $1 and kind = 'oneshot' and job = any($2)
+                 union all
+                 select job, true from rea.runs where cluster = $1 and trigger = 'oneshot' and status = 'started' and job = any($2)",
+                &[c, &ids],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let unknown: Vec<&String> = ids.iter().filter(|i| !known.contains_key(*i)).collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "no pending one-shot {}",
+                unknown
+                    .iter()
+                    .map(|i| format!("{i:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let running: Vec<String> = known
+            .iter()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| i.clone())
+            .collect();
+        if !kill {
+            if let Some(id) = running.first() {
+                return Err(format!(
+                    "one-shot {id:?} is running; use --kill to terminate it"
+                ));
+            }
+        }
+        self.rows(
+            "with d as (delete from rea.pending p where p.cluster = $1 and p.kind = 'oneshot' and p.job = any($2) returning p.*)
+             insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, ended_at, detail)
+             select d.cluster, d.job, d.due_at, d.attempt, 'oneshot', 'cancelled', 'cancelled by operator',
+                    clock_timestamp(), jsonb_build_object('spec', d.spec)
+             from d returning job",
+            &[c, &ids],
+        )?;
+        if kill && !running.is_empty() {
+            self.rows(
+                "insert into rea.stop_requests (cluster, fence, reason)
+                 select cluster, fence, 'killed by operator' from rea.runs
+                 where cluster = $1 and trigger = 'oneshot' and status = 'started' and job = any($2)
+                 on conflict do nothing returning fence",
+                &[c, &running],
+            )?;
+        }
+        Ok(ids
+            .iter()
+            .map(|i| {
+                let verb = if known.get(i) == Some(&true) {
+                    "killing"
+                } else {
+                    "cancelled"
+                };
+                (i.clone(), verb)
+            })
+            .collect())
+    }
+
+    /// Cluster-wide pause (`jobs` None: all, and jobs first seen later) or
+    /// resume; the jobs that changed, and those paused now.
+    pub fn pause(
+        &self,
+        jobs: Option<&[String]>,
+        paused: bool,
+        by: &str,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        let c = &self.cluster;
+        let changed: Vec<String> = match jobs {
+            Some(jobs) => self
+                .rows(
+                    "select * from rea.pause($1, $2, $3, $4)",
+                    &[c, &jobs, &by, &paused],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            None => {
+                let before: Vec<String> = self
+                    .rows(
+                        "select job from rea.jobs where cluster = $1 and paused <> $2 order by job",
+                        &[c, &paused],
+                    )?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                self.rows("select rea.pause_all($1, $2, $3)", &[c, &by, &paused])?;
+                before
+            }
+        };
+        let now: Vec<String> = self
+            .rows(
+                "select job from rea.jobs where cluster = $1 and paused order by job",
+                &[c],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok((changed, now))
+    }
+
     fn runs(
         &self,
         where_: &str,

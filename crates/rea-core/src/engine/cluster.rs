@@ -197,7 +197,12 @@ impl Engine {
         self.advance(now, &mut out);
         for (run, active) in self.runs.iter_mut() {
             if active.pending.grant.is_some_and(|g| g.fence == fence) && active.stop.is_none() {
-                active.stop = Some(StopReason::Replaced);
+                // A one-shot's stop comes from `rea cancel --kill`.
+                active.stop = Some(if active.pending.oneshot {
+                    StopReason::Operator
+                } else {
+                    StopReason::Replaced
+                });
                 out.push(Action::Terminate { run: run.clone() });
             }
         }
