@@ -158,6 +158,16 @@ impl Node {
         self.rea(&["status", "--json"]).ok().json()
     }
 
+    /// `rea status --json`, or Null while no node has created the schema.
+    fn status_soon(&self) -> serde_json::Value {
+        let out = self.rea(&["status", "--json"]);
+        if out.code == 0 {
+            out.json()
+        } else {
+            serde_json::Value::Null
+        }
+    }
+
     fn history(&self, job: &str) -> Vec<serde_json::Value> {
         let out = self.rea(&["history", job, "--json", "-n", "10000"]);
         out.ok();
@@ -174,6 +184,22 @@ fn node_epoch(status: &serde_json::Value, node: &str) -> i64 {
         .and_then(|n| n.iter().find(|n| n["node"] == node))
         .and_then(|n| n["epoch"].as_i64())
         .unwrap_or_else(|| panic!("node {node} in {status}"))
+}
+
+/// Waits until the named nodes hold live leases (as the database says).
+fn wait_live(asker: &Node, names: &[&str]) {
+    wait_long("the nodes' leases", PATIENCE, || {
+        let st = asker.status_soon();
+        names.iter().all(|name| {
+            st["nodes"].as_array().is_some_and(|n| {
+                n.iter().any(|n| {
+                    n["node"] == *name
+                        && n["state"] == "live"
+                        && n["lease_left_ms"].as_i64().is_some_and(|l| l > 0)
+                })
+            })
+        })
+    });
 }
 
 fn wait_long(what: &str, limit: Duration, cond: impl Fn() -> bool) {
@@ -264,4 +290,342 @@ fn cluster_each_occurrence_is_started_by_exactly_one_node() {
             ("c".into(), "left".into())
         ]
     );
+}
+
+/// Yearly: never due during a test (runs come from `rea trigger`).
+const YEARLY: &str = "0 0 1 1 *";
+
+fn history_where<'a>(
+    h: &'a [serde_json::Value],
+    f: impl Fn(&serde_json::Value) -> bool + 'a,
+) -> Vec<&'a serde_json::Value> {
+    h.iter().filter(|r| f(r)).collect()
+}
+
+#[test]
+fn cluster_a_node_killed_mid_run_is_interrupted_and_retried_elsewhere_only_with_retry() {
+    let Some(pg) = pg::shared("cluster_a_node_killed_mid_run") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url,
+        "kill9",
+        FAST,
+        &format!(
+            "[jobs.with-retry]\nschedule = \"{YEARLY}\"\ncommand = \"{line}; sleep 60\"\nretry = {{ attempts = 2, delay = \"100ms\" }}\n\n\
+             [jobs.no-retry]\nschedule = \"{YEARLY}\"\ncommand = \"{line}; sleep 60\"\n",
+            line = w.line()
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    a.rea(&["trigger", "with-retry"]).ok();
+    a.rea(&["trigger", "no-retry"]).ok();
+    wait_until("both runs started on a", || {
+        w.of("with-retry").len() == 1 && w.of("no-retry").len() == 1
+    });
+    assert!(w.starts().iter().all(|s| s.node == "a" && s.attempt == 1));
+    a.daemon.take().expect("running").kill9();
+    let killed = Instant::now();
+    wait_long("a's runs recorded interrupted", PATIENCE, || {
+        let h = b.history("with-retry");
+        let h2 = b.history("no-retry");
+        !history_where(&h, |r| r["status"] == "interrupted").is_empty()
+            && !history_where(&h2, |r| r["status"] == "interrupted").is_empty()
+    });
+    eprintln!(
+        "cluster: kill -9 -> both runs interrupted in {} ms (lease 1s, heartbeat 250ms, grace 250ms)",
+        killed.elapsed().as_millis()
+    );
+    let retried = || w.of("with-retry").iter().any(|s| s.attempt == 2);
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_until("the retry started on b", retried)
+    }))
+    .is_err()
+    {
+        panic!(
+            "no retry on b; b's log:\n{}\nhistory: {:?}\npending: {}",
+            b.daemon().log_text(),
+            b.history("with-retry"),
+            pg.psql("select job, last_scheduled, prev_scheduled, active, first_seen from rea.jobs where cluster = 'kill9'")
+        );
+    }
+    let retry: Vec<Start> = w
+        .of("with-retry")
+        .into_iter()
+        .filter(|s| s.attempt == 2)
+        .collect();
+    assert_eq!(retry.len(), 1, "{retry:?}");
+    assert_eq!(retry[0].node, "b", "the survivor retries it");
+    assert!(retry[0].fence > w.of("with-retry")[0].fence, "a new fence");
+    // The sweeper queued both jobs' retries (or not) in one transaction:
+    // the one without `retry` has none.
+    assert_eq!(w.of("no-retry").len(), 1, "{:?}", w.of("no-retry"));
+    let h = b.history("no-retry");
+    let interrupted = history_where(&h, |r| r["status"] == "interrupted");
+    assert!(
+        interrupted[0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("node a lost its lease"),
+        "{}",
+        interrupted[0]
+    );
+    w.assert_no_duplicates();
+}
+
+#[test]
+fn cluster_a_frozen_node_is_declared_dead_and_its_late_writes_are_fenced() {
+    let Some(pg) = pg::shared("cluster_a_frozen_node") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url,
+        "frozen",
+        FAST,
+        &format!(
+            "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"{line}; sleep 2\"\noverlap = \"allow\"\n",
+            line = w.line()
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_until("a started a run", || {
+        w.of("tick").iter().any(|s| s.node == "a")
+    });
+    let epoch = node_epoch(&b.status(), "a");
+    a.daemon().signal(libc::SIGSTOP);
+    // Frozen past its lease: b convicts it (its children go on running).
+    wait_long("a declared dead", PATIENCE, || {
+        let st = b.status();
+        st["nodes"].as_array().is_some_and(|n| {
+            n.iter()
+                .any(|n| n["node"] == "a" && n["state"] == "convicted")
+        })
+    });
+    let frozen_runs: Vec<Start> = w.of("tick").into_iter().filter(|s| s.node == "a").collect();
+    a.daemon().signal(libc::SIGCONT);
+    wait_long("a registered again", PATIENCE, || {
+        let st = b.status();
+        node_epoch(&st, "a") > epoch
+            && st["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|n| n["node"] == "a" && n["state"] == "live"))
+    });
+    let before = w.of("tick").len();
+    wait_until("three more starts", || w.of("tick").len() >= before + 3);
+    // a's runs of the old epoch were recorded interrupted by b; what they
+    // really did arrived later and was kept aside (its writes are fenced).
+    wait_long("a late report", PATIENCE, || {
+        let h = b.history("tick");
+        frozen_runs.iter().any(|s| {
+            h.iter().any(|r| {
+                r["fence"] == s.fence
+                    && r["status"] == "interrupted"
+                    && r["detail"]["late_report"]["status"] == "succeeded"
+            })
+        })
+    });
+    for n in [&mut a, &mut b] {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
+    w.assert_no_duplicates();
+}
+
+#[test]
+fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
+    let Some(mut pg) = Pg::start("cluster_a_database_restart") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url(),
+        "restart",
+        "lease = \"2s\"\nheartbeat = \"250ms\"\ngrace = \"500ms\"\n",
+        &format!(
+            "[jobs.once]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\ncatch_up = \"once\"\n\n\
+             [jobs.none]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\n",
+            line = w.line()
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_until("a few starts", || {
+        w.of("once").len() >= 3 && w.of("none").len() >= 3
+    });
+    let st = a.status();
+    let epochs = (node_epoch(&st, "a"), node_epoch(&st, "b"));
+    pg.crash();
+    let lost = |n: &Node| n.daemon().log_text().contains("lease not renewed in time");
+    wait_long("both nodes lost their lease", PATIENCE, || {
+        lost(&a) && lost(&b)
+    });
+    let during = w.starts().len();
+    // Still down: nothing can start without the database.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        w.starts().len(),
+        during,
+        "a run started without the database"
+    );
+    pg.launch();
+    wait_until("runs again", || w.of("once").len() >= during / 2 + 4);
+    let before = w.starts().len();
+    wait_until("three more starts", || w.starts().len() >= before + 3);
+    let st = a.status();
+    assert_eq!(
+        (node_epoch(&st, "a"), node_epoch(&st, "b")),
+        epochs,
+        "nobody was declared dead (no new registration): {st}"
+    );
+    assert_eq!(
+        pg.psql("select count(*) from rea.events where kind = 'convicted'"),
+        "0"
+    );
+    for n in [&mut a, &mut b] {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
+    w.assert_no_duplicates();
+    let once = a.history("once");
+    let catch_up = history_where(&once, |r| r["trigger"] == "catch_up");
+    assert_eq!(catch_up.len(), 1, "caught up once: {catch_up:?}");
+    let none = a.history("none");
+    assert!(
+        none.iter().any(|r| r["event"] == "missed"),
+        "the missed occurrences of the job without catch_up are recorded"
+    );
+}
+
+#[test]
+fn cluster_a_node_whose_job_file_differs_is_flagged() {
+    let Some(pg) = pg::shared("cluster_a_node_whose_job_file_differs") else {
+        return;
+    };
+    let jobs = |cmd: &str| {
+        cluster_file(
+            &pg.url,
+            "drift",
+            FAST,
+            &format!("[jobs.x]\nschedule = \"{YEARLY}\"\ncommand = \"{cmd}\"\n"),
+        )
+    };
+    let mut nodes = vec![
+        Node::new("a", &jobs("true")),
+        Node::new("b", &jobs("true")),
+        Node::new("c", &jobs("echo different")),
+    ];
+    for n in &mut nodes {
+        n.start();
+    }
+    wait_long("three live nodes with definitions", PATIENCE, || {
+        let st = nodes[0].status_soon();
+        st["nodes"].as_array().is_some_and(|n| {
+            n.len() == 3
+                && n.iter()
+                    .all(|n| n["state"] == "live" && n["digest"].is_string())
+        })
+    });
+    let st = nodes[0].status();
+    let differs: Vec<&str> = st["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["differs"] == true)
+        .filter_map(|n| n["node"].as_str())
+        .collect();
+    assert_eq!(differs, vec!["c"]);
+    assert!(st["jobs"][0]["drift"]["c"].is_string(), "{st}");
+    nodes[1]
+        .rea(&["status"])
+        .ok()
+        .stdout_has("DIFFERENT from the other nodes'")
+        .stdout_has("DEFINITIONS DIFFER");
+}
+
+#[test]
+fn cluster_one_shots_and_pauses_are_cluster_wide() {
+    let Some(pg) = pg::shared("cluster_one_shots_and_pauses") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url,
+        "shots",
+        FAST,
+        &format!(
+            "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\n",
+            line = w.line()
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    // One-shots submitted through a run once each, on either node.
+    for i in 0..12 {
+        a.rea(&[
+            "submit",
+            "--in",
+            "1s",
+            "--name",
+            &format!("shot-{i}"),
+            "--shell",
+            "--",
+            &w.line().replace("\\\"", "\""),
+        ])
+        .ok();
+    }
+    wait_until("every one-shot ran", || {
+        (0..12).all(|i| !w.of(&format!("shot-{i}")).is_empty())
+    });
+    for i in 0..12 {
+        assert_eq!(w.of(&format!("shot-{i}")).len(), 1, "shot-{i} ran once");
+    }
+    wait_until("no one-shot pending or running", || {
+        b.rea(&["pending"])
+            .ok()
+            .stdout
+            .contains("no pending one-shots")
+    });
+    let h = b.history("shot-0");
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(
+        (&h[0]["status"], &h[0]["trigger"]),
+        (&"succeeded".into(), &"oneshot".into())
+    );
+    // A pause through b stops the job on every node.
+    b.rea(&["pause", "tick"])
+        .ok()
+        .stdout_has("paused cluster-wide: tick");
+    wait_long("a paused skip recorded", PATIENCE, || {
+        b.history("tick").iter().any(|r| {
+            r["status"] == "skipped" && r["reason"].as_str().is_some_and(|s| s.contains("paused"))
+        })
+    });
+    let started = w.of("tick").len();
+    let skipped = |n: &Node| {
+        n.history("tick")
+            .iter()
+            .filter(|r| r["status"] == "skipped")
+            .count()
+    };
+    let s0 = skipped(&b);
+    wait_until("three more paused occurrences", || skipped(&b) >= s0 + 3);
+    assert_eq!(w.of("tick").len(), started, "nothing started while paused");
+    a.rea(&["resume", "tick"]).ok();
+    wait_until("runs again", || w.of("tick").len() > started);
+    for n in [&mut a, &mut b] {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
+    w.assert_no_duplicates();
 }

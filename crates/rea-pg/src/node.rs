@@ -726,6 +726,9 @@ impl Main {
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
         let trigger = req.trigger.as_str();
         let deadline = Instant::now() + Duration::from_secs(5);
+        // A connection that broke while idle (the server restarted) fails
+        // its next statement at once: one more try on a fresh one.
+        let mut fresh = self.conn.is_none();
         loop {
             let result = match self.conn().await {
                 Err(m) => Err(m),
@@ -789,6 +792,12 @@ impl Main {
             };
             let (outcome, run_id, fence, prev, reason) = match result {
                 Ok(r) => r,
+                Err(m) if !fresh && self.live_epoch().is_some() => {
+                    self.conn = None;
+                    fresh = true;
+                    let _ = m;
+                    continue;
+                }
                 Err(m) => {
                     self.fail(&format!("claim of {} at {}: {m}", req.job, req.scheduled));
                     return ClaimOutcome::Unavailable(m);

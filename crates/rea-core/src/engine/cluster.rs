@@ -62,6 +62,10 @@ impl Engine {
         let Some((mut p, count)) = self.claiming.remove(run) else {
             return out;
         };
+        let answered = !matches!(
+            outcome,
+            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_)
+        );
         match outcome {
             ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => {
                 p.grant = Some(grant);
@@ -93,6 +97,11 @@ impl Engine {
                     out.push(skip_record(&p, &why, now));
                 }
             }
+        }
+        if answered && !self.unclaimed.is_empty() {
+            // The store answers again (a claim failed on a broken
+            // connection while the lease held): catch up now.
+            out.extend(self.cluster_back(now));
         }
         self.fill_slots(now, &mut out);
         out
