@@ -92,14 +92,19 @@ impl Witness {
     }
 
     /// Kills what the jobs left running (a node killed outright leaves its
-    /// runs' processes behind, as the design says).
+    /// runs' processes behind, as the design says): only processes whose
+    /// command line names this witness file, so a reused pid is never hit.
     fn kill_leftovers(&self) {
+        let me = self.path();
         for s in self.starts() {
-            // SAFETY: kill(2) with plain integers; a stale pid is an error
-            // return.
-            unsafe {
-                libc::kill(-s.pid, libc::SIGKILL);
-                libc::kill(s.pid, libc::SIGKILL);
+            let cmdline = std::fs::read(format!("/proc/{}/cmdline", s.pid)).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&me) {
+                // SAFETY: kill(2) with plain integers, on a process checked
+                // to be one of this test's jobs.
+                unsafe {
+                    libc::kill(-s.pid, libc::SIGKILL);
+                    libc::kill(s.pid, libc::SIGKILL);
+                }
             }
         }
     }
@@ -274,6 +279,7 @@ fn cluster_each_occurrence_is_started_by_exactly_one_node() {
     }
     // A client with no daemon answers cluster-wide.
     let client = Node::new("client", &file);
+    client.rea(&["logs", "tick"]).ok();
     let st = client.status();
     let states: Vec<(String, String)> = st["nodes"]
         .as_array()
@@ -393,7 +399,8 @@ fn cluster_a_frozen_node_is_declared_dead_and_its_late_writes_are_fenced() {
         "frozen",
         FAST,
         &format!(
-            "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"{line}; sleep 2\"\noverlap = \"allow\"\n",
+            "[jobs.tick]\nschedule = \"@every 1s\"\ncommand = \"{line}; sleep 2\"\noverlap = \"allow\"\n\n\
+             [jobs.killer]\nschedule = \"{YEARLY}\"\ncommand = \"{line}; sleep 30\"\non_lease_lost = \"kill\"\n",
             line = w.line()
         ),
     );
@@ -401,8 +408,10 @@ fn cluster_a_frozen_node_is_declared_dead_and_its_late_writes_are_fenced() {
     let mut b = Node::new("b", &file);
     a.start();
     b.start();
-    wait_until("a started a run", || {
-        w.of("tick").iter().any(|s| s.node == "a")
+    wait_live(&b, &["a", "b"]);
+    a.rea(&["trigger", "killer"]).ok();
+    wait_until("a started runs", || {
+        w.of("tick").iter().any(|s| s.node == "a") && w.of("killer").len() == 1
     });
     let epoch = node_epoch(&b.status(), "a");
     a.daemon().signal(libc::SIGSTOP);
@@ -435,6 +444,14 @@ fn cluster_a_frozen_node_is_declared_dead_and_its_late_writes_are_fenced() {
                     && r["status"] == "interrupted"
                     && r["detail"]["late_report"]["status"] == "succeeded"
             })
+        })
+    });
+    // on_lease_lost = "kill": a terminated its run when it found its lease
+    // gone; the cluster had recorded it interrupted, the kill is the late
+    // report.
+    wait_long("the killer run's late report", PATIENCE, || {
+        b.history("killer").iter().any(|r| {
+            r["status"] == "interrupted" && r["detail"]["late_report"]["status"] == "killed"
         })
     });
     for n in [&mut a, &mut b] {

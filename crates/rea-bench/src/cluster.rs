@@ -367,9 +367,13 @@ fn time_to_interrupted(pg: &PrivatePg, name: &str, timings: &str) -> Duration {
     );
     let took = t0.elapsed();
     if let Some(pid) = pid {
-        // SAFETY: kill(2) with plain integers: the orphaned run's group.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGKILL);
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("sleep 120") {
+            // SAFETY: kill(2) with plain integers: the orphaned run's group,
+            // checked to be our `sleep 120`.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
         }
     }
     db.stop();
