@@ -229,13 +229,33 @@ fn describe(xs: &[f64]) -> String {
 /// `allow`, so every claim is a race and no run needs ending): claim
 /// attempts/s, and winners (must be exactly `m`).
 fn claims_per_sec(pg: &PrivatePg, nodes: usize, m: usize) -> (f64, usize) {
+    let (rate, won, _) = claims(pg, nodes, m, false);
+    (rate, won)
+}
+
+/// One node claiming one occurrence at a time: each claim's round trip
+/// through `rea_pg::Node` (request → statement → event), in ms.
+fn claim_round_trips(pg: &PrivatePg, m: usize) -> Vec<f64> {
+    claims(pg, 1, m, true).2
+}
+
+/// The next claim answer: Some(won), None for another event.
+async fn next_answer(rx: &mut tokio::sync::mpsc::UnboundedReceiver<rea_pg::Event>) -> Option<bool> {
+    match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
+        Ok(Some(rea_pg::Event::Claimed { outcome, .. })) => Some(outcome.grant().is_some()),
+        Ok(Some(_)) => None,
+        _ => util::die("cluster bench: claims unanswered"),
+    }
+}
+
+fn claims(pg: &PrivatePg, nodes: usize, m: usize, sequential: bool) -> (f64, usize, Vec<f64>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| util::die(e));
     rt.block_on(async {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let name = format!("bench-claims-{nodes}");
+        let name = format!("bench-claims-{nodes}-{sequential}");
         let jobs: Vec<rea_pg::JobDef> = (0..10)
             .map(|j| rea_pg::JobDef {
                 name: format!("j{j}"),
@@ -274,36 +294,47 @@ fn claims_per_sec(pg: &PrivatePg, nodes: usize, m: usize) -> (f64, usize) {
         let base = Utc::now();
         let mut claims: Vec<Box<dyn rea_store::claims::OccurrenceClaims>> =
             ns.iter().map(|n| n.claims()).collect();
-        let t0 = Instant::now();
-        for k in 0..m {
-            for (i, c) in claims.iter_mut().enumerate() {
-                let _ = c.claim(&rea_core::claim::ClaimRequest {
-                    run: format!("{i}-{k}"),
-                    job: format!("j{}", k % 10),
-                    scheduled: base + chrono::Duration::microseconds((k / 10 + 1) as i64),
-                    attempt: 1,
-                    trigger: rea_core::record::Trigger::Schedule,
-                    overlap: rea_core::job::Overlap::Allow,
-                    mode: rea_core::claim::ClaimMode::Run,
-                    retry: None,
-                });
-            }
-        }
+        let request = |i: usize, k: usize| rea_core::claim::ClaimRequest {
+            run: format!("{i}-{k}"),
+            job: format!("j{}", k % 10),
+            scheduled: base + chrono::Duration::microseconds((k / 10 + 1) as i64),
+            attempt: 1,
+            trigger: rea_core::record::Trigger::Schedule,
+            overlap: rea_core::job::Overlap::Allow,
+            mode: rea_core::claim::ClaimMode::Run,
+            retry: None,
+        };
         let (mut answered, mut won) = (0, 0);
-        while answered < nodes * m {
-            match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
-                Ok(Some(rea_pg::Event::Claimed { outcome, .. })) => {
-                    answered += 1;
-                    if outcome.grant().is_some() {
-                        won += 1;
+        let mut trips = Vec::new();
+        let t0 = Instant::now();
+        if sequential {
+            for k in 0..m {
+                let t = Instant::now();
+                let _ = claims[0].claim(&request(0, k));
+                loop {
+                    if let Some(w) = next_answer(&mut rx).await {
+                        won += usize::from(w);
+                        break;
                     }
                 }
-                Ok(Some(_)) => {}
-                _ => util::die("cluster bench: claims unanswered"),
+                trips.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            answered = m;
+        } else {
+            for k in 0..m {
+                for (i, c) in claims.iter_mut().enumerate() {
+                    let _ = c.claim(&request(i, k));
+                }
+            }
+        }
+        while answered < nodes * m {
+            if let Some(w) = next_answer(&mut rx).await {
+                answered += 1;
+                won += usize::from(w);
             }
         }
         let rate = (nodes * m) as f64 / t0.elapsed().as_secs_f64();
-        (rate, won)
+        (rate, won, trips)
     })
 }
 
@@ -389,13 +420,16 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
         )];
     };
     let mut out = Vec::new();
-    let secs = if s.quick { 8 } else { 20 };
-    eprintln!("cluster: scheduled-start lateness, local mode, 8 jobs every second, {secs} s");
-    let local = lateness(&pg, 0, 8, secs, "late-local");
-    eprintln!("cluster: the same on one cluster node");
-    let one = lateness(&pg, 1, 8, secs, "late-1");
-    eprintln!("cluster: the same on three cluster nodes racing");
-    let three = lateness(&pg, 3, 8, secs, "late-3");
+    let secs = if s.quick { 8 } else { 15 };
+    let reps = if s.quick { 1 } else { s.reps.max(3) };
+    let (mut local, mut one, mut three) = (Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so the machine's load drifts over all three alike.
+    for r in 0..reps {
+        eprintln!("cluster: scheduled-start lateness, 8 jobs every second, {secs} s each: local, 1 node, 3 nodes ({}/{reps})", r + 1);
+        local.extend(lateness(&pg, 0, 8, secs, &format!("late-local-{r}")));
+        one.extend(lateness(&pg, 1, 8, secs, &format!("late-1-{r}")));
+        three.extend(lateness(&pg, 3, 8, secs, &format!("late-3-{r}")));
+    }
     let p = |xs: &[f64], q: f64| {
         if xs.is_empty() {
             f64::NAN
@@ -421,7 +455,7 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
     let added99 = p(&one, 99.0) - p(&local, 99.0);
     out.push(Figure::check(
         "cluster",
-        "claim latency added to a scheduled start, 1 node (p50 / p99 vs local)",
+        "claim latency added to a scheduled start, 1 node (p50 / p99 vs local, pooled)",
         format!(
             "{:.1} ms / {:.1} ms",
             p(&one, 50.0) - p(&local, 50.0),
@@ -439,13 +473,21 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
             p(&three, 99.0) - p(&local, 99.0)
         ),
     ));
+    let trips = claim_round_trips(&pg, if s.quick { 500 } else { 2000 });
+    out.push(Figure::check(
+        "cluster",
+        "one claim's round trip through rea_pg::Node (request → statement → event), one at a time",
+        describe(&trips),
+        "p99 ≤ 2 ms",
+        util::percentile(&trips, 99.0) <= 2.0,
+    ));
     let m = if s.quick { 1000 } else { 3000 };
     for (nodes, sql) in SQL_BASELINE {
         eprintln!("cluster: claims, {nodes} node(s) racing for {m} occurrences");
         let (rate, won) = claims_per_sec(&pg, nodes, m);
         out.push(Figure::check(
             "cluster",
-            format!("claim attempts/s through rea_pg::Node, {nodes} node(s) racing ({m} occurrences; raw-SQL pgbench baseline {sql}/s)"),
+            format!("claim attempts/s through rea_pg::Node, {nodes} node(s) racing, claims pipelined ({m} occurrences; raw-SQL pgbench baseline, not pipelined: {sql}/s)"),
             format!("{rate:.0}/s, {:.2}× the SQL baseline; winners {won}", rate / sql as f64),
             format!("exactly {m} winners"),
             won == m,
