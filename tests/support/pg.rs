@@ -326,6 +326,14 @@ pub fn shared(test: &str) -> Option<&'static SharedPg> {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let pg = Pg::start("shared").expect("postgres is installed");
+                // The process ends without dropping statics: stop the
+                // server and remove its directory on exit.
+                let pid = pg.child.as_ref().map_or(0, |c| c.id() as i32);
+                let _ = CLEANUP.set((pid, pg.dir.path().to_path_buf()));
+                // SAFETY: registers a plain `extern "C" fn()`.
+                unsafe {
+                    libc::atexit(cleanup_shared);
+                }
                 let info = SharedPg {
                     url: pg.url(),
                     sock: pg.sock(),
@@ -341,6 +349,22 @@ pub fn shared(test: &str) -> Option<&'static SharedPg> {
             Some(rx.recv().expect("shared postgres started"))
         })
         .as_ref()
+}
+
+/// The shared server's pid and directory, for [`cleanup_shared`].
+static CLEANUP: OnceLock<(i32, PathBuf)> = OnceLock::new();
+
+extern "C" fn cleanup_shared() {
+    if let Some((pid, dir)) = CLEANUP.get() {
+        if *pid > 0 {
+            // SAFETY: kill(2) and waitpid(2) on our own child's pid.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+                libc::waitpid(*pid, std::ptr::null_mut(), 0);
+            }
+        }
+        let _ = fs::remove_dir_all(dir);
+    }
 }
 
 /// What the tests need of the shared server.
