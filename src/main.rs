@@ -14,6 +14,7 @@
 //! | `failure`, `table`, `time_text` | how commands fail; aligned tables for people; instants as people read and type them |
 
 mod cli;
+mod cluster;
 mod commands;
 mod control;
 mod daemon;

@@ -468,3 +468,43 @@ fn systemd_accepts_the_unit() {
         ours.join("\n")
     );
 }
+
+/// README's set-up commands use plain `cargo run -- ...`: with several
+/// binaries in the workspace's default members (rea and rea-bench), cargo
+/// refuses that unless the root package names its `default-run`.
+#[test]
+fn the_readme_cargo_run_commands_pick_rea() {
+    let readme = fs::read_to_string(repo("README.md")).expect("README.md");
+    let plain_runs: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.contains("cargo run") && !l.contains(" -p ") && !l.contains("--bin"))
+        .collect();
+    assert!(
+        !plain_runs.is_empty(),
+        "README.md has no `cargo run` command to check"
+    );
+    let manifest: toml::Table = fs::read_to_string(repo("Cargo.toml"))
+        .expect("Cargo.toml")
+        .parse()
+        .expect("Cargo.toml parses");
+    let members: Vec<String> = manifest["workspace"]["default-members"]
+        .as_array()
+        .expect("default-members")
+        .iter()
+        .filter_map(|m| m.as_str().map(str::to_string))
+        .collect();
+    let binaries = members
+        .iter()
+        .filter(|m| {
+            let dir = repo(m);
+            dir.join("src/main.rs").exists() || dir.join("src/bin").is_dir()
+        })
+        .count();
+    if binaries > 1 {
+        assert_eq!(
+            manifest["package"].get("default-run").and_then(|v| v.as_str()),
+            Some("rea"),
+            "{binaries} binaries in the default members and no default-run = \"rea\": README's {plain_runs:?} would fail"
+        );
+    }
+}

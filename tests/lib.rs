@@ -7,6 +7,7 @@
 mod support;
 
 mod check;
+mod cluster;
 mod completion;
 mod cron_features;
 mod cron_parity;

@@ -7,6 +7,9 @@ use crate::control::Request;
 use crate::failure::{self, Outcome};
 
 pub(crate) fn run(global: &Global, args: &CancelArgs) -> Outcome {
+    if let Some(s) = super::cluster::settings(global)? {
+        return super::cluster::cancel(&s, args);
+    }
     let request = Request::Cancel {
         ids: args.ids.clone(),
         kill: args.kill,

@@ -4,6 +4,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod cluster;
 pub(crate) mod complete;
 pub(crate) mod edit;
 pub(crate) mod generate;
@@ -127,14 +128,18 @@ pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
     Ok(dir)
 }
 
-/// The history of the state directory `dir`: read from its files when this
-/// user may (their own directory, or root), else asked of its daemon (a
-/// user of a root daemon sees their own jobs' history that way).
+/// The history to query: the cluster's (`[cluster]` in the job file), or
+/// the state directory `dir`'s, read from its files when this user may
+/// (their own directory, or root), else asked of its daemon (a user of a
+/// root daemon sees their own jobs' history that way).
 pub(crate) fn history_reader(
     global: &Global,
     dir: &std::path::Path,
 ) -> Result<Box<dyn rea_store::history::HistoryReader>, Failure> {
     use std::os::unix::fs::MetadataExt;
+    if let Some(s) = cluster::settings(global)? {
+        return cluster::history_reader(&s);
+    }
     let me = rustix::process::geteuid().as_raw();
     let readable = me == 0 || std::fs::metadata(dir).map_or(true, |m| m.uid() == me);
     if readable {

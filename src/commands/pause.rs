@@ -7,6 +7,9 @@ use crate::control::{Request, Selector};
 use crate::failure::{self, Outcome};
 
 pub(crate) fn run(global: &Global, args: &SelectArgs, pause: bool) -> Outcome {
+    if let Some(s) = super::cluster::settings(global)? {
+        return super::cluster::pause(global, &s, args, pause);
+    }
     let sel = Selector {
         jobs: args.jobs.clone(),
         tag: args.tag.clone(),

@@ -9,6 +9,9 @@ use crate::failure::{self, Outcome};
 use crate::table::Table;
 
 pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
+    if let Some(s) = super::cluster::settings(global)? {
+        return super::cluster::pending(&s, args);
+    }
     let request = Request::Pending {
         tag: args.tag.clone(),
         limit: args.limit,

@@ -16,6 +16,9 @@ use crate::state_dir;
 use crate::table::Table;
 
 pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
+    if let Some(s) = super::cluster::settings(global)? {
+        return super::cluster::status(&s, args);
+    }
     let dir = super::state_dir(global)?;
     match Client::connect(&dir, global.client_timeout) {
         Ok(mut client) => {

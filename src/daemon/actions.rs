@@ -1,5 +1,5 @@
-//! Carrying out the engine's actions: spawning runs (after claiming their
-//! occurrence), signalling them, appending history records, telling
+//! Carrying out the engine's actions: spawning runs (in cluster mode, once
+//! the store granted them: `REA_FENCE`), signalling them, appending history records, telling
 //! `trigger --wait` clients, keeping the one-shot journal in step.
 
 use std::collections::VecDeque;
@@ -8,7 +8,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rea_core::engine::{Action, Def, StartRun};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
 use rea_core::run::{Program, Started};
-use rea_store::claims::{Claim, ClaimOutcome};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
@@ -34,9 +33,13 @@ impl Loop {
                     }
                     log_record(&rec);
                     self.append(&rec);
+                    self.cluster_record(&rec);
                     self.notify_waiters(&rec);
                 }
-                Action::OneShotDone { id } => self.journal.del(&id),
+                // Cluster mode: one-shots live in the database, not the journal.
+                Action::OneShotDone { id } if self.cluster.is_none() => self.journal.del(&id),
+                Action::OneShotDone { .. } => {}
+                Action::Claim(c) => self.claim(c, actions),
                 Action::AfterRun(a) => self.after_run(*a),
                 Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
                 Action::Terminate { run } => {
@@ -46,55 +49,9 @@ impl Loop {
                 }
                 Action::Start(start) => {
                     let run = start.run.clone();
-                    if !self.claim(&start) {
-                        actions.extend(self.engine.claim_lost(&run, Utc::now()));
-                        continue;
-                    }
                     let result = self.spawn(start);
                     actions.extend(self.engine.spawned(&run, result, Utc::now()));
                 }
-            }
-        }
-    }
-
-    /// Whether this daemon may start `start`: runs of a schedule's
-    /// occurrences (and their retries, catch-ups and dependents) are
-    /// claimed from the store first, so that of several nodes sharing one
-    /// store exactly one starts each. A single node always wins; a store
-    /// that cannot answer refuses the run (it is recorded as failed to
-    /// start, and retried per the job's policy).
-    fn claim(&mut self, start: &StartRun) -> bool {
-        let claimed = matches!(
-            start.trigger,
-            Trigger::Schedule | Trigger::CatchUp | Trigger::Retry | Trigger::Dependency
-        ) && matches!(start.def, Def::Job(_));
-        if !claimed {
-            return true;
-        }
-        let claim = Claim {
-            job: &start.name,
-            scheduled: start.scheduled,
-            attempt: start.attempt,
-            trigger: start.trigger,
-            run: &start.run,
-        };
-        match self.claims.claim(&claim) {
-            Ok(ClaimOutcome::Won) => true,
-            Ok(ClaimOutcome::Lost) => {
-                info!(
-                    job = start.name.as_str(),
-                    run = start.run.as_str(),
-                    "another node runs this occurrence"
-                );
-                false
-            }
-            Err(e) => {
-                warn!(
-                    job = start.name.as_str(),
-                    run = start.run.as_str(),
-                    "cannot claim the occurrence ({e}); not starting it"
-                );
-                false
             }
         }
     }
@@ -194,6 +151,9 @@ impl Loop {
         ));
         env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
         env.push(("REA_TRIGGER".into(), start.trigger.as_str().to_string()));
+        if let Some(g) = start.grant {
+            env.push(("REA_FENCE".into(), g.fence.to_string()));
+        }
         let spec = RunSpec {
             program,
             env,

@@ -14,6 +14,7 @@
 //! | `actions.rs` | carrying out the engine's actions (spawn, terminate, record) |
 //! | `requests.rs` | control requests: reload, trigger, pause, one-shots |
 //! | `hooks.rs` | hooks and mail after a run |
+//! | `cluster.rs` | cluster mode: claims to the database, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
 
@@ -26,7 +27,6 @@ use rea_core::engine::Engine;
 use rea_core::oneshot::OneShot;
 use rea_core::record::{Event, Record};
 use rea_core::run::Outcome;
-use rea_store::claims::OccurrenceClaims;
 use rea_store::history::HistoryWriter;
 use rea_store::journal::OneShotJournal;
 use rea_store::paused::PausedStore;
@@ -40,6 +40,7 @@ use crate::executor::RunHandle;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod cluster;
 mod hooks;
 mod metrics;
 mod orphans;
@@ -140,7 +141,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     loop {
         d.execute(&mut actions);
         d.notify_summary();
-        if d.stopping.is_stopping() && d.engine.idle() {
+        if d.stopping.is_stopping() && d.engine.idle() && d.engine.claims_in_flight() == 0 {
             break;
         }
         if let Err(e) = timer.arm(d.engine.next_wake()) {
@@ -186,6 +187,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 let _ = d.reload(&mut actions, ReloadCause::Signal);
             },
             Some(scrape) = inputs.scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
+            Some(ev) = inputs.cluster.recv() => d.on_cluster_event(ev, &mut actions),
             Some(incoming) = inputs.control.recv() => {
                 let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
                 d.incoming(incoming, &mut batch, &mut actions);
@@ -216,6 +218,11 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
+    if let Some(cl) = &d.cluster {
+        // Frees the node's name at once (others need not wait out its
+        // lease), once the database has every run's end.
+        cl.node.leave(std::time::Duration::from_secs(5)).await;
+    }
     if lost_state_dir {
         return Err(StartError::Other(format!(
             "stopped: the state directory {} (or its lock file) was deleted or replaced while the daemon ran",
@@ -248,7 +255,9 @@ struct Loop {
     /// Durable pending one-shots.
     journal: Box<dyn OneShotJournal>,
     paused: Box<dyn PausedStore>,
-    claims: Box<dyn OccurrenceClaims>,
+    /// Cluster mode (`[cluster]`): the node and its claims. None: this
+    /// daemon schedules alone, as it always did.
+    cluster: Option<cluster::Cluster>,
     handles: HashMap<String, RunHandle>,
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,

@@ -132,10 +132,15 @@ impl Loop {
         }
         actions.extend(self.engine.reload(&cfg.plan(), now));
         metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
+        let cluster_changed = self.cluster.is_some() && cfg.cluster != self.config.cluster;
         self.history
             .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
         self.config = cfg;
         self.last_reload = now;
+        if cluster_changed {
+            warn!("[cluster] changed: the new settings take effect when the daemon restarts");
+        }
+        self.cluster_publish();
         release_freed_memory();
         info!(jobs = self.config.jobs.len(), "job file reloaded");
         ReloadReply {
@@ -358,7 +363,14 @@ impl Loop {
                 return;
             }
         };
-        match request {
+        let Some(incoming) = self.cluster_incoming(Incoming {
+            request,
+            reply: incoming.reply,
+            peer: incoming.peer,
+        }) else {
+            return;
+        };
+        match incoming.request {
             Request::Submit(sub) => match self.prepare_submission(sub, batch) {
                 Ok(shot) => {
                     self.journal.add(&shot);

@@ -27,6 +27,8 @@ pub(super) struct Inputs {
     pub(super) scrapes: mpsc::Receiver<metrics::Scrape>,
     pub(super) finished: mpsc::UnboundedReceiver<Msg>,
     pub(super) control: mpsc::UnboundedReceiver<Incoming>,
+    /// Cluster mode's events (never yields in local mode).
+    pub(super) cluster: mpsc::UnboundedReceiver<rea_pg::Event>,
 }
 
 /// A daemon ready to run its loop.
@@ -82,10 +84,24 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     let pending: HashSet<&str> = stores.pending.iter().map(|s| s.id.as_str()).collect();
     super::requests::name_clashes(&config, |name| pending.contains(name))
         .map_err(StartError::Config)?;
-    let paused = stores.paused.load().unwrap_or_else(|e| {
-        warn!("{e}");
+    // Cluster mode: pauses are cluster-wide, in the database.
+    let paused = if config.cluster.is_some() {
         Default::default()
-    });
+    } else {
+        stores.paused.load().unwrap_or_else(|e| {
+            warn!("{e}");
+            Default::default()
+        })
+    };
+    let (cluster, cluster_events) = match &config.cluster {
+        Some(c) => {
+            let settings =
+                crate::cluster::settings(c, Some(&opts.state_dir)).map_err(StartError::Other)?;
+            let (cl, rx) = super::cluster::Cluster::start(settings);
+            (Some(cl), rx)
+        }
+        None => (None, mpsc::unbounded_channel().1),
+    };
     if stores.malformed_journal_lines > 0 {
         warn!(
             lines = stores.malformed_journal_lines,
@@ -105,6 +121,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
+    engine.set_cluster(cluster.is_some());
     for (name, s) in summaries {
         if let Some(m) = metrics.as_mut() {
             m.seed(&name, &s);
@@ -121,7 +138,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         history: stores.history,
         journal: stores.journal,
         paused: stores.paused,
-        claims: stores.claims,
+        cluster,
         handles: HashMap::new(),
         hook_batches: HashMap::new(),
         tx,
@@ -151,6 +168,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
             .collect();
         d.reject(errors, started_at);
     }
+    d.cluster_publish();
     let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
     let restored = stores.pending.len();
     actions.extend(d.engine.restore(stores.pending, started_at));
@@ -172,6 +190,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
             scrapes,
             finished,
             control,
+            cluster: cluster_events,
         },
         actions,
         lock,

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod pg;
+
 /// Generous: a loaded 2-core CI machine must never make a test flaky.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 

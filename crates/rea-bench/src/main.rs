@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster
 //! ```
 
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use std::time::{Instant, SystemTime};
 use clap::{Parser, ValueEnum};
 
 mod alloc;
+mod cluster;
 mod daemon_parts;
 mod oneshots;
 mod queries;
@@ -39,6 +40,7 @@ enum Part {
     Footprint,
     Heap,
     Oneshots,
+    Cluster,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -169,6 +171,9 @@ fn main() {
     }
     if want(Part::Oneshots) {
         figures.extend(oneshots::oneshots(&s, &heap));
+    }
+    if want(Part::Cluster) {
+        figures.extend(cluster::cluster(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

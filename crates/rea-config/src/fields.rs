@@ -14,7 +14,7 @@ use toml::de::DeValue;
 use toml::Spanned;
 
 use crate::walk::{in_file_order, Ctx};
-use crate::DaemonConfig;
+use crate::{ClusterConfig, DaemonConfig};
 
 // ---------------------------------------------------------------------------
 // The schema: one table of known fields per section.
@@ -23,7 +23,7 @@ pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
 pub(crate) type Key<'i> = Spanned<Cow<'i, str>>;
 
 /// The sections a job file may have, in the order they are documented.
-pub(crate) const SECTIONS: &[&str] = &["defaults", "daemon", "jobs"];
+pub(crate) const SECTIONS: &[&str] = &["defaults", "daemon", "cluster", "jobs"];
 
 /// A field of a job (and, if `inheritable`, of `[defaults]`).
 pub(crate) struct Field {
@@ -271,6 +271,19 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         },
     },
     Field {
+        name: "on_lease_lost",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            let choices = [
+                ("keep", rea_core::claim::OnLeaseLost::Keep),
+                ("kill", rea_core::claim::OnLeaseLost::Kill),
+            ];
+            if let Some(c) = ctx.choice(v, "on_lease_lost", &choices) {
+                d.job.on_lease_lost = c;
+            }
+        },
+    },
+    Field {
         name: "after",
         inheritable: false,
         apply: |ctx, v, d| {
@@ -412,6 +425,131 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         },
     },
 ];
+
+/// `[cluster]`, with where `lease` and `heartbeat` were written (their
+/// relation is checked once the table is read).
+pub(crate) struct ClusterDraft {
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) lease_at: Option<usize>,
+    pub(crate) heartbeat_at: Option<usize>,
+    pub(crate) grace_at: Option<usize>,
+}
+
+pub(crate) const CLUSTER_FIELDS: &[SubField<ClusterDraft>] = &[
+    SubField {
+        name: "url",
+        apply: |ctx, v, d| {
+            // Never echo the value: it may carry a password.
+            if let Some(s) = ctx.string(
+                v,
+                "a PostgreSQL URL like \"postgresql://rea@db.example/rea\"",
+            ) {
+                if s.trim().is_empty() || s.contains('\0') {
+                    ctx.error(
+                        v.span().start,
+                        "\"url\" must name a database",
+                        Some("write url = \"postgresql://rea@db.example/rea\", or leave it out and set REA_CLUSTER_URL".into()),
+                    );
+                } else {
+                    d.cluster.url = Some(s.to_string());
+                }
+            }
+        },
+    },
+    SubField {
+        name: "name",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a cluster name") {
+                match name_problem(s) {
+                    Some(hint) => ctx.error(
+                        v.span().start,
+                        format!("invalid cluster name {s:?}"),
+                        Some(hint),
+                    ),
+                    None => d.cluster.name = s.to_string(),
+                }
+            }
+        },
+    },
+    SubField {
+        name: "node",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.string(v, "a node name") {
+                match name_problem(s) {
+                    Some(hint) => ctx.error(
+                        v.span().start,
+                        format!("invalid node name {s:?}"),
+                        Some(hint),
+                    ),
+                    None => d.cluster.node = Some(s.to_string()),
+                }
+            }
+        },
+    },
+    SubField {
+        name: "lease",
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "lease") {
+                d.cluster.lease = t;
+                d.lease_at = Some(v.span().start);
+            }
+        },
+    },
+    SubField {
+        name: "heartbeat",
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "heartbeat") {
+                d.cluster.heartbeat = t;
+                d.heartbeat_at = Some(v.span().start);
+            }
+        },
+    },
+    SubField {
+        name: "grace",
+        apply: |ctx, v, d| {
+            if let Some(t) = ctx.duration(v, "grace") {
+                d.cluster.grace = t;
+                d.grace_at = Some(v.span().start);
+            }
+        },
+    },
+];
+
+/// The relations between `[cluster]`'s timings (the database refuses a
+/// lease that a stall of two heartbeats could end).
+pub(crate) fn check_cluster(ctx: &mut Ctx, d: &ClusterDraft, table_at: usize) {
+    let c = &d.cluster;
+    let ms = |t: std::time::Duration| t.as_millis();
+    if ms(c.heartbeat) < 50 || ms(c.heartbeat) > 600_000 {
+        ctx.error(
+            d.heartbeat_at.unwrap_or(table_at),
+            format!(
+                "\"heartbeat\" must be between 50ms and 10m, not {}",
+                rea_core::duration::format_exact(c.heartbeat)
+            ),
+            None,
+        );
+    } else if ms(c.lease) < 3 * ms(c.heartbeat) + 100 || ms(c.lease) > 3_600_000 {
+        ctx.error(
+            d.lease_at.or(d.heartbeat_at).unwrap_or(table_at),
+            format!(
+                "\"lease\" ({}) must be at least 3 heartbeats + 100ms ({}) and at most 1h",
+                rea_core::duration::format_exact(c.lease),
+                rea_core::duration::format_exact(
+                    c.heartbeat * 3 + std::time::Duration::from_millis(100)
+                )
+            ),
+            Some("a lease must survive a database stall of two heartbeats".into()),
+        );
+    }
+    if ms(c.grace) > 3_600_000 {
+        ctx.error(
+            d.grace_at.unwrap_or(table_at),
+            "\"grace\" must be at most 1h",
+            None,
+        );
+    }
+}
 
 /// The retry fields being read from one `retry` table, with where this
 /// table set `delay` and `max_delay` so their relation is checked once, at

@@ -85,6 +85,9 @@ pub struct Config {
     /// Every file this configuration was read from, with the digest of
     /// its bytes, the main file first.
     pub files: Vec<(PathBuf, u64)>,
+    /// `[cluster]`: several nodes on one database. None: this machine
+    /// schedules alone (the default, unchanged by cluster mode).
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl Config {
@@ -156,6 +159,55 @@ impl Default for DaemonConfig {
             sendmail: None,
             metrics: None,
         }
+    }
+}
+
+/// `[cluster]`: run this node in a cluster of rea nodes sharing one
+/// PostgreSQL database. Every field may be overridden by the program's
+/// environment (`REA_CLUSTER_URL`, `REA_NODE`), so a password need not be
+/// in the file.
+#[derive(Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// The database (libpq URL or key=value string). Never logged or shown:
+    /// it may carry a password.
+    pub url: Option<String>,
+    /// The cluster's name (several clusters may share a database).
+    /// Default "default".
+    pub name: String,
+    /// This node's name; None: the machine's host name.
+    pub node: Option<String>,
+    /// How long a node's lease lasts without renewal. Default 10s.
+    pub lease: Duration,
+    /// How often the lease is renewed. Default 2s.
+    pub heartbeat: Duration,
+    /// How long after its lease ended a silent node is declared dead and
+    /// its runs recorded interrupted. Default 2s.
+    pub grace: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            url: None,
+            name: "default".to_string(),
+            node: None,
+            lease: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(2),
+            grace: Duration::from_secs(2),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("url", &self.url.as_ref().map(|_| "(hidden)"))
+            .field("name", &self.name)
+            .field("node", &self.node)
+            .field("lease", &self.lease)
+            .field("heartbeat", &self.heartbeat)
+            .field("grace", &self.grace)
+            .finish()
     }
 }
 

@@ -375,7 +375,57 @@ retry = { jitter = 0, max_delay = "1h" }
         assert_eq!(
             errors("command = \"true\"\n[xyz]\n"),
             "jobs.toml:1:1: unknown section \"command\"\n  hint: fields of a job go under its [jobs.NAME] header\n\
-             jobs.toml:2:2: unknown section \"xyz\"\n  hint: the sections are [defaults], [daemon] and [jobs.NAME]\n"
+             jobs.toml:2:2: unknown section \"xyz\"\n  hint: the sections are [defaults], [daemon], [cluster] and [jobs.NAME]\n"
+        );
+    }
+
+    #[test]
+    fn cluster_section() {
+        let c = ok("[cluster]\nurl = \"postgresql://rea:pw@db/rea\"\nname = \"prod\"\nnode = \"n1\"\nlease = \"1s\"\nheartbeat = \"250ms\"\ngrace = \"250ms\"\n");
+        let cl = c.cluster.expect("[cluster] read");
+        assert_eq!(cl.url.as_deref(), Some("postgresql://rea:pw@db/rea"));
+        assert_eq!((cl.name.as_str(), cl.node.as_deref()), ("prod", Some("n1")));
+        assert_eq!(
+            (cl.lease, cl.heartbeat, cl.grace),
+            (
+                Duration::from_secs(1),
+                Duration::from_millis(250),
+                Duration::from_millis(250)
+            )
+        );
+        assert!(!format!("{cl:?}").contains("pw"), "the url is never shown");
+        assert!(ok(MINIMAL).cluster.is_none(), "no [cluster]: local mode");
+        let d = ok("[cluster]\n").cluster.unwrap();
+        assert_eq!(
+            (d.name.as_str(), d.lease, d.heartbeat),
+            ("default", Duration::from_secs(10), Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn cluster_errors_are_located() {
+        assert_eq!(
+            errors("[cluster]\nhearbeat = \"1s\"\n"),
+            "jobs.toml:2:1: unknown field \"hearbeat\"\n  hint: did you mean \"heartbeat\"?\n"
+        );
+        assert_eq!(
+            errors("[cluster]\nheartbeat = \"1s\"\nlease = \"2s\"\n"),
+            "jobs.toml:3:9: \"lease\" (2s) must be at least 3 heartbeats + 100ms (3s100ms) and at most 1h\n  hint: a lease must survive a database stall of two heartbeats\n"
+        );
+        assert_eq!(
+            errors("[cluster]\nnode = \"web 1\"\n"),
+            "jobs.toml:2:8: invalid node name \"web 1\"\n  hint: names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. \"web-1\"\n"
+        );
+        let e = errors("[cluster]\nurl = 5\n");
+        assert!(e.starts_with("jobs.toml:2:7: "), "{e}");
+        assert_eq!(
+            errors(&format!("{MINIMAL}on_lease_lost = \"stop\"\n")),
+            "jobs.toml:4:17: \"on_lease_lost\" must be one of \"keep\", \"kill\", found \"stop\"\n"
+        );
+        let c = ok(&format!("[defaults]\non_lease_lost = \"kill\"\n{MINIMAL}"));
+        assert_eq!(
+            job(&c, "a").on_lease_lost,
+            rea_core::claim::OnLeaseLost::Kill
         );
     }
 
@@ -632,7 +682,7 @@ retry = { attempts = 101 }
              jobs.toml:6:18: \"max_concurrent\" must be between 1 and 10000, found 0\n\
              jobs.toml:11:11: \"overlap\" must be one of \"skip\", \"queue\", \"allow\", \"replace\", found \"never\"\n\
              jobs.toml:12:22: \"retry.attempts\" must be between 0 and 100, found 101\n\
-             jobs.toml:14:2: unknown section \"extra\"\n  hint: the sections are [defaults], [daemon] and [jobs.NAME]\n"
+             jobs.toml:14:2: unknown section \"extra\"\n  hint: the sections are [defaults], [daemon], [cluster] and [jobs.NAME]\n"
         );
     }
 

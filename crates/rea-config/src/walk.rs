@@ -11,8 +11,11 @@ use rea_core::job::{name_problem, Job};
 use rea_core::schedule::Schedule;
 use toml::de::{DeTable, DeValue};
 
-use crate::fields::{Draft, Key, Value, DAEMON_FIELDS, JOB_FIELDS, LOCATED, SECTIONS};
-use crate::{digest, Config, DaemonConfig, Diagnostic, FileKind};
+use crate::fields::{
+    check_cluster, ClusterDraft, Draft, Key, Value, CLUSTER_FIELDS, DAEMON_FIELDS, JOB_FIELDS,
+    LOCATED, SECTIONS,
+};
+use crate::{digest, ClusterConfig, Config, DaemonConfig, Diagnostic, FileKind};
 
 /// Validates the contents of a main job file; `path` is used for messages.
 pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
@@ -48,7 +51,7 @@ pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<
     ctx.kind = kind.clone();
     let config = match DeTable::parse(text) {
         Ok(doc) => {
-            let (daemon, jobs) = ctx.document(doc.get_ref());
+            let (daemon, cluster, jobs) = ctx.document(doc.get_ref());
             ctx.check_dependencies(&jobs);
             Config {
                 path: path.to_path_buf(),
@@ -59,6 +62,7 @@ pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<
                 warnings: std::mem::take(&mut ctx.warnings),
                 other_files: BTreeMap::new(),
                 files: vec![(path.to_path_buf(), digest(src))],
+                cluster,
             }
         }
         Err(e) => {
@@ -221,8 +225,16 @@ impl<'a> Ctx<'a> {
         self.error(span.start, format!("invalid TOML: {message}"), Some(hint));
     }
 
-    pub(crate) fn document(&mut self, root: &DeTable) -> (DaemonConfig, Vec<std::sync::Arc<Job>>) {
+    pub(crate) fn document(
+        &mut self,
+        root: &DeTable,
+    ) -> (
+        DaemonConfig,
+        Option<ClusterConfig>,
+        Vec<std::sync::Arc<Job>>,
+    ) {
         let mut daemon = DaemonConfig::default();
+        let mut cluster = None;
         let mut defaults = Draft::default();
         // [defaults] applies to every job wherever it appears in the file.
         if let Some(v) = root.get("defaults") {
@@ -269,6 +281,32 @@ impl<'a> Ctx<'a> {
                         }
                     }
                 }
+                "cluster" => {
+                    if let Some(table) = self.table(value, "a table like [cluster]") {
+                        let mut draft = ClusterDraft {
+                            cluster: ClusterConfig::default(),
+                            lease_at: None,
+                            heartbeat_at: None,
+                            grace_at: None,
+                        };
+                        for (key, value) in in_file_order(table) {
+                            match CLUSTER_FIELDS
+                                .iter()
+                                .find(|f| f.name == key.get_ref().as_ref())
+                            {
+                                Some(field) => (field.apply)(self, value, &mut draft),
+                                None => self.unknown_field(
+                                    key,
+                                    CLUSTER_FIELDS.iter().map(|f| f.name),
+                                    "fields of [cluster]",
+                                    None,
+                                ),
+                            }
+                        }
+                        check_cluster(self, &draft, key.span().start);
+                        cluster = Some(draft.cluster);
+                    }
+                }
                 "jobs" => jobs = self.jobs(value, &defaults),
                 other => {
                     let hint = rea_core::suggest::did_you_mean(other, SECTIONS.iter().copied())
@@ -276,7 +314,8 @@ impl<'a> Ctx<'a> {
                             if JOB_FIELDS.iter().any(|f| f.name == other) {
                                 "fields of a job go under its [jobs.NAME] header".to_string()
                             } else {
-                                "the sections are [defaults], [daemon] and [jobs.NAME]".to_string()
+                                "the sections are [defaults], [daemon], [cluster] and [jobs.NAME]"
+                                    .to_string()
                             }
                         });
                     self.error(
@@ -287,7 +326,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-        (daemon, jobs)
+        (daemon, cluster, jobs)
     }
 
     pub(crate) fn jobs(&mut self, value: &Value, defaults: &Draft) -> Vec<std::sync::Arc<Job>> {

@@ -96,6 +96,9 @@ pub struct Job {
     /// that user may see, trigger, pause and edit it through the daemon,
     /// and it always runs as them. None for the system's job files.
     pub owner: Option<String>,
+    /// Cluster mode: what happens to a running run when its node loses its
+    /// lease. Default keep.
+    pub on_lease_lost: crate::claim::OnLeaseLost,
 }
 
 /// When `mailto` sends a mail.
@@ -166,6 +169,7 @@ impl Default for Job {
             hook_timeout: Duration::from_secs(300),
             after: Vec::new(),
             owner: None,
+            on_lease_lost: crate::claim::OnLeaseLost::Keep,
         }
     }
 }

@@ -53,6 +53,7 @@
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
 pub mod backoff;
+pub mod claim;
 pub mod due_queue;
 pub mod duration;
 pub mod engine;

@@ -183,6 +183,13 @@ pub struct Record {
     /// Event-specific extras (config_loaded counts, daemon pid/version, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<serde_json::Value>,
+    /// Cluster mode: the run's id in the shared database (what `rea
+    /// history` shows on every node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_run: Option<i64>,
+    /// Cluster mode: the run's fence token (`REA_FENCE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<i64>,
 }
 
 /// An instant as the log writes it: RFC 3339, UTC, milliseconds. The status
@@ -256,6 +263,8 @@ impl Record {
             reason: None,
             count: None,
             detail: None,
+            cluster_run: None,
+            fence: None,
         }
     }
 }

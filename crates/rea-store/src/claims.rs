@@ -1,47 +1,31 @@
-//! Occurrence claims: the right to start one run of a scheduled occurrence.
-//! On one machine the daemon's own lock on its state directory already
-//! makes it the only scheduler, so [`LocalClaims`] grants every claim. A
-//! shared backend (several rea nodes on one database) implements
-//! [`OccurrenceClaims`] so that each occurrence is started by exactly one
-//! node: the daemon asks before it starts a run and skips the run when the
-//! claim is lost (another node has it; that is not a failure).
+//! Occurrence claims: the right to start one run, asked of a store that
+//! several rea nodes share (cluster mode). On one machine there is nothing
+//! to ask: the daemon's lock on its state directory already makes it the
+//! only scheduler, and its engine takes the overlap and pause decisions
+//! itself (local mode has no claims at all, and is unchanged by them).
+//!
+//! In cluster mode the engine emits a [`ClaimRequest`] for every run it
+//! would start; the daemon hands it to [`OccurrenceClaims::claim`]. A
+//! database round trip must never block the daemon's loop, so a backend
+//! may answer [`Answer::Later`] and deliver the [`ClaimOutcome`] as an
+//! event that the loop feeds to `Engine::claimed`. The outcome carries the
+//! store's decisions: started here (run id, fence, the mark it replaced),
+//! skipped (paused, overlap), queued, missed, lost to another node, already
+//! this node's (a retried request), or no lease.
 
-use chrono::{DateTime, Utc};
-use rea_core::record::Trigger;
+pub use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant, OnLeaseLost};
 
-/// One run the daemon is about to start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim<'a> {
-    /// The job's name (or the one-shot's id).
-    pub job: &'a str,
-    /// The occurrence (for retries: the original one).
-    pub scheduled: DateTime<Utc>,
-    pub attempt: u32,
-    pub trigger: Trigger,
-    /// The run id the daemon will use.
-    pub run: &'a str,
+/// When the answer to a claim comes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Decided at once.
+    Now(ClaimOutcome),
+    /// The backend delivers it later, as an event of the daemon's loop
+    /// naming `ClaimRequest::run`.
+    Later,
 }
 
-/// What a claim came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimOutcome {
-    /// This node starts the run.
-    Won,
-    /// Another node has this occurrence; do not start it.
-    Lost,
-}
-
-/// Decides who starts an occurrence.
+/// Decides who starts a run, cluster-wide.
 pub trait OccurrenceClaims: Send {
-    fn claim(&mut self, claim: &Claim<'_>) -> std::io::Result<ClaimOutcome>;
-}
-
-/// A single node: every claim is won.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LocalClaims;
-
-impl OccurrenceClaims for LocalClaims {
-    fn claim(&mut self, _claim: &Claim<'_>) -> std::io::Result<ClaimOutcome> {
-        Ok(ClaimOutcome::Won)
-    }
+    fn claim(&mut self, claim: &ClaimRequest) -> Answer;
 }

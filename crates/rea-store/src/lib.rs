@@ -6,7 +6,7 @@
 //! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) |
 //! | [`journal::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
-//! | [`claims::OccurrenceClaims`] | who starts an occurrence | this node, always |
+//! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
 //!
 //! [`Local::open`] opens all of them in one state directory. A shared
 //! backend (several nodes on one database) implements the same traits; the
@@ -33,7 +33,6 @@ pub struct Local {
     pub history: Box<dyn history::HistoryWriter>,
     pub journal: Box<dyn journal::OneShotJournal>,
     pub paused: Box<dyn paused::PausedStore>,
-    pub claims: Box<dyn claims::OccurrenceClaims>,
     /// The one-shots the journal holds (to restore at start).
     pub pending: Vec<OneShot>,
     /// Journal lines that did not parse (a torn last write).
@@ -68,7 +67,6 @@ impl Local {
             history: Box::new(history),
             journal: Box::new(replayed.journal),
             paused: Box::new(paused::PausedFile::new(state_dir)),
-            claims: Box::new(claims::LocalClaims),
             pending: replayed.pending,
             malformed_journal_lines: replayed.malformed,
         })

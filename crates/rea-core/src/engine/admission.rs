@@ -39,7 +39,17 @@ impl Engine {
                 out,
             );
         }
-        let run = if force {
+        let run = if self.cluster {
+            let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+            let run = pending.run.clone();
+            let overlap = if force {
+                Overlap::Allow
+            } else {
+                self.jobs.get(name).map_or(Overlap::Skip, |s| s.def.overlap)
+            };
+            self.request_claim(pending, overlap, ClaimMode::Run, 1, &mut out);
+            Some(run)
+        } else if force {
             let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
             let run = pending.run.clone();
             self.enqueue(pending, now, &mut out);
@@ -73,6 +83,14 @@ impl Engine {
         out: &mut Vec<Action>,
     ) -> Option<String> {
         let pending = self.new_pending(name, trigger, attempt, scheduled, jitter, now);
+        if self.cluster {
+            // The store takes the overlap and pause decisions on the job's
+            // shared row; this node only asks.
+            let overlap = self.jobs.get(name)?.def.overlap;
+            let run = pending.run.clone();
+            self.request_claim(pending, overlap, ClaimMode::Run, 1, out);
+            return Some(run);
+        }
         let state = self.jobs.get_mut(name)?;
         if state.active == 0 {
             let run = pending.run.clone();
@@ -226,6 +244,7 @@ impl Engine {
                 attempt: p.attempt,
                 trigger: p.trigger,
                 scheduled: p.scheduled,
+                grant: p.grant,
             }));
             self.runs.insert(
                 p.run.clone(),

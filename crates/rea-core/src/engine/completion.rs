@@ -13,6 +13,9 @@ enum Retry {
     Exhausted,
     /// The policy has no retries.
     NotAllowed,
+    /// Cluster mode: the store queues it for any node (its delay is in the
+    /// record's `retry_at`).
+    Elsewhere,
 }
 
 /// A failed or timed-out run is a failure: it is retried, calls
@@ -26,6 +29,7 @@ fn is_failure(status: RunStatus) -> bool {
 /// failed, `policy` says whether and when the next attempt runs; if it
 /// does, `next` goes into the heap for that instant. The failed run's
 /// record says which (`retry_at`, or `retries_exhausted`).
+#[allow(clippy::too_many_arguments)]
 fn plan_retry(
     heap: &mut DueQueue<Due>,
     rng: &mut fastrand::Rng,
@@ -34,11 +38,15 @@ fn plan_retry(
     next: Due,
     now: DateTime<Utc>,
     rec: &mut Record,
+    cluster: bool,
 ) -> Retry {
     match policy.delay_for(attempt, rng.f64()) {
         Some(delay) => {
             let at = later(now, delay);
             rec.detail = Some(json!({ "retry_at": crate::record::format_ts(at) }));
+            if cluster && rec.cluster_run.is_some() {
+                return Retry::Elsewhere;
+            }
             Retry::Scheduled(heap.insert(at, next))
         }
         None if policy.attempts > 0 => {
@@ -237,6 +245,7 @@ impl Engine {
                 retry,
                 now,
                 &mut rec,
+                self.cluster,
             ) {
                 Retry::Scheduled(id) => {
                     if let Some(old) = state.retry.replace(id) {
@@ -244,7 +253,7 @@ impl Engine {
                     }
                 }
                 Retry::Exhausted => exhausted = true,
-                Retry::NotAllowed => {}
+                Retry::NotAllowed | Retry::Elsewhere => {}
             }
         }
         let after_run = after_run(&state.def, &rec, status, exhausted);
@@ -310,6 +319,7 @@ impl Engine {
                     retry,
                     now,
                     &mut rec,
+                    self.cluster,
                 ) {
                     shot.entry = Some(entry);
                     done = false;
@@ -317,8 +327,13 @@ impl Engine {
             }
             if self.stopping && active.stop == Some(StopReason::Shutdown) {
                 // Terminated by shutdown: still pending, it runs again at the
-                // next start (at-least-once).
-                done = false;
+                // next start (at-least-once); in cluster mode the store puts
+                // it back for any node at once.
+                if self.cluster {
+                    rec.detail = Some(json!({ "retry_at": crate::record::format_ts(now) }));
+                } else {
+                    done = false;
+                }
             }
         }
         out.push(Action::Record(Box::new(rec)));

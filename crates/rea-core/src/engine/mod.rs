@@ -27,6 +27,14 @@
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
+//! | `cluster.rs` | cluster mode: claims out, the store's answers in, lease loss |
+//!
+//! Cluster mode (several nodes on one database, `Engine::set_cluster`):
+//! every run is asked of the store first (`Action::Claim`), and the store's
+//! answer (`Engine::claimed`) says whether this node starts it — the
+//! overlap and pause decisions are the store's, taken on the job's shared
+//! row. Retries of failed runs are queued in the store for any node
+//! (`Engine::adopt`). Local mode never emits a claim and is unchanged.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -36,6 +44,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use crate::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant, OnLeaseLost};
 use crate::due_queue::{DueQueue, EntryId};
 use crate::job::{CatchUp, Job, Overlap};
 use crate::oneshot::OneShot;
@@ -43,6 +52,7 @@ use crate::record::{Event, Record, RunStatus, Trigger};
 use crate::run::{Outcome, Started, Termination};
 
 mod admission;
+mod cluster;
 mod completion;
 mod dependencies;
 mod occurrences;
@@ -72,6 +82,10 @@ pub struct Plan<'a> {
 pub enum Action {
     /// Spawn a run; answer with `Engine::spawned`.
     Start(StartRun),
+    /// Cluster mode: ask the shared store whether this node starts this
+    /// run; answer with `Engine::claimed` (the answer may come later: the
+    /// daemon never waits for it).
+    Claim(ClaimRequest),
     /// SIGTERM → grace → SIGKILL the run's process group.
     Terminate { run: String },
     /// Append to the history log.
@@ -153,6 +167,8 @@ pub struct StartRun {
     pub trigger: Trigger,
     /// The occurrence this run serves (for retries: the original one).
     pub scheduled: DateTime<Utc>,
+    /// Cluster mode: the run's id and fence in the shared store.
+    pub grant: Option<Grant>,
 }
 
 /// Why a run was asked to stop early; becomes the `reason` of its record.
@@ -161,6 +177,9 @@ pub enum StopReason {
     Replaced,
     Shutdown,
     Operator,
+    /// Cluster mode: the node lost its lease and the job says
+    /// `on_lease_lost = "kill"`.
+    LeaseLost,
 }
 
 impl StopReason {
@@ -169,6 +188,7 @@ impl StopReason {
             StopReason::Replaced => "replaced by a newer run (overlap = \"replace\")",
             StopReason::Shutdown => "daemon shutdown",
             StopReason::Operator => "killed by operator",
+            StopReason::LeaseLost => "this node lost its cluster lease (on_lease_lost = \"kill\")",
         }
     }
 }
@@ -210,6 +230,8 @@ struct Pending {
     jitter: Duration,
     /// When it entered the global queue (for `waited_ms`).
     ready_at: DateTime<Utc>,
+    /// Cluster mode: granted by the store.
+    grant: Option<Grant>,
 }
 
 /// A run that has been handed to the daemon to spawn.
@@ -287,6 +309,14 @@ pub struct Engine {
     /// Hook sequences started and not yet reported done (each holds a slot).
     hooks_running: BTreeSet<u64>,
     hook_counter: u64,
+    /// Cluster mode (see the module documentation).
+    cluster: bool,
+    /// Cluster mode: runs asked of the store, not answered yet, with the
+    /// occurrences a `missed` claim stands for.
+    claiming: HashMap<String, (Pending, u64)>,
+    /// Cluster mode: per job, the newest occurrence no node could claim
+    /// from here (no lease), for its `catch_up` once the node is back.
+    unclaimed: BTreeMap<String, DateTime<Utc>>,
 }
 
 impl Engine {
@@ -311,6 +341,9 @@ impl Engine {
             hooks_ready: VecDeque::new(),
             hooks_running: BTreeSet::new(),
             hook_counter: 0,
+            cluster: false,
+            claiming: HashMap::new(),
+            unclaimed: BTreeMap::new(),
         };
         for job in plan.jobs {
             engine.order.push(job.name.clone());
@@ -494,6 +527,7 @@ impl Engine {
             scheduled,
             jitter,
             ready_at: now,
+            grant: None,
         }
     }
 }
@@ -538,6 +572,10 @@ fn run_record(p: &Pending, status: RunStatus, now: DateTime<Utc>) -> Record {
     rec.scheduled = Some(p.scheduled);
     if !p.jitter.is_zero() {
         rec.jitter_ms = Some(p.jitter.as_millis() as u64);
+    }
+    if let Some(g) = p.grant {
+        rec.cluster_run = Some(g.run_id);
+        rec.fence = Some(g.fence);
     }
     rec
 }

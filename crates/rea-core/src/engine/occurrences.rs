@@ -123,6 +123,20 @@ impl Engine {
         if self.stopping {
             return;
         }
+        if self.cluster {
+            // Occurrences after `at` that have also passed (a stalled
+            // daemon): the newest is claimed; the store's mark records the
+            // gap. Pause, overlap and an earlier retry are the store's
+            // decisions.
+            let (kept, _) = self.passed(name, at, now, 1);
+            let newest = kept.last().copied().unwrap_or(at);
+            self.set_last_occurrence(name, newest);
+            self.schedule_next(name, now);
+            let overlap = self.jobs.get(name).map_or(Overlap::Skip, |s| s.def.overlap);
+            let p = self.new_pending(name, Trigger::Schedule, 1, newest, jitter, now);
+            self.request_claim(p, overlap, ClaimMode::Run, 1, out);
+            return;
+        }
         // Occurrences after `at` that have also passed (the daemon was
         // stalled): the first one fires, the rest follow the catch-up policy.
         self.catch_up(name, at, now, true, out);
@@ -198,6 +212,17 @@ impl Engine {
         }
         let latest = *kept.last().unwrap_or(&since);
         self.set_last_occurrence(name, latest);
+        if self.cluster {
+            // One claim for the newest: the store runs it (or records it
+            // missed) on exactly one node, whichever asks first.
+            let mode = match def.catch_up {
+                CatchUp::None => ClaimMode::Missed,
+                CatchUp::Once | CatchUp::All => ClaimMode::Run,
+            };
+            let p = self.new_pending(name, Trigger::CatchUp, 1, latest, Duration::ZERO, now);
+            self.request_claim(p, def.overlap, mode, count, out);
+            return;
+        }
         match def.catch_up {
             _ if self.paused.contains(name) => out.push(missed_record(name, &kept, count, now)),
             CatchUp::None => out.push(missed_record(name, &kept, count, now)),

@@ -135,6 +135,7 @@ impl Sim {
                 Action::Record(r) => self.records.push(*r),
                 // Hooks take no time here.
                 Action::StartHooks { id, .. } => queue.extend(self.engine.hooks_done(id, self.now)),
+                Action::Claim(c) => panic!("local mode never claims: {c:?}"),
                 Action::Terminate { .. } | Action::OneShotDone { .. } | Action::AfterRun(_) => {}
             }
         }
@@ -1076,4 +1077,327 @@ fn hooks_of_runs_ending_while_stopping_are_handed_back_not_started() {
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].hooks, vec![(Hook::Failure, "page".to_string())]);
     assert!(engine.idle());
+}
+
+// ---- cluster mode ------------------------------------------------------------
+
+fn claims(actions: &[Action]) -> Vec<ClaimRequest> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Claim(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cluster_engine(cfg: &Jobs, now: DateTime<Utc>) -> (Engine, Vec<Action>) {
+    let mut engine = Engine::new(&cfg.plan(), 42);
+    engine.set_cluster(true);
+    let actions = engine.start(now, Recovered::default());
+    (engine, actions)
+}
+
+fn grant(n: i64) -> ClaimOutcome {
+    ClaimOutcome::Started {
+        grant: Grant {
+            run_id: n,
+            fence: 1000 + n,
+        },
+        prev_scheduled: None,
+    }
+}
+
+#[test]
+fn cluster_occurrences_are_claimed_and_started_only_when_granted() {
+    let cfg = config(vec![job("q", "* * * * *")], 8);
+    let t0 = at("2026-11-29T00:00:30Z");
+    let (mut e, acts) = cluster_engine(&cfg, t0);
+    assert!(claims(&acts).is_empty() && starts(&acts).is_empty());
+    let due = at("2026-11-29T00:01:00Z");
+    let acts = e.wake(due, false);
+    assert!(
+        starts(&acts).is_empty(),
+        "nothing starts before the store answers"
+    );
+    let c = claims(&acts);
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0].job.as_str(), c[0].scheduled, c[0].trigger, c[0].mode),
+        ("q", due, Trigger::Schedule, ClaimMode::Run)
+    );
+    assert_eq!(e.claims_in_flight(), 1);
+    let acts = e.claimed(&c[0].run, grant(7), due);
+    let s = starts(&acts);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].run, c[0].run);
+    assert_eq!(
+        s[0].grant,
+        Some(Grant {
+            run_id: 7,
+            fence: 1007
+        })
+    );
+    let acts = e.spawned(&s[0].run, Ok(Started { pid: 9, at: due }), due);
+    let r = records(&acts);
+    assert_eq!(r[0].status, Some(RunStatus::Started));
+    assert_eq!((r[0].cluster_run, r[0].fence), (Some(7), Some(1007)));
+    assert_eq!(e.claims_in_flight(), 0);
+}
+
+#[test]
+fn cluster_lost_queued_and_skipped_claims_start_nothing() {
+    let cfg = config(vec![job("q", "* * * * *")], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    for (minute, outcome) in [
+        (1, ClaimOutcome::Lost),
+        (2, ClaimOutcome::Queued),
+        (
+            3,
+            ClaimOutcome::Skipped {
+                reason: "the job is paused (rea resume to resume)".into(),
+            },
+        ),
+    ] {
+        let now = at("2026-11-29T00:00:00Z") + chrono::Duration::minutes(minute);
+        let c = claims(&e.wake(now, false));
+        let acts = e.claimed(&c[0].run, outcome.clone(), now);
+        assert!(starts(&acts).is_empty(), "{outcome:?} starts nothing");
+        let r = records(&acts);
+        match outcome {
+            ClaimOutcome::Skipped { reason } => {
+                assert_eq!(r.len(), 1);
+                assert_eq!(r[0].status, Some(RunStatus::Skipped));
+                assert_eq!(r[0].reason.as_deref(), Some(reason.as_str()));
+            }
+            _ => assert!(r.is_empty(), "{outcome:?} records nothing here: {r:?}"),
+        }
+    }
+    assert_eq!(e.running(), 0);
+}
+
+#[test]
+fn cluster_overlap_is_decided_by_the_store_not_locally() {
+    let mut j = job("q", "* * * * *");
+    j.overlap = Overlap::Skip;
+    let cfg = config(vec![j], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let t1 = at("2026-11-29T00:01:00Z");
+    let c = claims(&e.wake(t1, false));
+    let s = starts(&e.claimed(&c[0].run, grant(1), t1));
+    e.spawned(&s[0].run, Ok(Started { pid: 1, at: t1 }), t1);
+    // Still running at the next occurrence: local mode would record a skip;
+    // cluster mode asks the store (which sees every node's runs).
+    let t2 = at("2026-11-29T00:02:00Z");
+    let acts = e.wake(t2, false);
+    assert!(records(&acts).is_empty());
+    let c = claims(&acts);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].overlap, Overlap::Skip);
+    // An `allow` answer from the store starts it alongside.
+    let s = starts(&e.claimed(&c[0].run, grant(2), t2));
+    assert_eq!(s.len(), 1);
+    assert_eq!(e.running(), 2);
+}
+
+#[test]
+fn cluster_without_a_lease_nothing_starts_and_the_newest_is_caught_up_once() {
+    let mut once = job("once", "* * * * *");
+    once.catch_up = CatchUp::Once;
+    let none = job("none", "* * * * *");
+    let cfg = config(vec![once, none], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    for minute in 1..=3 {
+        let now = at("2026-11-29T00:00:00Z") + chrono::Duration::minutes(minute);
+        let acts = e.wake(now, false);
+        for c in claims(&acts) {
+            let acts = e.claimed(&c.run, ClaimOutcome::NoLease, now);
+            assert!(starts(&acts).is_empty() && records(&acts).is_empty());
+        }
+    }
+    assert_eq!(e.unclaimed().len(), 2);
+    let back = at("2026-11-29T00:03:10Z");
+    let c = claims(&e.cluster_back(back));
+    assert_eq!(c.len(), 2, "one claim per job: {c:?}");
+    let newest = at("2026-11-29T00:03:00Z");
+    for claim in &c {
+        assert_eq!((claim.scheduled, claim.trigger), (newest, Trigger::CatchUp));
+        let mode = if claim.job == "once" {
+            ClaimMode::Run
+        } else {
+            ClaimMode::Missed
+        };
+        assert_eq!(claim.mode, mode, "{}", claim.job);
+    }
+    assert!(claims(&e.cluster_back(back)).is_empty(), "only once");
+    let once_claim = c.iter().find(|c| c.job == "once").unwrap();
+    let s = starts(&e.claimed(&once_claim.run, grant(3), back));
+    assert_eq!(s[0].trigger, Trigger::CatchUp);
+    let none_claim = c.iter().find(|c| c.job == "none").unwrap();
+    let r = records(&e.claimed(&none_claim.run, ClaimOutcome::Missed, back));
+    assert_eq!(r[0].event, Event::Missed);
+}
+
+#[test]
+fn cluster_retries_are_queued_in_the_store_and_adopted_by_any_node() {
+    let mut j = job("r", "0 * * * *");
+    j.retry = RetryPolicy {
+        attempts: 2,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(10),
+        factor: 1.0,
+        jitter: 0.0,
+    };
+    let cfg = config(vec![j], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:30:00Z"));
+    let t1 = at("2026-11-29T01:00:00Z");
+    let c = claims(&e.wake(t1, false));
+    assert_eq!(c[0].retry.as_ref().map(|r| r.attempts), Some(2));
+    let s = starts(&e.claimed(&c[0].run, grant(1), t1));
+    e.spawned(&s[0].run, Ok(Started { pid: 1, at: t1 }), t1);
+    let end = t1 + chrono::Duration::seconds(1);
+    let r = records(&e.finished(&s[0].run, &outcome(1, t1, end, 3), end));
+    assert_eq!(r[0].status, Some(RunStatus::Failed));
+    assert_eq!(
+        r[0].detail.as_ref().unwrap()["retry_at"],
+        "2026-11-29T01:00:11.000Z"
+    );
+    assert_eq!(
+        e.next_wake(),
+        Some(at("2026-11-29T02:00:00Z")),
+        "no local retry: the store hands it to some node"
+    );
+    let later = at("2026-11-29T01:00:11Z");
+    let acts = e.adopt(
+        "r",
+        Trigger::Retry,
+        2,
+        t1,
+        Grant {
+            run_id: 2,
+            fence: 5,
+        },
+        later,
+    );
+    let s = starts(&acts);
+    assert_eq!(
+        (s[0].trigger, s[0].attempt, s[0].scheduled),
+        (Trigger::Retry, 2, t1)
+    );
+}
+
+#[test]
+fn cluster_lease_loss_kills_only_jobs_that_ask_for_it() {
+    let mut kill = job("kill", "* * * * *");
+    kill.on_lease_lost = OnLeaseLost::Kill;
+    let keep = job("keep", "* * * * *");
+    let cfg = config(vec![kill, keep], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let t1 = at("2026-11-29T00:01:00Z");
+    let mut runs = BTreeMap::new();
+    for (i, c) in claims(&e.wake(t1, false)).into_iter().enumerate() {
+        let s = starts(&e.claimed(&c.run, grant(i as i64), t1));
+        e.spawned(&s[0].run, Ok(Started { pid: 1, at: t1 }), t1);
+        runs.insert(c.job.clone(), c.run.clone());
+    }
+    let acts = e.lease_lost(t1 + chrono::Duration::seconds(5));
+    let terminated: Vec<&String> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::Terminate { run } => Some(run),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(terminated, vec![&runs["kill"]]);
+    let end = t1 + chrono::Duration::seconds(6);
+    let mut o = outcome(1, t1, end, 143);
+    o.terminated = true;
+    let r = records(&e.finished(&runs["kill"], &o, end));
+    assert_eq!(r[0].status, Some(RunStatus::Killed));
+    assert!(r[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("lost its cluster lease"));
+}
+
+#[test]
+fn cluster_replace_stops_the_run_holding_the_fence() {
+    let cfg = config(vec![job("q", "* * * * *")], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let t1 = at("2026-11-29T00:01:00Z");
+    let c = claims(&e.wake(t1, false));
+    let s = starts(&e.claimed(&c[0].run, grant(4), t1));
+    e.spawned(&s[0].run, Ok(Started { pid: 1, at: t1 }), t1);
+    assert!(e.stop_fence(999, t1).is_empty());
+    let acts = e.stop_fence(1004, t1);
+    assert!(matches!(&acts[..], [Action::Terminate { run }] if *run == s[0].run));
+}
+
+#[test]
+fn cluster_manual_trigger_and_one_shots_go_through_the_store() {
+    let cfg = config(vec![job("q", "0 0 1 1 *")], 8);
+    let t0 = at("2026-11-29T00:00:30Z");
+    let (mut e, _) = cluster_engine(&cfg, t0);
+    let (result, acts) = e.trigger("q", true, t0);
+    assert!(matches!(result, TriggerResult::Queued { .. }));
+    let c = claims(&acts);
+    assert_eq!(
+        (c[0].trigger, c[0].overlap),
+        (Trigger::Manual, Overlap::Allow)
+    );
+    let acts = e.claimed(&c[0].run, ClaimOutcome::NoLease, t0);
+    let r = records(&acts);
+    assert_eq!(
+        r[0].status,
+        Some(RunStatus::Skipped),
+        "a manual run is not caught up"
+    );
+    let shot = OneShot {
+        id: "s1".into(),
+        argv: vec!["true".into()],
+        shell: false,
+        dir: "/".into(),
+        env: Default::default(),
+        due: t0,
+        submitted: t0,
+        expire_ms: None,
+        timeout_ms: None,
+        retry: Default::default(),
+        tags: vec![],
+    };
+    let s = starts(&e.adopt_oneshot(
+        shot,
+        1,
+        Grant {
+            run_id: 9,
+            fence: 10,
+        },
+        t0,
+    ));
+    assert_eq!((s[0].name.as_str(), s[0].trigger), ("s1", Trigger::Oneshot));
+    e.spawned(&s[0].run, Ok(Started { pid: 1, at: t0 }), t0);
+    let acts = e.finished(&s[0].run, &outcome(1, t0, t0, 0), t0);
+    assert!(acts
+        .iter()
+        .any(|a| matches!(a, Action::OneShotDone { id } if id == "s1")));
+    assert_eq!(e.oneshot_count(), 0);
+}
+
+#[test]
+fn cluster_a_claim_won_while_stopping_is_ended_not_run() {
+    let cfg = config(vec![job("q", "* * * * *")], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let t1 = at("2026-11-29T00:01:00Z");
+    let c = claims(&e.wake(t1, false));
+    e.shutdown();
+    let acts = e.claimed(&c[0].run, grant(5), t1);
+    assert!(starts(&acts).is_empty());
+    let r = records(&acts);
+    assert_eq!(r[0].status, Some(RunStatus::Skipped));
+    assert_eq!(
+        r[0].cluster_run,
+        Some(5),
+        "the store is told, so its run row ends"
+    );
 }

@@ -1,0 +1,532 @@
+//! `rea-bench cluster`: what cluster mode costs. The claim's added latency
+//! on a scheduled start (one node and three, against the same daemon in
+//! local mode), claims per second through `rea_pg::Node` with 1, 4 and 8
+//! nodes racing for the same occurrences (the design's raw-SQL pgbench
+//! figures beside them), and the time from `kill -9` of a node to its run
+//! recorded `interrupted`. On a private PostgreSQL started here (never a
+//! server it did not start), as `nobody` when run as root, on a unix socket.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::report::Figure;
+use crate::util::{self, Daemon, TempDir};
+use crate::Settings;
+
+/// The design's pgbench baseline (raw statements, `claim only,
+/// overlap=allow`, median claim attempts/s of 3 × 5 s, this machine, load
+/// 9–11): N=1, 4, 8.
+const SQL_BASELINE: [(usize, u32); 3] = [(1, 2358), (4, 5040), (8, 5766)];
+
+struct PrivatePg {
+    dir: PathBuf,
+    child: Child,
+}
+
+fn pg_bindir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|d| d.join("initdb").exists())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+fn as_nobody(cmd: &mut Command) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+fn chown_nobody(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: a valid C string and plain ids; failure is harmless (not root).
+    unsafe {
+        libc::chown(c.as_ptr(), 65534, 65534);
+    }
+}
+
+impl PrivatePg {
+    fn start() -> Option<PrivatePg> {
+        let bin = pg_bindir()?;
+        let dir = std::env::temp_dir().join(format!("rea-bench-pg-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for d in [dir.clone(), dir.join("data"), dir.join("sock")] {
+            fs::create_dir_all(&d).ok()?;
+            let mode = if d == dir { 0o755 } else { 0o700 };
+            fs::set_permissions(&d, fs::Permissions::from_mode(mode)).ok()?;
+            chown_nobody(&d);
+        }
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args([
+                "-U",
+                "rea",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
+            .env("LC_ALL", "C")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        as_nobody(&mut initdb);
+        if !initdb.status().ok()?.success() {
+            util::die("initdb failed");
+        }
+        let mut pg = Command::new(bin.join("postgres"));
+        pg.arg("-D")
+            .arg(dir.join("data"))
+            .arg("-k")
+            .arg(dir.join("sock"))
+            .args(["-c", "listen_addresses=", "-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+            .args(["-c", "max_connections=100"])
+            .env("LC_ALL", "C")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        as_nobody(&mut pg);
+        let child = pg.spawn().ok()?;
+        let me = PrivatePg { dir, child };
+        let ok = util::wait_until(Duration::from_secs(30), Duration::from_millis(50), || {
+            me.psql("postgres", "select 1").is_some()
+        });
+        if !ok {
+            util::die("postgres did not start");
+        }
+        me.psql("postgres", "create database rea");
+        Some(me)
+    }
+
+    fn psql(&self, db: &str, sql: &str) -> Option<String> {
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-h"])
+            .arg(self.dir.join("sock"))
+            .args(["-U", "rea", "-d", db, "-c", sql])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "postgresql://rea@/rea?host={}",
+            self.dir.join("sock").display()
+        )
+    }
+}
+
+impl Drop for PrivatePg {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn cluster_table(url: &str, name: &str, node: &str, timings: &str) -> String {
+    format!("[cluster]\nurl = \"{url}\"\nname = \"{name}\"\nnode = \"{node}\"\n{timings}\n")
+}
+
+/// `started − scheduled` (ms) of the scheduled runs of `jobs` jobs firing
+/// every second for `secs`, on `nodes` daemons (0: local mode, one daemon).
+fn lateness(pg: &PrivatePg, nodes: usize, jobs: usize, secs: u64, name: &str) -> Vec<f64> {
+    let mut body = String::from("[daemon]\nmax_concurrent = 64\n");
+    for j in 0..jobs {
+        body.push_str(&format!(
+            "[jobs.j{j}]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n"
+        ));
+    }
+    let dirs: Vec<TempDir> = (0..nodes.max(1))
+        .map(|_| TempDir::new("cluster-late"))
+        .collect();
+    for (i, d) in dirs.iter().enumerate() {
+        let head = if nodes == 0 {
+            String::new()
+        } else {
+            cluster_table(
+                &pg.url(),
+                name,
+                &format!("n{i}"),
+                "lease = \"3s\"\nheartbeat = \"500ms\"\n",
+            )
+        };
+        d.write_jobs(&format!("{head}{body}"));
+    }
+    let mut daemons: Vec<Daemon> = dirs.iter().map(Daemon::spawn).collect();
+    for d in &mut daemons {
+        d.wait_ready(Duration::from_secs(30));
+    }
+    // Registration and the first claims are not what is measured.
+    let from = Utc::now() + chrono::Duration::seconds(2);
+    std::thread::sleep(Duration::from_secs(secs + 2));
+    for d in daemons {
+        d.stop();
+    }
+    let mut late = Vec::new();
+    for d in &dirs {
+        let text = fs::read_to_string(d.state().join("history.jsonl")).unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| l.contains("\"status\":\"started\""))
+        {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let t = |k: &str| v[k].as_str().and_then(|s| s.parse::<DateTime<Utc>>().ok());
+            if let (Some(s), Some(st)) = (t("scheduled"), t("started")) {
+                if s >= from && v["trigger"] == "schedule" {
+                    late.push((st - s).num_microseconds().unwrap_or(0) as f64 / 1e3);
+                }
+            }
+        }
+    }
+    late
+}
+
+fn describe(xs: &[f64]) -> String {
+    if xs.is_empty() {
+        return "no samples".into();
+    }
+    format!(
+        "p50 {:.1} ms, p99 {:.1} ms (n={})",
+        util::percentile(xs, 50.0),
+        util::percentile(xs, 99.0),
+        xs.len()
+    )
+}
+
+/// `nodes` nodes each claim the same `m` occurrences (10 jobs, overlap
+/// `allow`, so every claim is a race and no run needs ending): claim
+/// attempts/s, and winners (must be exactly `m`).
+fn claims_per_sec(pg: &PrivatePg, nodes: usize, m: usize) -> (f64, usize) {
+    let (rate, won, _) = claims(pg, nodes, m, false);
+    (rate, won)
+}
+
+/// One node claiming one occurrence at a time: each claim's round trip
+/// through `rea_pg::Node` (request → statement → event), in ms.
+fn claim_round_trips(pg: &PrivatePg, m: usize) -> Vec<f64> {
+    claims(pg, 1, m, true).2
+}
+
+/// The next claim answer: Some(won), None for another event.
+async fn next_answer(rx: &mut tokio::sync::mpsc::UnboundedReceiver<rea_pg::Event>) -> Option<bool> {
+    match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
+        Ok(Some(rea_pg::Event::Claimed { outcome, .. })) => Some(outcome.grant().is_some()),
+        Ok(Some(_)) => None,
+        _ => util::die("cluster bench: claims unanswered"),
+    }
+}
+
+fn claims(pg: &PrivatePg, nodes: usize, m: usize, sequential: bool) -> (f64, usize, Vec<f64>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| util::die(e));
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let name = format!("bench-claims-{nodes}-{sequential}");
+        let jobs: Vec<rea_pg::JobDef> = (0..10)
+            .map(|j| rea_pg::JobDef {
+                name: format!("j{j}"),
+                digest: "bench".into(),
+                overlap: rea_core::job::Overlap::Allow,
+            })
+            .collect();
+        let ns: Vec<rea_pg::Node> = (0..nodes)
+            .map(|i| {
+                let n = rea_pg::Node::start(
+                    rea_pg::Settings {
+                        url: pg.url(),
+                        cluster: name.clone(),
+                        node: format!("n{i}"),
+                        host_id: format!("bench-{i}"),
+                        lease: Duration::from_secs(5),
+                        heartbeat: Duration::from_secs(1),
+                        grace: Duration::from_secs(1),
+                    },
+                    tx.clone(),
+                );
+                n.publish("bench".into(), jobs.clone());
+                n
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ns.iter().all(|n| n.health().lease_live) {
+            if Instant::now() > deadline {
+                util::die("cluster bench: the nodes did not get their leases");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Let every node publish (the job rows exist, the mark is "now").
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        while rx.try_recv().is_ok() {}
+        let base = Utc::now();
+        let mut claims: Vec<Box<dyn rea_store::claims::OccurrenceClaims>> =
+            ns.iter().map(|n| n.claims()).collect();
+        let request = |i: usize, k: usize| rea_core::claim::ClaimRequest {
+            run: format!("{i}-{k}"),
+            job: format!("j{}", k % 10),
+            scheduled: base + chrono::Duration::microseconds((k / 10 + 1) as i64),
+            attempt: 1,
+            trigger: rea_core::record::Trigger::Schedule,
+            overlap: rea_core::job::Overlap::Allow,
+            mode: rea_core::claim::ClaimMode::Run,
+            retry: None,
+        };
+        let (mut answered, mut won) = (0, 0);
+        let mut trips = Vec::new();
+        let t0 = Instant::now();
+        if sequential {
+            for k in 0..m {
+                let t = Instant::now();
+                let _ = claims[0].claim(&request(0, k));
+                loop {
+                    if let Some(w) = next_answer(&mut rx).await {
+                        won += usize::from(w);
+                        break;
+                    }
+                }
+                trips.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            answered = m;
+        } else {
+            for k in 0..m {
+                for (i, c) in claims.iter_mut().enumerate() {
+                    let _ = c.claim(&request(i, k));
+                }
+            }
+        }
+        while answered < nodes * m {
+            if let Some(w) = next_answer(&mut rx).await {
+                answered += 1;
+                won += usize::from(w);
+            }
+        }
+        let rate = (nodes * m) as f64 / t0.elapsed().as_secs_f64();
+        (rate, won, trips)
+    })
+}
+
+/// kill -9 of the node running a run → the run `interrupted` in the
+/// database, as another node's `rea history` sees it.
+fn time_to_interrupted(pg: &PrivatePg, name: &str, timings: &str) -> Duration {
+    let a = TempDir::new("cluster-a");
+    let b = TempDir::new("cluster-b");
+    let job = "[jobs.long]\nschedule = \"0 0 1 1 *\"\ncommand = \"sleep 120\"\n";
+    a.write_jobs(&format!(
+        "{}{job}",
+        cluster_table(&pg.url(), name, "a", timings)
+    ));
+    b.write_jobs(&format!(
+        "{}{job}",
+        cluster_table(&pg.url(), name, "b", timings)
+    ));
+    let mut da = Daemon::spawn(&a);
+    let mut db = Daemon::spawn(&b);
+    da.wait_ready(Duration::from_secs(30));
+    db.wait_ready(Duration::from_secs(30));
+    let live = |n: &str| {
+        pg.psql(
+            "rea",
+            &format!("select count(*) from rea.nodes where cluster = '{name}' and node = '{n}' and state = 'live' and lease_until > clock_timestamp()"),
+        )
+        .is_some_and(|c| c == "1")
+    };
+    util::wait_until(Duration::from_secs(60), Duration::from_millis(50), || {
+        live("a") && live("b")
+    });
+    let _ = util::rea(&a, &["trigger", "long"]).output();
+    let started = || {
+        fs::read_to_string(a.state().join("history.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("\"status\":\"started\"") && l.contains("\"job\":\"long\""))
+            .map(str::to_string)
+    };
+    util::wait_until(Duration::from_secs(60), Duration::from_millis(20), || {
+        started().is_some()
+    });
+    let pid = started()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .and_then(|v| v["pid"].as_i64());
+    da.kill();
+    let t0 = Instant::now();
+    let interrupted = || {
+        pg.psql(
+            "rea",
+            &format!(
+                "select count(*) from rea.runs where cluster = '{name}' and status = 'interrupted'"
+            ),
+        )
+        .is_some_and(|c| c == "1")
+    };
+    util::wait_until(
+        Duration::from_secs(120),
+        Duration::from_millis(10),
+        interrupted,
+    );
+    let took = t0.elapsed();
+    if let Some(pid) = pid {
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("sleep 120") {
+            // SAFETY: kill(2) with plain integers: the orphaned run's group,
+            // checked to be our `sleep 120`.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
+        }
+    }
+    db.stop();
+    took
+}
+
+pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
+    let Some(pg) = PrivatePg::start() else {
+        return vec![Figure::info(
+            "cluster",
+            "skipped",
+            "PostgreSQL is not installed (apt-get install postgresql)",
+        )];
+    };
+    let mut out = Vec::new();
+    let secs = if s.quick { 8 } else { 15 };
+    let reps = if s.quick { 1 } else { s.reps.max(3) };
+    let (mut local, mut one, mut three) = (Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so the machine's load drifts over all three alike.
+    for r in 0..reps {
+        eprintln!("cluster: scheduled-start lateness, 8 jobs every second, {secs} s each: local, 1 node, 3 nodes ({}/{reps})", r + 1);
+        local.extend(lateness(&pg, 0, 8, secs, &format!("late-local-{r}")));
+        one.extend(lateness(&pg, 1, 8, secs, &format!("late-1-{r}")));
+        three.extend(lateness(&pg, 3, 8, secs, &format!("late-3-{r}")));
+    }
+    let p = |xs: &[f64], q: f64| {
+        if xs.is_empty() {
+            f64::NAN
+        } else {
+            util::percentile(xs, q)
+        }
+    };
+    out.push(Figure::info(
+        "cluster",
+        "started − scheduled, local mode, 8 jobs `* * * * * *`",
+        describe(&local),
+    ));
+    out.push(Figure::info(
+        "cluster",
+        "  the same, 1 cluster node (claim before each start)",
+        describe(&one),
+    ));
+    out.push(Figure::info(
+        "cluster",
+        "  the same, 3 cluster nodes racing for each occurrence",
+        describe(&three),
+    ));
+    let added99 = p(&one, 99.0) - p(&local, 99.0);
+    out.push(Figure::check(
+        "cluster",
+        "claim latency added to a scheduled start, 1 node (p50 / p99 vs local, pooled)",
+        format!(
+            "{:.1} ms / {:.1} ms",
+            p(&one, 50.0) - p(&local, 50.0),
+            added99
+        ),
+        "p99 ≤ 2 ms",
+        added99 <= 2.0,
+    ));
+    out.push(Figure::info(
+        "cluster",
+        "  3 nodes (p50 / p99 vs local)",
+        format!(
+            "{:.1} ms / {:.1} ms",
+            p(&three, 50.0) - p(&local, 50.0),
+            p(&three, 99.0) - p(&local, 99.0)
+        ),
+    ));
+    let trips = claim_round_trips(&pg, if s.quick { 500 } else { 2000 });
+    out.push(Figure::check(
+        "cluster",
+        "one claim's round trip through rea_pg::Node (request → statement → event), one at a time",
+        describe(&trips),
+        "p99 ≤ 2 ms",
+        util::percentile(&trips, 99.0) <= 2.0,
+    ));
+    let m = if s.quick { 1000 } else { 3000 };
+    for (nodes, sql) in SQL_BASELINE {
+        eprintln!("cluster: claims, {nodes} node(s) racing for {m} occurrences");
+        let (rate, won) = claims_per_sec(&pg, nodes, m);
+        out.push(Figure::check(
+            "cluster",
+            format!("claim attempts/s through rea_pg::Node, {nodes} node(s) racing, claims pipelined ({m} occurrences; raw-SQL pgbench baseline, not pipelined: {sql}/s)"),
+            format!("{rate:.0}/s, {:.2}× the SQL baseline; winners {won}", rate / sql as f64),
+            format!("exactly {m} winners"),
+            won == m,
+        ));
+    }
+    let reps = if s.quick { 1 } else { s.reps.max(3) };
+    let mut times = Vec::new();
+    for r in 0..reps {
+        eprintln!(
+            "cluster: kill -9 → interrupted, lease 1s ({}/{reps})",
+            r + 1
+        );
+        times.push(time_to_interrupted(
+            &pg,
+            &format!("kill-{r}"),
+            "lease = \"1s\"\nheartbeat = \"250ms\"\ngrace = \"250ms\"\n",
+        ));
+    }
+    times.sort();
+    out.push(Figure::check(
+        "cluster",
+        format!("kill -9 → run `interrupted`, lease 1s / heartbeat 250ms / grace 250ms ({reps} runs: min / median / max)"),
+        format!(
+            "{} / {} / {}",
+            util::ms(times[0]),
+            util::ms(util::median(&times)),
+            util::ms(times[times.len() - 1])
+        ),
+        "≤ 2 s",
+        times[times.len() - 1] <= Duration::from_secs(2),
+    ));
+    if !s.quick {
+        eprintln!("cluster: kill -9 → interrupted, production defaults (lease 10s)");
+        let t = time_to_interrupted(&pg, "kill-defaults", "");
+        out.push(Figure::info(
+            "cluster",
+            "kill -9 → run `interrupted`, defaults lease 10s / heartbeat 2s / grace 2s",
+            util::ms(t),
+        ));
+    }
+    out
+}

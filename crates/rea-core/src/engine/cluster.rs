@@ -1,0 +1,266 @@
+//! Cluster mode: several rea nodes share one store (a database) and each
+//! run is asked of it first. Every node computes every schedule; the
+//! engine emits `Action::Claim` where local mode would decide, and the
+//! store's answer comes back through [`Engine::claimed`]: started here,
+//! skipped or queued (the overlap and pause decisions, taken on the job's
+//! shared row), missed, or lost to another node. Retries, promotions of
+//! queued occurrences and one-shots are handed out by the store to any
+//! node ([`Engine::adopt`], [`Engine::adopt_oneshot`]). When the node has
+//! no lease nothing starts; the occurrences it could not claim go through
+//! their job's `catch_up` once it is back ([`Engine::cluster_back`]).
+
+use super::*;
+
+impl Engine {
+    /// Switches to cluster mode (before `start`). Local mode is the default
+    /// and never emits a claim.
+    pub fn set_cluster(&mut self, cluster: bool) {
+        self.cluster = cluster;
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// Claims sent and not yet answered (the daemon waits for them before
+    /// it stops, so no started run is left without an owner).
+    pub fn claims_in_flight(&self) -> usize {
+        self.claiming.len()
+    }
+
+    /// Asks the store about `p` (cluster mode).
+    pub(super) fn request_claim(
+        &mut self,
+        p: Pending,
+        overlap: Overlap,
+        mode: ClaimMode,
+        count: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let retry = self
+            .jobs
+            .get(&p.job)
+            .map(|s| s.def.retry.clone())
+            .filter(|r| r.attempts > 0);
+        out.push(Action::Claim(ClaimRequest {
+            run: p.run.clone(),
+            job: p.job.clone(),
+            scheduled: p.scheduled,
+            attempt: p.attempt,
+            trigger: p.trigger,
+            overlap,
+            mode,
+            retry,
+        }));
+        self.claiming.insert(p.run.clone(), (p, count.max(1)));
+    }
+
+    /// The store answered the claim of `run`.
+    pub fn claimed(&mut self, run: &str, outcome: ClaimOutcome, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let Some((mut p, count)) = self.claiming.remove(run) else {
+            return out;
+        };
+        let answered = !matches!(
+            outcome,
+            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_)
+        );
+        match outcome {
+            ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => {
+                p.grant = Some(grant);
+                self.start_granted(p, now, &mut out);
+            }
+            ClaimOutcome::Skipped { reason } => {
+                // The store has recorded it; this is the local line.
+                out.push(skip_record(&p, &reason, now));
+            }
+            ClaimOutcome::Missed => {
+                out.push(occurrences_missed(&p.job, p.scheduled, count, now));
+            }
+            ClaimOutcome::Queued | ClaimOutcome::Lost => {}
+            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
+                if matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) {
+                    let newest = self
+                        .unclaimed
+                        .get(&p.job)
+                        .map_or(p.scheduled, |t| (*t).max(p.scheduled));
+                    self.unclaimed.insert(p.job.clone(), newest);
+                } else {
+                    let why = match &outcome {
+                        ClaimOutcome::Unavailable(e) => {
+                            format!("not started: the cluster database did not answer ({e})")
+                        }
+                        _ => "not started: this node holds no cluster lease (is the database reachable?)"
+                            .to_string(),
+                    };
+                    out.push(skip_record(&p, &why, now));
+                }
+            }
+        }
+        if answered && !self.unclaimed.is_empty() {
+            // The store answers again (a claim failed on a broken
+            // connection while the lease held): catch up now.
+            out.extend(self.cluster_back(now));
+        }
+        self.fill_slots(now, &mut out);
+        out
+    }
+
+    /// A run the store granted this node: into the global queue, past the
+    /// local overlap policy (the store decided it), or ended at once if the
+    /// daemon is stopping (the store must not keep a `started` run nobody
+    /// runs).
+    fn start_granted(&mut self, p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
+        let known = p.oneshot || self.jobs.get(&p.job).is_some_and(|s| !s.removed);
+        if self.stopping || !known {
+            let why = if self.stopping {
+                "the daemon is shutting down"
+            } else {
+                "the job is no longer in this node's job file"
+            };
+            let mut rec = run_record(&p, RunStatus::Skipped, now);
+            rec.reason = Some(why.to_string());
+            out.push(Action::Record(Box::new(rec)));
+            return;
+        }
+        self.enqueue(p, now, out);
+    }
+
+    /// The store handed this node a run it decided: a retry of a failed or
+    /// interrupted run, or an occurrence that waited (`overlap = "queue"`).
+    pub fn adopt(
+        &mut self,
+        job: &str,
+        trigger: Trigger,
+        attempt: u32,
+        scheduled: DateTime<Utc>,
+        grant: Grant,
+        now: DateTime<Utc>,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let mut p = self.new_pending(job, trigger, attempt, scheduled, Duration::ZERO, now);
+        p.grant = Some(grant);
+        if trigger == Trigger::Retry {
+            if let Some(rid) = self.jobs.get_mut(job).and_then(|s| s.retry.take()) {
+                self.heap.cancel(rid);
+            }
+        }
+        self.start_granted(p, now, &mut out);
+        out
+    }
+
+    /// The store handed this node a one-shot that is due (claimed from the
+    /// shared queue: no other node has it).
+    pub fn adopt_oneshot(
+        &mut self,
+        shot: OneShot,
+        attempt: u32,
+        grant: Grant,
+        now: DateTime<Utc>,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let id = shot.id.clone();
+        let trigger = if attempt > 1 {
+            Trigger::Retry
+        } else {
+            Trigger::Oneshot
+        };
+        let def = Arc::new(shot);
+        self.oneshots.insert(
+            ShotKey(def.clone()),
+            ShotState {
+                def: def.clone(),
+                entry: None,
+                running: false,
+            },
+        );
+        let mut p = self.new_pending(&id, trigger, attempt, def.due, Duration::ZERO, now);
+        p.oneshot = true;
+        p.grant = Some(grant);
+        self.start_granted(p, now, &mut out);
+        out
+    }
+
+    /// The node lost its lease: runs of jobs with `on_lease_lost = "kill"`
+    /// are terminated (another node may retry them).
+    pub fn lease_lost(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        for (run, active) in self.runs.iter_mut() {
+            let kill = matches!(&active.def, Def::Job(j) if j.on_lease_lost == OnLeaseLost::Kill);
+            if kill && active.stop.is_none() {
+                active.stop = Some(StopReason::LeaseLost);
+                out.push(Action::Terminate { run: run.clone() });
+            }
+        }
+        out
+    }
+
+    /// The store asks to stop the run holding `fence` (another node
+    /// replaced it: `overlap = "replace"`).
+    pub fn stop_fence(&mut self, fence: i64, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        for (run, active) in self.runs.iter_mut() {
+            if active.pending.grant.is_some_and(|g| g.fence == fence) && active.stop.is_none() {
+                // A one-shot's stop comes from `rea cancel --kill`.
+                active.stop = Some(if active.pending.oneshot {
+                    StopReason::Operator
+                } else {
+                    StopReason::Replaced
+                });
+                out.push(Action::Terminate { run: run.clone() });
+            }
+        }
+        out
+    }
+
+    /// The node holds a lease again: each job whose occurrences it could
+    /// not claim meanwhile asks for its newest one once, through its
+    /// `catch_up` (`none`: recorded missed; `once`, `all`: one run). The
+    /// store's mark makes one node win it, whichever asks first.
+    pub fn cluster_back(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        if self.stopping {
+            return out;
+        }
+        for (name, at) in std::mem::take(&mut self.unclaimed) {
+            let Some(def) = self
+                .jobs
+                .get(&name)
+                .filter(|s| !s.removed)
+                .map(|s| s.def.clone())
+            else {
+                continue;
+            };
+            let mode = match def.catch_up {
+                CatchUp::None => ClaimMode::Missed,
+                CatchUp::Once | CatchUp::All => ClaimMode::Run,
+            };
+            let p = self.new_pending(&name, Trigger::CatchUp, 1, at, Duration::ZERO, now);
+            self.request_claim(p, def.overlap, mode, 1, &mut out);
+        }
+        out
+    }
+
+    /// Jobs with occurrences waiting for the node's lease (status).
+    pub fn unclaimed(&self) -> &BTreeMap<String, DateTime<Utc>> {
+        &self.unclaimed
+    }
+}
+
+/// The local line for occurrences the store recorded as missed.
+fn occurrences_missed(name: &str, at: DateTime<Utc>, count: u64, now: DateTime<Utc>) -> Action {
+    let mut rec = Record::new(Event::Missed, now);
+    rec.job = Some(name.to_string());
+    rec.count = Some(count);
+    rec.scheduled = Some(at);
+    rec.reason = Some(format!(
+        "{count} occurrence(s) passed while no node was running them (catch_up policy)"
+    ));
+    Action::Record(Box::new(rec))
+}

@@ -1,0 +1,28 @@
+  with me as (
+    select 1 from rea.nodes n
+    where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
+      and n.state = 'live' and n.lease_until > clock_timestamp() for share),
+  r as (
+    update rea.runs r set status = $5::text, ended_at = clock_timestamp(),
+           exit_code = $6::int, signal = $7::int, reason = $8::text,
+           detail = coalesce(r.detail, '{}') || coalesce($9::jsonb, '{}')
+    where r.id = $4::bigint and r.cluster = $1::text and r.node = $2::text and r.epoch = $3::bigint
+      and r.status = 'started' and exists (select 1 from me)
+    returning r.*),
+  j as (
+    update rea.jobs j set active = j.active - 1
+    from r where r.trigger <> 'oneshot' and j.cluster = r.cluster and j.job = r.job
+    returning j.queued is not null and j.active = 0 as queued_waiting),
+  sr as (
+    delete from rea.stop_requests s using r where s.cluster = r.cluster and s.fence = r.fence),
+  rt as (
+    insert into rea.pending (cluster, kind, job, scheduled, attempt, due_at, retry, spec, affinity)
+    select r.cluster, case when r.trigger = 'oneshot' then 'oneshot' else 'retry' end,
+           r.job, r.scheduled, r.attempt + 1,
+           clock_timestamp() + $10::bigint * interval '1 ms', r.retry,
+           case when r.trigger = 'oneshot' then r.detail -> 'spec' end,
+           case when r.trigger = 'oneshot' then r.detail ->> 'affinity' end
+    from r where $10::bigint is not null
+    returning id)
+  select exists (select 1 from r), (select r.job from r), coalesce((select queued_waiting from j), false),
+         (select id from rt)

@@ -1,0 +1,9 @@
+  with me as (
+    select 1 from rea.nodes n
+    where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
+      and n.state = 'live' and n.lease_until > clock_timestamp() for share)
+  update rea.runs r set pid = $5::int, started_at = clock_timestamp(),
+         detail = coalesce(r.detail, '{}') || coalesce($6::jsonb, '{}')
+  where r.id = $4::bigint and r.cluster = $1::text and r.node = $2::text and r.epoch = $3::bigint
+    and r.status = 'started' and exists (select 1 from me)
+  returning true

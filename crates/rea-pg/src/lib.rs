@@ -1,0 +1,30 @@
+//! Cluster mode: several rea nodes on one PostgreSQL. Every node computes
+//! every schedule and claims each occurrence with one conditional statement
+//! on the job's row (a leaderless high-water mark, with the overlap and
+//! pause decisions taken on the same row); leases live on the database's
+//! clock and are renewed on a connection of their own; a live node that
+//! stayed responsive through a dead node's lease window convicts it and
+//! records its runs `interrupted` (queuing retries where the job has
+//! `retry`); every ownership write is conditional on the writer's live
+//! lease, and each started run carries a cluster-wide increasing fence
+//! (`REA_FENCE`). The SQL is in `sql/` (see its README).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `settings.rs` | [`Settings`]: where the database is, who this node is, lease timings; connecting |
+//! | `migrate.rs` | the embedded migrations, applied under an advisory lock |
+//! | `node.rs` | [`Node`]: the daemon's side — heartbeat, claims, run starts and ends with their backlog, the sweeper, pending work |
+//! | `reader.rs` | [`Reader`]: the cluster-wide answers of `rea status`, `history`, `logs`, `pending` (blocking; no daemon needed) |
+//!
+//! No pool: a node holds two connections (heartbeat, and everything else
+//! one statement at a time), a command one.
+
+mod migrate;
+mod node;
+mod reader;
+mod settings;
+
+pub use migrate::migrate;
+pub use node::{Event, JobDef, Node, NodeHealth, BACKLOG_MAX};
+pub use reader::{ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
+pub use settings::{redact, Settings};

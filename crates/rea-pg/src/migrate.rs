@@ -1,0 +1,87 @@
+//! The embedded migrations, applied in one transaction under a
+//! cluster-wide advisory lock: N nodes starting at once apply each exactly
+//! once (DDL is transactional in PostgreSQL, so a failed migration leaves
+//! nothing behind). A binary refuses a database whose `compatible_from` is
+//! newer than the migrations it knows (a newer rea changed the schema
+//! incompatibly).
+
+use tokio_postgres::Client;
+
+use crate::settings::error_text;
+
+/// 0x7265615f6d696772 = "rea_migr"
+const MIGRATION_LOCK: i64 = 8_243_122_683_466_721_650;
+
+/// (version, compatible_from, SQL) in order.
+const MIGRATIONS: &[(i32, i32, &[&str])] = &[(
+    1,
+    1,
+    &[
+        include_str!("../sql/001_init.sql"),
+        include_str!("../sql/002_statements.sql"),
+    ],
+)];
+
+/// Brings the schema up to date; `who` is recorded as the applier.
+/// Returns the migrations applied now.
+pub async fn migrate(c: &Client, who: &str) -> Result<Vec<i32>, String> {
+    let e = |e: tokio_postgres::Error| format!("migration: {}", error_text(&e));
+    c.batch_execute("begin").await.map_err(e)?;
+    let result = async {
+        c.execute("select pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(e)?;
+        c.batch_execute(
+            "create schema if not exists rea;
+             create table if not exists rea.schema_version (
+               version int primary key,
+               compatible_from int not null,
+               applied_at timestamptz not null default clock_timestamp(),
+               applied_by text not null)",
+        )
+        .await
+        .map_err(e)?;
+        let row = c
+            .query_one(
+                "select coalesce(max(version), 0), coalesce(max(compatible_from), 0) from rea.schema_version",
+                &[],
+            )
+            .await
+            .map_err(e)?;
+        let (have, compatible_from): (i32, i32) = (row.get(0), row.get(1));
+        let known = MIGRATIONS.last().map_or(0, |m| m.0);
+        if compatible_from > known {
+            return Err(format!(
+                "the cluster database's schema (version {have}) needs a newer rea (this one knows up to version {known})"
+            ));
+        }
+        let mut applied = Vec::new();
+        for (version, compat, parts) in MIGRATIONS {
+            if *version <= have {
+                continue;
+            }
+            for sql in *parts {
+                c.batch_execute(sql).await.map_err(e)?;
+            }
+            c.execute(
+                "insert into rea.schema_version (version, compatible_from, applied_by) values ($1, $2, $3)",
+                &[version, compat, &who],
+            )
+            .await
+            .map_err(e)?;
+            applied.push(*version);
+        }
+        Ok(applied)
+    }
+    .await;
+    match result {
+        Ok(applied) => {
+            c.batch_execute("commit").await.map_err(e)?;
+            Ok(applied)
+        }
+        Err(m) => {
+            let _ = c.batch_execute("rollback").await;
+            Err(m)
+        }
+    }
+}

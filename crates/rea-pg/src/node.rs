@@ -1,0 +1,1430 @@
+//! The daemon's side of cluster mode. [`Node::start`] spawns two tasks on
+//! the daemon's runtime, each with its own connection:
+//!
+//! - the **heartbeat** task registers the node (a new epoch per
+//!   registration), renews its lease on the database clock every
+//!   `heartbeat`, and keeps a local deadline on the monotonic clock from
+//!   the *send* time of its last successful renewal: past it the node
+//!   claims nothing and says so ([`Event::LeaseLost`]) without waiting for
+//!   the socket. Renewal never queues behind a claim waiting on a job's row.
+//! - the **main** task takes the daemon's commands one at a time: claims
+//!   (answered as [`Event::Claimed`]: the daemon's loop never waits on the
+//!   database), run starts and ends (kept in a bounded backlog and written
+//!   in order when the database accepts them; an end the cluster no longer
+//!   takes — the node was declared dead meanwhile — becomes a late report),
+//!   and on every heartbeat tick the sweeper, due one-shots, retries and
+//!   queued occurrences.
+//!
+//! Every ownership write is conditional on this node's live lease in the
+//! same statement (the SQL in `sql/raw/`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
+use rea_core::job::Overlap;
+use rea_core::oneshot::OneShot;
+use rea_core::record::{Record, RunStatus, Trigger};
+use rea_store::claims::{Answer, OccurrenceClaims};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_postgres::{Client, Statement};
+use tracing::{error, info, warn};
+
+use crate::settings::{error_text, Settings};
+
+const CLAIM: &str = include_str!("../sql/raw/claim.sql");
+const ADOPT: &str = include_str!("../sql/raw/adopt.sql");
+const HEARTBEAT: &str = include_str!("../sql/raw/heartbeat.sql");
+const RUN_STARTED: &str = include_str!("../sql/raw/run_started.sql");
+const RUN_ENDED: &str = include_str!("../sql/raw/run_ended.sql");
+const LATE_REPORT: &str = include_str!("../sql/raw/late_report.sql");
+const LEAVE: &str = include_str!("../sql/raw/leave.sql");
+const CLAIM_ONESHOTS: &str = include_str!("../sql/raw/claim_oneshots.sql");
+const CLAIM_RETRY: &str = include_str!("../sql/raw/claim_retry.sql");
+const PROMOTE_QUEUED: &str = include_str!("../sql/raw/promote_queued.sql");
+const SUBMIT_ONESHOT: &str = include_str!("../sql/raw/submit_oneshot.sql");
+
+/// Run starts and ends kept while the database does not take them.
+pub const BACKLOG_MAX: usize = 10_000;
+/// A claim more than this in the database clock's future is refused
+/// (`early`); the node asks again.
+const MAX_EARLY_MS: i32 = 1000;
+/// One-shots taken per poll.
+const ONESHOT_BATCH: i32 = 16;
+
+/// What the cluster tells the daemon's loop.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The answer to a claim (`ClaimRequest::run`).
+    Claimed { run: String, outcome: ClaimOutcome },
+    /// The store handed this node a run it decided: a retry (of a failed
+    /// run, or of one whose node died), or an occurrence that waited for
+    /// its job's run (`overlap = "queue"`).
+    Adopted {
+        job: String,
+        trigger: Trigger,
+        attempt: u32,
+        scheduled: DateTime<Utc>,
+        grant: Grant,
+    },
+    /// A due one-shot, claimed by this node only.
+    OneShot {
+        shot: Box<OneShot>,
+        attempt: u32,
+        grant: Grant,
+    },
+    /// Stop the run holding this fence (another node replaced it).
+    Stop { fence: i64 },
+    /// The lease is gone (database unreachable past it, or this node was
+    /// declared dead): nothing is claimed until [`Event::LeaseBack`].
+    LeaseLost { why: String },
+    /// The node holds a live lease (again).
+    LeaseBack { epoch: i64 },
+}
+
+/// How the node is doing, for `rea status` and the metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeHealth {
+    pub epoch: Option<i64>,
+    pub lease_live: bool,
+    /// Run starts and ends waiting for the database.
+    pub backlog: usize,
+    /// Dropped because the backlog was full.
+    pub dropped: u64,
+    pub last_error: Option<String>,
+}
+
+/// A job as this node defines it, for the store.
+#[derive(Debug, Clone)]
+pub struct JobDef {
+    pub name: String,
+    /// Digest of the job's definition (nodes whose definitions differ are
+    /// flagged by `rea status`).
+    pub digest: String,
+    pub overlap: Overlap,
+}
+
+#[derive(Debug)]
+struct Shared {
+    epoch: Option<i64>,
+    deadline: Option<Instant>,
+    lease_live: bool,
+    backlog: usize,
+    dropped: u64,
+    last_error: Option<String>,
+    stopping: bool,
+}
+
+impl Shared {
+    /// The epoch, if the lease is live by the local deadline.
+    fn live_epoch(&self) -> Option<i64> {
+        match (self.epoch, self.deadline) {
+            (Some(e), Some(d)) if self.lease_live && Instant::now() < d => Some(e),
+            _ => None,
+        }
+    }
+}
+
+enum Cmd {
+    Claim(ClaimRequest),
+    Record(Box<Record>),
+    Publish {
+        digest: String,
+        jobs: Vec<JobDef>,
+    },
+    Submit {
+        shot: Box<OneShot>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Pause {
+        jobs: Option<Vec<String>>,
+        paused: bool,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    },
+    Leave {
+        reply: oneshot::Sender<bool>,
+    },
+}
+
+/// The daemon's handle on its cluster node.
+pub struct Node {
+    tx: mpsc::UnboundedSender<Cmd>,
+    shared: Arc<Mutex<Shared>>,
+    settings: Settings,
+}
+
+/// Claims go to the node's main task; answers come back as events.
+struct Claims {
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl OccurrenceClaims for Claims {
+    fn claim(&mut self, claim: &ClaimRequest) -> Answer {
+        match self.tx.send(Cmd::Claim(claim.clone())) {
+            Ok(()) => Answer::Later,
+            Err(_) => Answer::Now(ClaimOutcome::Unavailable("the cluster node stopped".into())),
+        }
+    }
+}
+
+impl Node {
+    /// Starts the node's tasks on the current (tokio) runtime; events go
+    /// to `events`.
+    pub fn start(settings: Settings, events: mpsc::UnboundedSender<Event>) -> Node {
+        let shared = Arc::new(Mutex::new(Shared {
+            epoch: None,
+            deadline: None,
+            lease_live: false,
+            backlog: 0,
+            dropped: 0,
+            last_error: None,
+            stopping: false,
+        }));
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(heartbeat_loop(
+            settings.clone(),
+            shared.clone(),
+            events.clone(),
+        ));
+        tokio::spawn(main_loop(settings.clone(), shared.clone(), events, rx));
+        Node {
+            tx,
+            shared,
+            settings,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The claims seam for the daemon.
+    pub fn claims(&self) -> Box<dyn OccurrenceClaims> {
+        Box::new(Claims {
+            tx: self.tx.clone(),
+        })
+    }
+
+    /// A history record of this node: `started` and final lines of runs
+    /// the store granted (`cluster_run`) are written to the store, in
+    /// order, through the backlog. Others are this node's own.
+    pub fn record(&self, rec: &Record) {
+        if rec.cluster_run.is_some() && rec.status.is_some() {
+            let _ = self.tx.send(Cmd::Record(Box::new(rec.clone())));
+        }
+    }
+
+    /// This node's job definitions (at start and after each reload): the
+    /// store creates the jobs' rows and keeps the digests for `rea status`.
+    pub fn publish(&self, digest: String, jobs: Vec<JobDef>) {
+        let _ = self.tx.send(Cmd::Publish { digest, jobs });
+    }
+
+    /// Queues a one-shot in the store (any node may run it); the reply
+    /// says when it is durable.
+    pub fn submit(&self, shot: OneShot, reply: oneshot::Sender<Result<(), String>>) {
+        let _ = self.tx.send(Cmd::Submit {
+            shot: Box::new(shot),
+            reply,
+        });
+    }
+
+    /// Cluster-wide pause (`jobs` None: every job, and jobs first seen
+    /// later) or resume; the reply lists the jobs that changed.
+    pub fn pause(
+        &self,
+        jobs: Option<Vec<String>>,
+        paused: bool,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    ) {
+        let _ = self.tx.send(Cmd::Pause {
+            jobs,
+            paused,
+            reply,
+        });
+    }
+
+    /// Clean shutdown, once this node's runs have ended: flushes the
+    /// backlog and frees the name (waits at most `limit`).
+    pub async fn leave(&self, limit: Duration) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Leave { reply: tx }).is_err() {
+            return false;
+        }
+        let left = tokio::time::timeout(limit, rx)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(false);
+        if let Ok(mut s) = self.shared.lock() {
+            s.stopping = true;
+        }
+        left
+    }
+
+    pub fn health(&self) -> NodeHealth {
+        match self.shared.lock() {
+            Ok(s) => NodeHealth {
+                epoch: s.epoch,
+                lease_live: s.live_epoch().is_some(),
+                backlog: s.backlog,
+                dropped: s.dropped,
+                last_error: s.last_error.clone(),
+            },
+            Err(_) => NodeHealth::default(),
+        }
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn note_error(shared: &Mutex<Shared>, m: &str) {
+    lock(shared).last_error = Some(m.to_string());
+}
+
+/// `e` on the way out of a statement: the text for the log.
+fn db(e: tokio_postgres::Error) -> String {
+    error_text(&e)
+}
+
+async fn within<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r.map_err(db),
+        Err(_) => Err(format!(
+            "the cluster database did not answer within {} ms",
+            limit.as_millis()
+        )),
+    }
+}
+
+// ---- heartbeat -----------------------------------------------------------
+
+async fn heartbeat_loop(
+    s: Settings,
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let io = (s.lease / 2).max(Duration::from_millis(200));
+    // Renewal is sent at t0; the lease ends at the database's
+    // clock_timestamp() + lease, after t0 — so t0 + lease, less a margin
+    // for our own scheduling, is a deadline the node can keep alone.
+    let margin = s.heartbeat / 2;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut client: Option<(Client, Statement)> = None;
+    loop {
+        if lock(&shared).stopping {
+            return;
+        }
+        let t0 = Instant::now();
+        if client.is_none() {
+            match connect_heartbeat(&s).await {
+                Ok(c) => client = Some(c),
+                Err(m) => {
+                    warn!("cluster: {m}");
+                    note_error(&shared, &m);
+                }
+            }
+        }
+        if let Some((c, hb)) = &client {
+            let epoch = lock(&shared).epoch;
+            let result = match epoch {
+                None => register(c, &s, &hostname, io)
+                    .await
+                    .map(|r| r.map(|e| (e, Vec::new()))),
+                Some(epoch) => within(io, c.query_opt(hb, &[&s.cluster, &s.node, &epoch]))
+                    .await
+                    .map(|row| {
+                        row.map(|row| {
+                            let fences: Option<Vec<i64>> = row.get(3);
+                            (epoch, fences.unwrap_or_default())
+                        })
+                    }),
+            };
+            match result {
+                Ok(Some((epoch, fences))) => {
+                    let back = {
+                        let mut sh = lock(&shared);
+                        let was_live = sh.live_epoch().is_some();
+                        sh.epoch = Some(epoch);
+                        sh.deadline = Some(t0 + s.lease.saturating_sub(margin));
+                        sh.lease_live = true;
+                        !was_live
+                    };
+                    if back {
+                        info!(epoch, node = s.node.as_str(), "cluster: lease held");
+                        let _ = events.send(Event::LeaseBack { epoch });
+                    }
+                    for fence in fences {
+                        let _ = events.send(Event::Stop { fence });
+                    }
+                }
+                Ok(None) if epoch.is_some() => {
+                    // Zero rows: this epoch was declared dead (or replaced).
+                    let was_live = {
+                        let mut sh = lock(&shared);
+                        let was = sh.lease_live;
+                        sh.epoch = None;
+                        sh.lease_live = false;
+                        was
+                    };
+                    error!(
+                        node = s.node.as_str(),
+                        "cluster: this node was declared dead by the cluster (its lease ended); its runs are recorded as interrupted elsewhere; registering again"
+                    );
+                    if was_live {
+                        let _ = events.send(Event::LeaseLost {
+                            why: "this node was declared dead by the cluster".into(),
+                        });
+                    }
+                    continue;
+                }
+                Ok(None) => {
+                    // The name is held by a live node on another host.
+                }
+                Err(m) => {
+                    warn!("cluster heartbeat: {m}");
+                    note_error(&shared, &m);
+                    client = None;
+                }
+            }
+        }
+        let lost = {
+            let mut sh = lock(&shared);
+            let expired = sh.lease_live && sh.deadline.is_some_and(|d| Instant::now() >= d);
+            if expired {
+                sh.lease_live = false;
+            }
+            expired
+        };
+        if lost {
+            error!(
+                node = s.node.as_str(),
+                "cluster: lease not renewed in time (database unreachable?); no scheduled run starts until it is"
+            );
+            let _ = events.send(Event::LeaseLost {
+                why: "the lease could not be renewed in time".into(),
+            });
+        }
+        let next = t0 + s.heartbeat;
+        tokio::time::sleep_until(next.max(Instant::now() + Duration::from_millis(20))).await;
+    }
+}
+
+async fn connect_heartbeat(s: &Settings) -> Result<(Client, Statement), String> {
+    let c = s.connect("rea heartbeat").await?;
+    crate::migrate(&c, &s.node).await?;
+    let hb = c.prepare(HEARTBEAT).await.map_err(db)?;
+    Ok((c, hb))
+}
+
+/// Registers the node: Some(epoch), or None if the name is held by a live
+/// node of another host (logged).
+async fn register(
+    c: &Client,
+    s: &Settings,
+    hostname: &str,
+    io: Duration,
+) -> Result<Option<i64>, String> {
+    let lease_ms = s.lease.as_millis().min(i32::MAX as u128) as i32;
+    let heartbeat_ms = s.heartbeat.as_millis().min(i32::MAX as u128) as i32;
+    let pid = std::process::id() as i32;
+    let row = within(
+        io,
+        c.query_one(
+            "select outcome, epoch from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &s.cluster,
+                &s.node,
+                &s.host_id,
+                &lease_ms,
+                &heartbeat_ms,
+                &hostname,
+                &pid,
+                &env!("CARGO_PKG_VERSION"),
+            ],
+        ),
+    )
+    .await?;
+    let outcome: String = row.get(0);
+    if outcome == "registered" {
+        let epoch: i64 = row.get(1);
+        info!(
+            node = s.node.as_str(),
+            epoch,
+            cluster = s.cluster.as_str(),
+            "cluster: node registered"
+        );
+        Ok(Some(epoch))
+    } else {
+        warn!(
+            node = s.node.as_str(),
+            "cluster: the node name {:?} is held by a live node on another machine; waiting for it to leave or be declared dead",
+            s.node
+        );
+        Ok(None)
+    }
+}
+
+// ---- main task -------------------------------------------------------------
+
+struct Stmts {
+    claim: Statement,
+    adopt: Statement,
+    run_started: Statement,
+    run_ended: Statement,
+    late_report: Statement,
+    claim_oneshots: Statement,
+    claim_retry: Statement,
+    promote_queued: Statement,
+}
+
+/// A write of this node's, waiting in order.
+enum Write {
+    Started {
+        run_id: i64,
+        pid: i32,
+        detail: Value,
+    },
+    Ended {
+        run_id: i64,
+        status: RunStatus,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        reason: Option<String>,
+        detail: Value,
+        output: Option<(String, i64)>,
+        retry_delay_ms: Option<i64>,
+    },
+}
+
+impl Write {
+    fn run_id(&self) -> i64 {
+        match self {
+            Write::Started { run_id, .. } | Write::Ended { run_id, .. } => *run_id,
+        }
+    }
+}
+
+struct Main {
+    s: Settings,
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::UnboundedSender<Event>,
+    conn: Option<(Client, Stmts)>,
+    io: Duration,
+    backlog: VecDeque<Write>,
+    /// The epoch under which each granted run was claimed (its writes must
+    /// name it: a later epoch does not own it).
+    run_epochs: HashMap<i64, i64>,
+    config: Option<(String, Vec<JobDef>)>,
+    published: Option<i64>,
+}
+
+async fn main_loop(
+    s: Settings,
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::UnboundedSender<Event>,
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+) {
+    let io = s.lease.max(Duration::from_millis(500));
+    let mut tick = tokio::time::interval(s.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut m = Main {
+        s,
+        shared,
+        events,
+        conn: None,
+        io,
+        backlog: VecDeque::new(),
+        run_epochs: HashMap::new(),
+        config: None,
+        published: None,
+    };
+    loop {
+        tokio::select! {
+            // Commands (claims above all) before the tick's housekeeping.
+            biased;
+            cmd = rx.recv() => match cmd {
+                None => return,
+                Some(Cmd::Claim(req)) => {
+                    // Claims that arrived together go out pipelined.
+                    let mut batch = vec![req];
+                    let mut next = None;
+                    while batch.len() < 64 {
+                        match rx.try_recv() {
+                            Ok(Cmd::Claim(r)) => batch.push(r),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    m.claims(batch).await;
+                    if let Some(cmd) = next {
+                        m.handle(cmd).await;
+                    }
+                }
+                Some(cmd) => m.handle(cmd).await,
+            },
+            _ = tick.tick() => m.tick().await,
+        }
+    }
+}
+
+impl Main {
+    fn live_epoch(&self) -> Option<i64> {
+        lock(&self.shared).live_epoch()
+    }
+
+    fn fail(&mut self, m: &str) {
+        warn!("cluster: {m}");
+        note_error(&self.shared, m);
+        self.conn = None;
+    }
+
+    async fn conn(&mut self) -> Result<&(Client, Stmts), String> {
+        if self.conn.is_none() {
+            let c = self.s.connect("rea node").await?;
+            let p = |sql: &'static str| {
+                let c = &c;
+                async move { c.prepare(sql).await.map_err(db) }
+            };
+            let stmts = Stmts {
+                claim: p(CLAIM).await?,
+                adopt: p(ADOPT).await?,
+                run_started: p(RUN_STARTED).await?,
+                run_ended: p(RUN_ENDED).await?,
+                late_report: p(LATE_REPORT).await?,
+                claim_oneshots: p(CLAIM_ONESHOTS).await?,
+                claim_retry: p(CLAIM_RETRY).await?,
+                promote_queued: p(PROMOTE_QUEUED).await?,
+            };
+            self.conn = Some((c, stmts));
+        }
+        self.conn
+            .as_ref()
+            .ok_or_else(|| "no connection".to_string())
+    }
+
+    async fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Claim(req) => {
+                let outcome = self.claim(&req).await;
+                let _ = self.events.send(Event::Claimed {
+                    run: req.run,
+                    outcome,
+                });
+            }
+            Cmd::Record(rec) => {
+                if let Some(w) = write_of(&rec) {
+                    if self.backlog.len() >= BACKLOG_MAX {
+                        self.backlog.pop_front();
+                        lock(&self.shared).dropped += 1;
+                    }
+                    self.backlog.push_back(w);
+                    self.flush().await;
+                }
+            }
+            Cmd::Publish { digest, jobs } => {
+                self.config = Some((digest, jobs));
+                self.published = None;
+                if let Some(epoch) = self.live_epoch() {
+                    self.publish(epoch).await;
+                }
+            }
+            Cmd::Submit { shot, reply } => {
+                let r = self.submit(&shot).await;
+                let _ = reply.send(r);
+            }
+            Cmd::Pause {
+                jobs,
+                paused,
+                reply,
+            } => {
+                let r = self.pause(jobs, paused).await;
+                let _ = reply.send(r);
+            }
+            Cmd::Leave { reply } => {
+                self.flush().await;
+                let left = match (self.live_epoch(), self.backlog.is_empty()) {
+                    (Some(epoch), true) => {
+                        let (cluster, node) = (self.s.cluster.clone(), self.s.node.clone());
+                        let io = self.io;
+                        match self.conn().await {
+                            Ok((c, _)) => {
+                                within(io, c.query_opt(LEAVE, &[&cluster, &node, &epoch]))
+                                    .await
+                                    .map(|r| r.is_some())
+                                    .unwrap_or(false)
+                            }
+                            Err(_) => false,
+                        }
+                    }
+                    _ => false,
+                };
+                if left {
+                    info!(node = self.s.node.as_str(), "cluster: left the cluster");
+                } else if !self.backlog.is_empty() {
+                    warn!(
+                        records = self.backlog.len(),
+                        "cluster: stopping with run records the database has not taken; the runs will be recorded as interrupted"
+                    );
+                }
+                let _ = reply.send(left);
+            }
+        }
+    }
+
+    async fn publish(&mut self, epoch: i64) {
+        let Some((digest, jobs)) = self.config.clone() else {
+            return;
+        };
+        let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+        let digests: Vec<String> = jobs.iter().map(|j| j.digest.clone()).collect();
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let r = match self.conn().await {
+            Ok((c, _)) => {
+                within(
+                    io,
+                    c.query_one(
+                        "select rea.publish_config($1, $2, $3, $4, $5, $6)",
+                        &[&cluster, &node, &epoch, &digest, &names, &digests],
+                    ),
+                )
+                .await
+            }
+            Err(m) => Err(m),
+        };
+        match r {
+            Ok(_) => self.published = Some(epoch),
+            Err(m) => self.fail(&format!("cannot publish the job definitions: {m}")),
+        }
+    }
+
+    /// Claims of scheduled occurrences that arrived together (8 jobs due
+    /// in the same second): sent pipelined on the one connection, so the
+    /// last waits one round trip, not eight. Anything unusual (an error,
+    /// `early`) goes through [`Main::claim`] alone.
+    async fn claims(&mut self, batch: Vec<ClaimRequest>) {
+        let pipelined = batch.len() > 1
+            && batch
+                .iter()
+                .all(|r| matches!(r.trigger, Trigger::Schedule | Trigger::CatchUp));
+        let epoch = self.live_epoch();
+        if !pipelined || epoch.is_none() || self.conn.is_none() {
+            for req in batch {
+                let outcome = self.claim(&req).await;
+                let _ = self.events.send(Event::Claimed {
+                    run: req.run,
+                    outcome,
+                });
+            }
+            return;
+        }
+        let epoch = epoch.unwrap_or_default();
+        if self.published != Some(epoch) {
+            self.publish(epoch).await;
+        }
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let params: Vec<ClaimParams> = batch.iter().map(ClaimParams::of).collect();
+        let results = match &self.conn {
+            Some((c, st)) => {
+                type P<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+                let arrays: Vec<[P<'_>; 10]> = batch
+                    .iter()
+                    .zip(&params)
+                    .map(|(req, p)| -> [P<'_>; 10] {
+                        [
+                            &cluster,
+                            &node,
+                            &epoch,
+                            &req.job,
+                            &req.scheduled,
+                            &p.trigger,
+                            &p.overlap,
+                            &p.retry,
+                            &p.mode,
+                            &MAX_EARLY_MS,
+                        ]
+                    })
+                    .collect();
+                let futs: Vec<_> = arrays
+                    .iter()
+                    .map(|a| within(io, c.query_one(&st.claim, a)))
+                    .collect();
+                join_all(futs).await
+            }
+            None => Vec::new(),
+        };
+        let mut again = Vec::new();
+        for (req, result) in batch.into_iter().zip(results) {
+            let outcome = match result {
+                Ok(row) => {
+                    let outcome: String = row.get(0);
+                    self.outcome(
+                        epoch,
+                        &outcome,
+                        row.get(1),
+                        row.get(2),
+                        row.get(3),
+                        row.get(5),
+                    )
+                }
+                Err(_) => None,
+            };
+            match outcome {
+                Some(outcome) => {
+                    let _ = self.events.send(Event::Claimed {
+                        run: req.run,
+                        outcome,
+                    });
+                }
+                None => again.push(req),
+            }
+        }
+        for req in again {
+            let outcome = self.claim(&req).await;
+            let _ = self.events.send(Event::Claimed {
+                run: req.run,
+                outcome,
+            });
+        }
+    }
+
+    /// A claim's answer; None for `early` and unknown answers (asked again
+    /// alone).
+    fn outcome(
+        &mut self,
+        epoch: i64,
+        outcome: &str,
+        run_id: Option<i64>,
+        fence: Option<i64>,
+        prev: Option<DateTime<Utc>>,
+        reason: Option<String>,
+    ) -> Option<ClaimOutcome> {
+        let grant = run_id
+            .zip(fence)
+            .map(|(run_id, fence)| Grant { run_id, fence });
+        Some(match (outcome, grant) {
+            ("started", Some(grant)) => {
+                self.run_epochs.insert(grant.run_id, epoch);
+                ClaimOutcome::Started {
+                    grant,
+                    prev_scheduled: prev,
+                }
+            }
+            ("already_yours", Some(grant)) => {
+                self.run_epochs.insert(grant.run_id, epoch);
+                ClaimOutcome::AlreadyYours { grant }
+            }
+            ("skipped", _) => ClaimOutcome::Skipped {
+                reason: reason.unwrap_or_else(|| "skipped by the cluster".into()),
+            },
+            ("queued", _) => ClaimOutcome::Queued,
+            ("missed", _) => ClaimOutcome::Missed,
+            ("lost", _) => ClaimOutcome::Lost,
+            ("no_lease", _) => ClaimOutcome::NoLease,
+            _ => return None,
+        })
+    }
+
+    async fn claim(&mut self, req: &ClaimRequest) -> ClaimOutcome {
+        let Some(epoch) = self.live_epoch() else {
+            return ClaimOutcome::NoLease;
+        };
+        if self.published != Some(epoch) {
+            self.publish(epoch).await;
+        }
+        let adopt = matches!(
+            req.trigger,
+            Trigger::Manual | Trigger::Dependency | Trigger::Reboot
+        );
+        let overlap = match req.overlap {
+            Overlap::Skip => "skip",
+            Overlap::Queue => "queue",
+            Overlap::Allow => "allow",
+            Overlap::Replace => "replace",
+        };
+        let retry = req.retry.as_ref().map(|p| {
+            json!({
+                // the store's rule is attempt < attempts: rea's `attempts`
+                // counts retries, the store's counts runs
+                "attempts": p.attempts + 1,
+                "delay_ms": p.delay.as_millis() as u64,
+                "max_delay_ms": p.max_delay.as_millis() as u64,
+                "factor": p.factor,
+                "jitter": p.jitter,
+            })
+        });
+        let mode = match req.mode {
+            ClaimMode::Run => "run",
+            ClaimMode::Missed => "missed",
+        };
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let trigger = req.trigger.as_str();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // A connection that broke while idle (the server restarted) fails
+        // its next statement at once: one more try on a fresh one.
+        let mut fresh = self.conn.is_none();
+        loop {
+            let result = match self.conn().await {
+                Err(m) => Err(m),
+                Ok((c, st)) if adopt => within(
+                    io,
+                    c.query_one(
+                        &st.adopt,
+                        &[
+                            &cluster,
+                            &node,
+                            &epoch,
+                            &req.job,
+                            &req.scheduled,
+                            &trigger,
+                            &overlap,
+                            &retry,
+                        ],
+                    ),
+                )
+                .await
+                .map(|row| {
+                    let outcome: String = row.get(0);
+                    let reason: Option<String> = row.get(3);
+                    (
+                        outcome,
+                        row.get::<_, Option<i64>>(1),
+                        row.get::<_, Option<i64>>(2),
+                        None,
+                        reason,
+                    )
+                }),
+                Ok((c, st)) => within(
+                    io,
+                    c.query_one(
+                        &st.claim,
+                        &[
+                            &cluster,
+                            &node,
+                            &epoch,
+                            &req.job,
+                            &req.scheduled,
+                            &trigger,
+                            &overlap,
+                            &retry,
+                            &mode,
+                            &MAX_EARLY_MS,
+                        ],
+                    ),
+                )
+                .await
+                .map(|row| {
+                    let outcome: String = row.get(0);
+                    (
+                        outcome,
+                        row.get::<_, Option<i64>>(1),
+                        row.get::<_, Option<i64>>(2),
+                        row.get::<_, Option<DateTime<Utc>>>(3),
+                        row.get::<_, Option<String>>(5),
+                    )
+                }),
+            };
+            let (outcome, run_id, fence, prev, reason) = match result {
+                Ok(r) => r,
+                Err(m) if !fresh && self.live_epoch().is_some() => {
+                    self.conn = None;
+                    fresh = true;
+                    let _ = m;
+                    continue;
+                }
+                Err(m) => {
+                    self.fail(&format!("claim of {} at {}: {m}", req.job, req.scheduled));
+                    return ClaimOutcome::Unavailable(m);
+                }
+            };
+            if outcome == "early" && Instant::now() < deadline {
+                // This node's clock is ahead of the database's: ask again.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            return self
+                .outcome(epoch, &outcome, run_id, fence, prev, reason)
+                .unwrap_or_else(|| {
+                    ClaimOutcome::Unavailable(format!("the claim answered {outcome:?}"))
+                });
+        }
+    }
+
+    /// Writes the backlog in order while the database takes it.
+    async fn flush(&mut self) {
+        while let Some(w) = self.backlog.front() {
+            let run_id = w.run_id();
+            let Some(live) = self.live_epoch() else {
+                break;
+            };
+            let epoch = self.run_epochs.get(&run_id).copied().unwrap_or(live);
+            match self.write(epoch).await {
+                Ok(true) => {
+                    if let Some(Write::Ended { .. }) = self.backlog.pop_front() {
+                        self.run_epochs.remove(&run_id);
+                    }
+                }
+                Ok(false) => break,
+                Err(m) => {
+                    self.fail(&format!("run {run_id}: {m}"));
+                    break;
+                }
+            }
+        }
+        lock(&self.shared).backlog = self.backlog.len();
+    }
+
+    /// The backlog's first write. Ok(true): done with it; Ok(false): keep
+    /// it (the lease is not live in the database yet).
+    async fn write(&mut self, epoch: i64) -> Result<bool, String> {
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        self.conn().await?;
+        let Some(w) = self.backlog.front() else {
+            return Ok(true);
+        };
+        let Some((c, st)) = &self.conn else {
+            return Err("no connection".into());
+        };
+        match w {
+            Write::Started {
+                run_id,
+                pid,
+                detail,
+            } => {
+                let done = within(
+                    io,
+                    c.query_opt(
+                        &st.run_started,
+                        &[&cluster, &node, &epoch, run_id, pid, detail],
+                    ),
+                )
+                .await?;
+                if done.is_some() {
+                    return Ok(true);
+                }
+                Ok(run_status(c, *run_id, io).await?.as_deref() != Some("started"))
+            }
+            Write::Ended {
+                run_id,
+                status,
+                exit_code,
+                signal,
+                reason,
+                detail,
+                output,
+                retry_delay_ms,
+            } => {
+                let row = within(
+                    io,
+                    c.query_one(
+                        &st.run_ended,
+                        &[
+                            &cluster,
+                            &node,
+                            &epoch,
+                            run_id,
+                            &status.as_str(),
+                            exit_code,
+                            signal,
+                            reason,
+                            detail,
+                            retry_delay_ms,
+                        ],
+                    ),
+                )
+                .await?;
+                let ended: bool = row.get(0);
+                if ended {
+                    if let Some((text, bytes)) = output {
+                        within(
+                            io,
+                            c.execute(
+                                "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
+                                 on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes",
+                                &[run_id, text, bytes],
+                            ),
+                        )
+                        .await?;
+                    }
+                    return Ok(true);
+                }
+                match run_status(c, *run_id, io).await?.as_deref() {
+                    Some("interrupted") => {
+                        // The cluster declared this node dead while the run
+                        // ran and acted on it: keep what really happened
+                        // beside the status it acted on.
+                        let code = *exit_code;
+                        within(
+                            io,
+                            c.query_opt(
+                                &st.late_report,
+                                &[&cluster, &node, &epoch, run_id, &status.as_str(), &code],
+                            ),
+                        )
+                        .await?;
+                        warn!(
+                            run = run_id,
+                            status = status.as_str(),
+                            "cluster: the run had been recorded as interrupted (this node was declared dead); its real end is kept as a late report"
+                        );
+                        Ok(true)
+                    }
+                    Some("started") => Ok(false),
+                    Some(_) => Ok(true),
+                    None => {
+                        error!(
+                            run = run_id,
+                            "cluster: the database has no such run (lost in a failover?); its end is only in this node's history"
+                        );
+                        Ok(true)
+                    }
+                }
+            }
+        }
+    }
+
+    async fn tick(&mut self) {
+        let Some(epoch) = self.live_epoch() else {
+            return;
+        };
+        if self.published != Some(epoch) {
+            self.publish(epoch).await;
+        }
+        self.flush().await;
+        if let Err(m) = self.pending_work(epoch).await {
+            self.fail(&m);
+        }
+    }
+
+    /// The sweeper, then work any node may take: due one-shots, retries,
+    /// occurrences that waited for their job's run.
+    async fn pending_work(&mut self, epoch: i64) -> Result<(), String> {
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let grace_ms = self.s.grace.as_millis().min(i32::MAX as u128) as i32;
+        let jobs: Vec<(String, Overlap)> = self
+            .config
+            .as_ref()
+            .map(|(_, j)| j.iter().map(|j| (j.name.clone(), j.overlap)).collect())
+            .unwrap_or_default();
+        let mut granted = Vec::new();
+        let mut events = Vec::new();
+        {
+            let (c, st) = self.conn().await?;
+            let row = within(
+                io,
+                c.query_one(
+                    "select convicted, interrupted, retries from rea.sweep($1, $2, $3, $4)",
+                    &[&cluster, &node, &epoch, &grace_ms],
+                ),
+            )
+            .await?;
+            let convicted: Option<Vec<String>> = row.get(0);
+            let interrupted: i32 = row.get(1);
+            if let Some(nodes) = convicted {
+                warn!(
+                    nodes = nodes.join(", "),
+                    interrupted,
+                    "cluster: declared dead (lease ended and not renewed); their runs are recorded as interrupted"
+                );
+            }
+            let rows = within(
+                io,
+                c.query(
+                    &st.claim_oneshots,
+                    &[&cluster, &node, &epoch, &ONESHOT_BATCH],
+                ),
+            )
+            .await?;
+            for row in rows {
+                let run_id: i64 = row.get(0);
+                let id: String = row.get(1);
+                let fence: i64 = row.get(2);
+                let spec: Option<Value> = row.get(3);
+                let attempt: i32 = row.get(4);
+                granted.push(run_id);
+                match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
+                    Some(shot) => events.push(Event::OneShot {
+                        shot: Box::new(shot),
+                        attempt: attempt.max(1) as u32,
+                        grant: Grant { run_id, fence },
+                    }),
+                    None => error!(
+                        oneshot = id.as_str(),
+                        "cluster: a one-shot without a readable definition"
+                    ),
+                }
+            }
+            for overlap in [
+                Overlap::Skip,
+                Overlap::Queue,
+                Overlap::Allow,
+                Overlap::Replace,
+            ] {
+                let names: Vec<String> = jobs
+                    .iter()
+                    .filter(|(_, o)| *o == overlap)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if names.is_empty() {
+                    continue;
+                }
+                let o = match overlap {
+                    Overlap::Skip => "skip",
+                    Overlap::Queue => "queue",
+                    Overlap::Allow => "allow",
+                    Overlap::Replace => "replace",
+                };
+                for _ in 0..16 {
+                    let Some(row) = within(
+                        io,
+                        c.query_opt(&st.claim_retry, &[&cluster, &node, &epoch, &names, &o]),
+                    )
+                    .await?
+                    else {
+                        break;
+                    };
+                    let outcome: String = row.get(0);
+                    if outcome != "started" {
+                        continue;
+                    }
+                    let run_id: i64 = row.get(1);
+                    granted.push(run_id);
+                    events.push(Event::Adopted {
+                        job: row.get(2),
+                        trigger: Trigger::Retry,
+                        attempt: row.get::<_, i32>(5).max(1) as u32,
+                        scheduled: row
+                            .get::<_, Option<DateTime<Utc>>>(4)
+                            .unwrap_or_else(Utc::now),
+                        grant: Grant {
+                            run_id,
+                            fence: row.get(3),
+                        },
+                    });
+                }
+            }
+            if !jobs.is_empty() {
+                let names: Vec<String> = jobs.iter().map(|(n, _)| n.clone()).collect();
+                let rows = within(
+                    io,
+                    c.query(&st.promote_queued, &[&cluster, &node, &epoch, &names]),
+                )
+                .await?;
+                for row in rows {
+                    let run_id: i64 = row.get(0);
+                    granted.push(run_id);
+                    events.push(Event::Adopted {
+                        job: row.get(1),
+                        trigger: Trigger::Schedule,
+                        attempt: 1,
+                        scheduled: row
+                            .get::<_, Option<DateTime<Utc>>>(3)
+                            .unwrap_or_else(Utc::now),
+                        grant: Grant {
+                            run_id,
+                            fence: row.get(2),
+                        },
+                    });
+                }
+            }
+        }
+        for run_id in granted {
+            self.run_epochs.insert(run_id, epoch);
+        }
+        for e in events {
+            let _ = self.events.send(e);
+        }
+        Ok(())
+    }
+
+    async fn submit(&mut self, shot: &OneShot) -> Result<(), String> {
+        let spec = serde_json::to_value(shot).map_err(|e| e.to_string())?;
+        let retry = (shot.retry.attempts > 0).then(|| {
+            json!({
+                "attempts": shot.retry.attempts + 1,
+                "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
+                "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
+                "factor": 2.0,
+                "jitter": 0.0,
+            })
+        });
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let affinity: Option<String> = None;
+        let r = match self.conn().await {
+            Ok((c, _)) => within(
+                io,
+                c.query_one(
+                    SUBMIT_ONESHOT,
+                    &[
+                        &cluster, &shot.id, &shot.due, &spec, &affinity, &retry, &node,
+                    ],
+                ),
+            )
+            .await
+            .map(|_| ()),
+            Err(m) => Err(m),
+        };
+        r.map_err(|m| {
+            if m.contains("pending_oneshot_id") {
+                format!("a one-shot named {:?} is already pending", shot.id)
+            } else {
+                m
+            }
+        })
+    }
+
+    async fn pause(
+        &mut self,
+        jobs: Option<Vec<String>>,
+        paused: bool,
+    ) -> Result<Vec<String>, String> {
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let (c, _) = self.conn().await?;
+        match jobs {
+            Some(jobs) => {
+                let rows = within(
+                    io,
+                    c.query(
+                        "select * from rea.pause($1, $2, $3, $4)",
+                        &[&cluster, &jobs, &node, &paused],
+                    ),
+                )
+                .await?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            }
+            None => {
+                within(
+                    io,
+                    c.query_one(
+                        "select rea.pause_all($1, $2, $3)",
+                        &[&cluster, &node, &paused],
+                    ),
+                )
+                .await?;
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+async fn run_status(c: &Client, run_id: i64, io: Duration) -> Result<Option<String>, String> {
+    Ok(within(
+        io,
+        c.query_opt("select status from rea.runs where id = $1", &[&run_id]),
+    )
+    .await?
+    .map(|r| r.get(0)))
+}
+
+/// The store's write for a history record of a granted run.
+fn write_of(rec: &Record) -> Option<Write> {
+    let run_id = rec.cluster_run?;
+    let status = rec.status?;
+    let mut detail = serde_json::to_value(rec).ok()?;
+    if let Some(o) = detail.as_object_mut() {
+        o.remove("output");
+    }
+    if status == RunStatus::Started {
+        return Some(Write::Started {
+            run_id,
+            pid: rec.pid.unwrap_or(0) as i32,
+            detail,
+        });
+    }
+    let retry_delay_ms = rec
+        .detail
+        .as_ref()
+        .and_then(|d| d.get("retry_at"))
+        .and_then(Value::as_str)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| (t.with_timezone(&Utc) - rec.ts).num_milliseconds().max(0));
+    Some(Write::Ended {
+        run_id,
+        status,
+        exit_code: rec.exit_code,
+        signal: rec.signal,
+        reason: rec.reason.clone(),
+        detail,
+        output: rec
+            .output
+            .clone()
+            .map(|o| (o, rec.output_bytes.unwrap_or(0) as i64)),
+        retry_delay_ms,
+    })
+}
+
+/// A claim's parameters as the statement takes them.
+struct ClaimParams {
+    trigger: &'static str,
+    overlap: &'static str,
+    retry: Option<Value>,
+    mode: &'static str,
+}
+
+impl ClaimParams {
+    fn of(req: &ClaimRequest) -> ClaimParams {
+        ClaimParams {
+            trigger: req.trigger.as_str(),
+            overlap: match req.overlap {
+                Overlap::Skip => "skip",
+                Overlap::Queue => "queue",
+                Overlap::Allow => "allow",
+                Overlap::Replace => "replace",
+            },
+            retry: req.retry.as_ref().map(|p| {
+                json!({
+                    // the store's rule is attempt < attempts: rea's
+                    // `attempts` counts retries, the store's counts runs
+                    "attempts": p.attempts + 1,
+                    "delay_ms": p.delay.as_millis() as u64,
+                    "max_delay_ms": p.max_delay.as_millis() as u64,
+                    "factor": p.factor,
+                    "jitter": p.jitter,
+                })
+            }),
+            mode: match req.mode {
+                ClaimMode::Run => "run",
+                ClaimMode::Missed => "missed",
+            },
+        }
+    }
+}
+
+/// Polls every future until all are ready (tokio-postgres sends a query
+/// when its future is first polled, so these go out pipelined).
+async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in futs.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}

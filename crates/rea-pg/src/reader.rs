@@ -1,0 +1,550 @@
+//! The cluster-wide answers of the query commands (`rea status`,
+//! `history`, `logs`, `pending`) from any node, with or without a daemon:
+//! one connection, blocking calls (each command asks a few questions and
+//! exits). The history side implements `rea_store::history::HistoryReader`,
+//! so `rea history` and `rea logs` print the database's runs exactly as
+//! they print a local log's.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+use chrono::{DateTime, Utc};
+use rea_core::oneshot::OneShot;
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+use rea_store::history::{HistoryReader, JobSummary, LastOccurrences, Query, RunSummary};
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio_postgres::{Client, Row};
+
+use crate::settings::{error_text, Settings};
+
+/// A connection for the query commands.
+pub struct Reader {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    cluster: String,
+}
+
+/// A node as `rea status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRow {
+    pub node: String,
+    /// live | convicted | left
+    pub state: String,
+    pub epoch: i64,
+    /// Milliseconds of lease left on the database clock (negative: ended).
+    pub lease_left_ms: i64,
+    pub hostname: Option<String>,
+    pub pid: Option<i32>,
+    pub version: Option<String>,
+    /// Digest of the node's job definitions.
+    pub digest: Option<String>,
+    /// Its definitions differ from those of most live nodes.
+    pub differs: bool,
+}
+
+/// A job as the cluster sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    pub job: String,
+    pub paused: bool,
+    /// Runs started cluster-wide.
+    pub active: i32,
+    /// The newest occurrence claimed by any node.
+    pub last_scheduled: Option<DateTime<Utc>>,
+    pub last: Option<Record>,
+    /// (run id, node, pid)
+    pub running: Vec<(i64, String, Option<i32>)>,
+    /// Nodes whose definition of the job differs: node → digest.
+    pub drift: Option<Value>,
+}
+
+/// `rea status` in cluster mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterStatus {
+    pub cluster: String,
+    pub db_now: DateTime<Utc>,
+    pub nodes: Vec<NodeRow>,
+    pub jobs: Vec<JobRow>,
+}
+
+/// A one-shot waiting in the cluster (or running on a node).
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingRow {
+    pub id: String,
+    pub due: DateTime<Utc>,
+    pub attempt: i32,
+    pub shot: Option<OneShot>,
+    /// The node running it, if it runs.
+    pub running_on: Option<String>,
+}
+
+fn other(m: String) -> io::Error {
+    io::Error::other(m)
+}
+
+const RUN_COLUMNS: &str =
+    "r.id, r.job, r.scheduled, r.attempt, r.trigger, r.status, r.reason, r.node, r.fence,
+    r.claimed_at, r.started_at, r.ended_at, r.pid, r.exit_code, r.signal, r.detail, r.late_report,
+    o.output, o.output_bytes";
+
+impl Reader {
+    pub fn connect(s: &Settings) -> Result<Reader, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let client = rt.block_on(s.connect("rea client"))?;
+        Ok(Reader {
+            rt,
+            client,
+            cluster: s.cluster.clone(),
+        })
+    }
+
+    fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, String> {
+        self.rt
+            .block_on(self.client.query(sql, params))
+            .map_err(|e| {
+                let m = error_text(&e);
+                if m.contains("does not exist") {
+                    format!("the cluster database has no rea schema yet (no node has started): {m}")
+                } else {
+                    m
+                }
+            })
+    }
+
+    /// Nodes, jobs, drift.
+    pub fn status(&self, only: Option<&str>) -> Result<ClusterStatus, String> {
+        let c = &self.cluster;
+        let now: DateTime<Utc> = self.rows("select clock_timestamp()", &[])?[0].get(0);
+        let mut nodes: Vec<NodeRow> = self
+            .rows(
+                "select node, state, epoch, (extract(epoch from lease_until - clock_timestamp()) * 1000)::bigint,
+                        hostname, pid, version, digest
+                 from rea.nodes where cluster = $1 order by node",
+                &[c],
+            )?
+            .iter()
+            .map(|r| NodeRow {
+                node: r.get(0),
+                state: r.get(1),
+                epoch: r.get(2),
+                lease_left_ms: r.get(3),
+                hostname: r.get(4),
+                pid: r.get(5),
+                version: r.get(6),
+                digest: r.get(7),
+                differs: false,
+            })
+            .collect();
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for n in nodes.iter().filter(|n| n.state == "live") {
+            if let Some(d) = &n.digest {
+                *counts.entry(d.as_str()).or_default() += 1;
+            }
+        }
+        let majority = counts
+            .iter()
+            .max_by_key(|(d, n)| (**n, std::cmp::Reverse(**d)))
+            .map(|(d, _)| d.to_string());
+        for n in &mut nodes {
+            n.differs = n.state == "live" && n.digest.is_some() && n.digest != majority;
+        }
+        let drift: HashMap<String, Value> = self
+            .rows(
+                "select job, by_node from rea.definition_drift where cluster = $1",
+                &[c],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let mut running: HashMap<String, Vec<(i64, String, Option<i32>)>> = HashMap::new();
+        for r in self.rows(
+            "select id, job, node, pid from rea.runs where cluster = $1 and status = 'started' order by id",
+            &[c],
+        )? {
+            running
+                .entry(r.get(1))
+                .or_default()
+                .push((r.get(0), r.get::<_, Option<String>>(2).unwrap_or_default(), r.get(3)));
+        }
+        let job_filter = only.map(str::to_string);
+        let sql = format!(
+            "select j.job, j.paused, j.active, j.last_scheduled, {RUN_COLUMNS}
+             from rea.jobs j
+             left join lateral (select * from rea.runs x where x.cluster = j.cluster and x.job = j.job
+                  and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted')
+                  order by x.id desc limit 1) r on true
+             left join rea.run_output o on o.run_id = r.id
+             where j.cluster = $1 and ($2::text is null or j.job = $2)
+             order by j.job"
+        );
+        let jobs = self
+            .rows(&sql, &[c, &job_filter])?
+            .iter()
+            .map(|r| {
+                let job: String = r.get(0);
+                let last = r.get::<_, Option<i64>>(4).map(|_| record_of(r, 4));
+                JobRow {
+                    paused: r.get(1),
+                    active: r.get(2),
+                    last_scheduled: r.get(3),
+                    last,
+                    running: running.remove(&job).unwrap_or_default(),
+                    drift: drift.get(&job).cloned(),
+                    job,
+                }
+            })
+            .collect();
+        Ok(ClusterStatus {
+            cluster: c.clone(),
+            db_now: now,
+            nodes,
+            jobs,
+        })
+    }
+
+    /// One-shots waiting or running, by due time.
+    pub fn pending(
+        &self,
+        tag: Option<&str>,
+        limit: usize,
+    ) -> Result<(usize, Vec<PendingRow>), String> {
+        let c = &self.cluster;
+        let mut out: Vec<PendingRow> = self
+            .rows(
+                "select job, due_at, attempt, spec, null::text from rea.pending
+                   where cluster = $1 and kind = 'oneshot'
+                 union all
+                 select job, scheduled, attempt, detail -> 'spec', node from rea.runs
+                   where cluster = $1 and trigger = 'oneshot' and status = 'started'
+                 order by 2, 1",
+                &[c],
+            )?
+            .iter()
+            .map(|r| PendingRow {
+                id: r.get(0),
+                due: r.get(1),
+                attempt: r.get(2),
+                shot: r
+                    .get::<_, Option<Value>>(3)
+                    .and_then(|v| serde_json::from_value(v).ok()),
+                running_on: r.get(4),
+            })
+            .filter(|p| {
+                tag.is_none_or(|t| {
+                    p.shot
+                        .as_ref()
+                        .is_some_and(|s| s.tags.iter().any(|x| x == t))
+                })
+            })
+            .collect();
+        let total = out.len();
+        out.truncate(limit);
+        Ok((total, out))
+    }
+
+    /// Cancels pending one-shots (recorded `cancelled`); with `kill`, a
+    /// running one is asked to stop (its node's next heartbeat sees it).
+    /// Err names the ids that are neither pending nor running.
+    pub fn cancel(
+        &self,
+        ids: &[String],
+        kill: bool,
+    ) -> Result<Vec<(String, &'static str)>, String> {
+        let c = &self.cluster;
+        let known: HashMap<String, bool> = self
+            .rows(
+                "select job, false from rea.pending where cluster = $1 and kind = 'oneshot' and job = any($2)
+                 union all
+                 select job, true from rea.runs where cluster = $1 and trigger = 'oneshot' and status = 'started' and job = any($2)",
+                &[c, &ids],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let unknown: Vec<&String> = ids.iter().filter(|i| !known.contains_key(*i)).collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "no pending one-shot {}",
+                unknown
+                    .iter()
+                    .map(|i| format!("{i:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let running: Vec<String> = known
+            .iter()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| i.clone())
+            .collect();
+        if !kill {
+            if let Some(id) = running.first() {
+                return Err(format!(
+                    "one-shot {id:?} is running; use --kill to terminate it"
+                ));
+            }
+        }
+        self.rows(
+            "with d as (delete from rea.pending p where p.cluster = $1 and p.kind = 'oneshot' and p.job = any($2) returning p.*)
+             insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, ended_at, detail)
+             select d.cluster, d.job, d.due_at, d.attempt, 'oneshot', 'cancelled', 'cancelled by operator',
+                    clock_timestamp(), jsonb_build_object('spec', d.spec)
+             from d returning job",
+            &[c, &ids],
+        )?;
+        if kill && !running.is_empty() {
+            self.rows(
+                "insert into rea.stop_requests (cluster, fence, reason)
+                 select cluster, fence, 'killed by operator' from rea.runs
+                 where cluster = $1 and trigger = 'oneshot' and status = 'started' and job = any($2)
+                 on conflict do nothing returning fence",
+                &[c, &running],
+            )?;
+        }
+        Ok(ids
+            .iter()
+            .map(|i| {
+                let verb = if known.get(i) == Some(&true) {
+                    "killing"
+                } else {
+                    "cancelled"
+                };
+                (i.clone(), verb)
+            })
+            .collect())
+    }
+
+    /// Cluster-wide pause (`jobs` None: all, and jobs first seen later) or
+    /// resume; the jobs that changed, and those paused now.
+    pub fn pause(
+        &self,
+        jobs: Option<&[String]>,
+        paused: bool,
+        by: &str,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        let c = &self.cluster;
+        let changed: Vec<String> = match jobs {
+            Some(jobs) => self
+                .rows(
+                    "select * from rea.pause($1, $2, $3, $4)",
+                    &[c, &jobs, &by, &paused],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            None => {
+                let before: Vec<String> = self
+                    .rows(
+                        "select job from rea.jobs where cluster = $1 and paused <> $2 order by job",
+                        &[c, &paused],
+                    )?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                self.rows("select rea.pause_all($1, $2, $3)", &[c, &by, &paused])?;
+                before
+            }
+        };
+        let now: Vec<String> = self
+            .rows(
+                "select job from rea.jobs where cluster = $1 and paused order by job",
+                &[c],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok((changed, now))
+    }
+
+    fn runs(
+        &self,
+        where_: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        limit: Option<usize>,
+    ) -> io::Result<Vec<Record>> {
+        let limit = limit.map(|l| format!(" limit {l}")).unwrap_or_default();
+        let sql = format!(
+            "select {RUN_COLUMNS} from rea.runs r left join rea.run_output o on o.run_id = r.id
+             where r.cluster = $1 and r.status <> 'queued' and {where_} order by r.id desc{limit}"
+        );
+        let rows = self.rows(&sql, params).map_err(other)?;
+        Ok(rows.iter().map(|r| record_of(r, 0)).collect())
+    }
+}
+
+fn trigger_of(s: &str) -> Option<Trigger> {
+    serde_json::from_value(Value::String(s.to_string())).ok()
+}
+
+fn status_of(s: &str) -> Option<RunStatus> {
+    serde_json::from_value(Value::String(s.to_string())).ok()
+}
+
+/// A run row (columns `RUN_COLUMNS` from `at`) as a history record: the
+/// node's own record (kept in `detail`) under the database's columns,
+/// which say what the cluster decided.
+fn record_of(r: &Row, at: usize) -> Record {
+    let g = |i: usize| at + i;
+    let detail: Option<Value> = r.get(g(15));
+    let mut rec = detail
+        .clone()
+        .and_then(|d| serde_json::from_value::<Record>(d).ok())
+        .unwrap_or_else(|| Record::new(Event::Run, Utc::now()));
+    let id: i64 = r.get(g(0));
+    let status: String = r.get(g(5));
+    let claimed: DateTime<Utc> = r.get(g(9));
+    let started_at: Option<DateTime<Utc>> = r.get(g(10));
+    let ended_at: Option<DateTime<Utc>> = r.get(g(11));
+    rec.event = if status == "missed" {
+        Event::Missed
+    } else {
+        Event::Run
+    };
+    rec.job = Some(r.get(g(1)));
+    rec.run = Some(id.to_string());
+    rec.cluster_run = Some(id);
+    rec.fence = r.get(g(8));
+    rec.scheduled = r.get(g(2));
+    rec.attempt = Some(r.get::<_, i32>(g(3)).max(1) as u32);
+    rec.trigger = trigger_of(&r.get::<_, String>(g(4)));
+    rec.status = status_of(&status);
+    if rec.status.is_some_and(RunStatus::is_final) && rec.status != Some(RunStatus::Skipped) {
+        rec.ended = rec.ended.or(ended_at);
+    }
+    rec.started = rec.started.or(started_at);
+    rec.ts = ended_at.or(started_at).unwrap_or(claimed);
+    if let Some(reason) = r.get::<_, Option<String>>(g(6)) {
+        rec.reason = Some(reason);
+    }
+    if rec.pid.is_none() {
+        rec.pid = r.get::<_, Option<i32>>(g(12)).map(|p| p as u32);
+    }
+    if status == "interrupted" {
+        rec.exit_code = None;
+        rec.signal = None;
+    }
+    let node: Option<String> = r.get(g(7));
+    let late: Option<Value> = r.get(g(16));
+    let mut extra = rec.detail.take().unwrap_or_else(|| json!({}));
+    if let Some(o) = extra.as_object_mut() {
+        o.insert("node".into(), json!(node));
+        if let Some(late) = late {
+            o.insert("late_report".into(), late);
+        }
+    }
+    rec.detail = Some(extra);
+    if status == "missed" {
+        rec.status = None;
+        rec.count = Some(1);
+    }
+    if let Some(out) = r.get::<_, Option<String>>(g(17)) {
+        rec.output = Some(out);
+        rec.output_bytes = r.get::<_, Option<i64>>(g(18)).map(|b| b.max(0) as u64);
+    }
+    rec
+}
+
+impl HistoryReader for Reader {
+    fn query(&self, q: &Query) -> io::Result<Vec<Record>> {
+        let statuses: Vec<String> = q.statuses.iter().map(|s| s.as_str().to_string()).collect();
+        let any_status = statuses.is_empty();
+        let missed_ok = q.with_missed || (any_status && !q.runs_only);
+        self.runs(
+            "($2::text is null or r.job = $2)
+             and (r.status <> 'missed' or $4::bool)
+             and ($3::bool or r.status = any($5) or (r.status = 'missed' and $4::bool))
+             and ($6::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) >= $6)",
+            &[&self.cluster, &q.job, &any_status, &missed_ok, &statuses, &q.since],
+            q.limit,
+        )
+    }
+
+    fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+        let Ok(id) = run_id.parse::<i64>() else {
+            return Ok(None);
+        };
+        Ok(self
+            .runs("r.id = $2", &[&self.cluster, &id], Some(1))?
+            .pop())
+    }
+
+    fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+        Ok(self
+            .runs(
+                "r.job = $2 and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled')",
+                &[&self.cluster, &job],
+                Some(1),
+            )?
+            .pop())
+    }
+
+    fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+        self.runs("r.status = 'started'", &[&self.cluster], None)
+    }
+
+    fn last_occurrences(&self, jobs: &HashSet<String>) -> io::Result<LastOccurrences> {
+        let rows = self
+            .rows(
+                "select job, last_scheduled from rea.jobs where cluster = $1",
+                &[&self.cluster],
+            )
+            .map_err(other)?;
+        let map = rows
+            .iter()
+            .filter_map(|r| {
+                let job: String = r.get(0);
+                let at: Option<DateTime<Utc>> = r.get(1);
+                jobs.contains(&job).then_some((job, at?))
+            })
+            .collect();
+        Ok((map, None))
+    }
+
+    fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+        let rows = self
+            .rows(
+                "select job,
+                        count(*) filter (where status not in ('skipped', 'started', 'missed', 'queued')),
+                        count(*) filter (where status = 'skipped'),
+                        max(coalesce(started_at, claimed_at)) filter (where status = 'succeeded')
+                 from rea.runs where cluster = $1 group by job",
+                &[&self.cluster],
+            )
+            .map_err(other)?;
+        let mut out = HashMap::new();
+        for r in rows {
+            let job: String = r.get(0);
+            let last = self.latest_final_run(&job)?.map(|rec| RunSummary {
+                run: rec.run.clone(),
+                attempt: rec.attempt,
+                trigger: rec.trigger,
+                status: rec.status.unwrap_or(RunStatus::Interrupted),
+                scheduled: rec.scheduled,
+                started: rec.started,
+                ended: rec.ended,
+                duration_ms: rec.duration_ms,
+                exit_code: rec.exit_code,
+                signal: rec.signal,
+            });
+            out.insert(
+                job,
+                JobSummary {
+                    last,
+                    consecutive_failures: 0,
+                    total_runs: r.get::<_, i64>(1).max(0) as u64,
+                    skipped: r.get::<_, i64>(2).max(0) as u64,
+                    last_success: r.get(3),
+                },
+            );
+        }
+        Ok(out)
+    }
+}

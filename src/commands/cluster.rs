@@ -1,0 +1,230 @@
+//! The query commands in cluster mode (`[cluster]` in the job file): `rea
+//! status`, `history`, `logs`, `pending`, `cancel`, `pause` and `resume`
+//! answer cluster-wide from the database, on any node, with or without a
+//! daemon. The other commands' files only ask [`settings`] first.
+
+use chrono::Utc;
+use rea_store::history::HistoryReader;
+use serde_json::json;
+
+use crate::cli::{exit, CancelArgs, Global, PendingArgs, SelectArgs, StatusArgs};
+use crate::failure::{self, Failure, Outcome};
+use crate::table::Table;
+
+/// The cluster settings if the job file has `[cluster]`; None: local mode.
+pub(crate) fn settings(global: &Global) -> Result<Option<rea_pg::Settings>, Failure> {
+    match crate::cluster::for_commands(&super::job_file(global)) {
+        None => Ok(None),
+        Some(Ok(s)) => Ok(Some(s)),
+        Some(Err(e)) => Err(Failure::invalid(e)),
+    }
+}
+
+fn reader(s: &rea_pg::Settings) -> Result<rea_pg::Reader, Failure> {
+    rea_pg::Reader::connect(s).map_err(|e| {
+        Failure::runtime(format!(
+            "cluster {:?}: {e} (database {})",
+            s.cluster,
+            rea_pg::redact(&s.url)
+        ))
+    })
+}
+
+/// The cluster's history, read from its database.
+pub(crate) fn history_reader(s: &rea_pg::Settings) -> Result<Box<dyn HistoryReader>, Failure> {
+    Ok(Box::new(reader(s)?))
+}
+
+fn db_failure(e: String) -> Failure {
+    Failure::runtime(format!("the cluster database: {e}"))
+}
+
+pub(crate) fn status(s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
+    let st = reader(s)?.status(args.job.as_deref()).map_err(db_failure)?;
+    if let Some(job) = &args.job {
+        if st.jobs.is_empty() {
+            return Err(Failure::new(
+                exit::NOT_FOUND,
+                format!("no job named {job:?} in cluster {:?}", st.cluster),
+            ));
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&st).unwrap_or_default());
+        return failure::ok();
+    }
+    let now = st.db_now;
+    println!("cluster: {} ({} node(s))", st.cluster, st.nodes.len());
+    let mut nodes = Table::new(["NODE", "STATE", "LEASE", "HOST", "PID", "DEFINITIONS"]);
+    for n in &st.nodes {
+        let lease = if n.state != "live" {
+            "-".to_string()
+        } else if n.lease_left_ms >= 0 {
+            format!("{}ms left", n.lease_left_ms)
+        } else {
+            format!("ended {}ms ago", -n.lease_left_ms)
+        };
+        nodes.row([
+            n.node.clone(),
+            n.state.clone(),
+            lease,
+            n.hostname.clone().unwrap_or_default(),
+            n.pid.map(|p| p.to_string()).unwrap_or_default(),
+            match (&n.digest, n.differs) {
+                (_, true) => "DIFFERENT from the other nodes' (check its job file)".to_string(),
+                (Some(d), false) => d.clone(),
+                (None, _) => "-".to_string(),
+            },
+        ]);
+    }
+    print!("{}", nodes.render());
+    println!();
+    let mut jobs = Table::new(["JOB", "STATE", "LAST", "WHEN", "ON", "LAST CLAIMED"]);
+    for j in &st.jobs {
+        let mut state = if !j.running.is_empty() {
+            let on: Vec<String> = j.running.iter().map(|(_, n, _)| n.clone()).collect();
+            format!("running on {}", on.join(", "))
+        } else if j.paused {
+            "paused".to_string()
+        } else {
+            "idle".to_string()
+        };
+        if j.paused && !j.running.is_empty() {
+            state.push_str(", paused");
+        }
+        if j.drift.is_some() {
+            state.push_str(", DEFINITIONS DIFFER");
+        }
+        let last = j.last.as_ref();
+        jobs.row([
+            j.job.clone(),
+            state,
+            last.and_then(|r| r.status)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|| "never run".into()),
+            last.and_then(|r| r.ended.or(r.started))
+                .map(|t| super::relative(t, now))
+                .unwrap_or_default(),
+            last.and_then(|r| r.detail.as_ref())
+                .and_then(|d| d.get("node"))
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string(),
+            j.last_scheduled
+                .map(|t| super::relative(t, now))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    print!("{}", jobs.render());
+    for j in st.jobs.iter().filter(|j| j.drift.is_some()) {
+        println!(
+            "!! {}: the nodes define it differently: {}",
+            j.job,
+            j.drift.as_ref().map(|d| d.to_string()).unwrap_or_default()
+        );
+    }
+    failure::ok()
+}
+
+pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> Outcome {
+    let (total, rows) = reader(s)?
+        .pending(args.tag.as_deref(), args.limit.unwrap_or(usize::MAX))
+        .map_err(db_failure)?;
+    if args.json {
+        println!("{}", json!({ "pending": total, "oneshots": rows }));
+        return failure::ok();
+    }
+    let now = Utc::now();
+    let mut table = Table::new(["ID", "STATE", "DUE", "", "TAGS", "COMMAND"]);
+    for p in &rows {
+        let shot = p.shot.as_ref();
+        table.row([
+            p.id.clone(),
+            match &p.running_on {
+                Some(n) => format!("running on {n}"),
+                None => "pending".to_string(),
+            },
+            p.due.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            super::relative(p.due, now),
+            shot.map(|s| {
+                s.tags
+                    .iter()
+                    .map(|t| format!("#{t}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default(),
+            shot.map(|s| s.argv.join(" ")).unwrap_or_default(),
+        ]);
+    }
+    if table.is_empty() {
+        println!("no pending one-shots");
+    } else {
+        print!("{}", table.render());
+    }
+    failure::ok()
+}
+
+pub(crate) fn cancel(s: &rea_pg::Settings, args: &CancelArgs) -> Outcome {
+    let done = reader(s)?
+        .cancel(&args.ids, args.kill)
+        .map_err(|e| Failure::new(exit::NOT_FOUND, e))?;
+    for (id, verb) in done {
+        println!("{verb} {id}");
+    }
+    failure::ok()
+}
+
+pub(crate) fn pause(
+    global: &Global,
+    s: &rea_pg::Settings,
+    args: &SelectArgs,
+    pause: bool,
+) -> Outcome {
+    let cfg = super::load_config(global)?;
+    let mut names: Vec<String> = Vec::new();
+    for n in &args.jobs {
+        if !cfg.jobs.iter().any(|j| &j.name == n) {
+            return Err(super::unknown_job(&cfg, n));
+        }
+        names.push(n.clone());
+    }
+    if let Some(tag) = &args.tag {
+        let tagged: Vec<String> = cfg
+            .jobs
+            .iter()
+            .filter(|j| j.tags.iter().any(|t| t == tag))
+            .map(|j| j.name.clone())
+            .collect();
+        if tagged.is_empty() {
+            return Err(Failure::new(
+                exit::NOT_FOUND,
+                format!("no job has the tag {tag:?}"),
+            ));
+        }
+        names.extend(tagged);
+    }
+    if names.is_empty() && !args.all {
+        return Err(Failure::invalid(
+            "name jobs, --tag TAG or --all".to_string(),
+        ));
+    }
+    let by = format!("{}@{}", s.node, crate::host::hostname());
+    let (changed, paused) = reader(s)?
+        .pause((!args.all).then_some(names.as_slice()), pause, &by)
+        .map_err(db_failure)?;
+    if args.json {
+        println!("{}", json!({ "changed": changed, "paused": paused }));
+        return failure::ok();
+    }
+    let verb = if pause { "paused" } else { "resumed" };
+    if changed.is_empty() {
+        println!("nothing to do: already {verb}");
+    } else {
+        println!("{verb} cluster-wide: {}", changed.join(", "));
+    }
+    if !paused.is_empty() {
+        println!("paused now: {}", paused.join(", "));
+    }
+    failure::ok()
+}

@@ -1,0 +1,235 @@
+//! Cluster mode in the daemon loop (`[cluster]` in the job file): the node
+//! (`rea_pg::Node`) holds the lease and talks to the database on its own
+//! tasks; the loop only sends it requests and takes its events, so a
+//! database round trip never blocks scheduling. What the events mean is the
+//! engine's business (`rea_core::engine`, cluster mode).
+//!
+//! Control requests that change cluster-wide state (pause, resume,
+//! one-shot submissions) go to the database and are answered when it has
+//! them; `pending` and `cancel` are answered from the database by the
+//! commands themselves.
+
+use std::collections::VecDeque;
+
+use chrono::Utc;
+use rea_core::engine::Action;
+use rea_core::oneshot::OneShot;
+use rea_core::record::Record;
+use rea_store::claims::{Answer, ClaimRequest, OccurrenceClaims};
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use super::Loop;
+use crate::control::protocol::{PauseReply, SubmitReply, Ts};
+use crate::control::{Incoming, Reply, Request, Response, Selector};
+
+/// The loop's cluster side.
+pub(super) struct Cluster {
+    pub(super) node: rea_pg::Node,
+    pub(super) claims: Box<dyn OccurrenceClaims>,
+}
+
+impl Cluster {
+    pub(super) fn start(
+        settings: rea_pg::Settings,
+    ) -> (Cluster, tokio::sync::mpsc::UnboundedReceiver<rea_pg::Event>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        info!(
+            cluster = settings.cluster.as_str(),
+            node = settings.node.as_str(),
+            database = %rea_pg::redact(&settings.url),
+            lease_ms = settings.lease.as_millis() as u64,
+            "cluster mode"
+        );
+        let node = rea_pg::Node::start(settings, tx);
+        let claims = node.claims();
+        (Cluster { node, claims }, rx)
+    }
+}
+
+impl Loop {
+    /// `Action::Claim`: ask the store; the answer comes back as an event
+    /// (or at once, from a store that decides locally).
+    pub(super) fn claim(&mut self, c: ClaimRequest, actions: &mut VecDeque<Action>) {
+        let answer = match &mut self.cluster {
+            Some(cl) => cl.claims.claim(&c),
+            None => Answer::Now(rea_store::claims::ClaimOutcome::Unavailable(
+                "no cluster store".into(),
+            )),
+        };
+        if let Answer::Now(outcome) = answer {
+            actions.extend(self.engine.claimed(&c.run, outcome, Utc::now()));
+        }
+    }
+
+    /// A history record of a run the store granted goes to the store too.
+    pub(super) fn cluster_record(&self, rec: &Record) {
+        if let Some(cl) = &self.cluster {
+            cl.node.record(rec);
+        }
+    }
+
+    /// This node's job definitions, at start and after each reload.
+    pub(super) fn cluster_publish(&self) {
+        if let Some(cl) = &self.cluster {
+            let (digest, jobs) = crate::cluster::digests(&self.config);
+            cl.node.publish(digest, jobs);
+        }
+    }
+
+    pub(super) fn on_cluster_event(&mut self, ev: rea_pg::Event, actions: &mut VecDeque<Action>) {
+        let now = Utc::now();
+        match ev {
+            rea_pg::Event::Claimed { run, outcome } => {
+                if let rea_store::claims::ClaimOutcome::Unavailable(e) = &outcome {
+                    warn!(run = run.as_str(), "claim not answered: {e}");
+                }
+                actions.extend(self.engine.claimed(&run, outcome, now));
+            }
+            rea_pg::Event::Adopted {
+                job,
+                trigger,
+                attempt,
+                scheduled,
+                grant,
+            } => actions.extend(
+                self.engine
+                    .adopt(&job, trigger, attempt, scheduled, grant, now),
+            ),
+            rea_pg::Event::OneShot {
+                shot,
+                attempt,
+                grant,
+            } => actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now)),
+            rea_pg::Event::Stop { fence } => actions.extend(self.engine.stop_fence(fence, now)),
+            rea_pg::Event::LeaseLost { why } => {
+                warn!("cluster: {why}; no scheduled run starts until the lease is back");
+                actions.extend(self.engine.lease_lost(now));
+            }
+            rea_pg::Event::LeaseBack { epoch } => {
+                info!(
+                    epoch,
+                    "cluster: lease held; catching up what could not be claimed"
+                );
+                actions.extend(self.engine.cluster_back(now));
+            }
+        }
+    }
+
+    /// Control requests answered by the database in cluster mode; others
+    /// are handed back.
+    pub(super) fn cluster_incoming(&mut self, incoming: Incoming) -> Option<Incoming> {
+        if self.cluster.is_none() {
+            return Some(incoming);
+        }
+        match incoming.request {
+            Request::Pause(sel) => self.cluster_pause(sel, true, incoming.reply),
+            Request::Resume(sel) => self.cluster_pause(sel, false, incoming.reply),
+            Request::Submit(sub) => match self.prepare_submission(sub, &[]) {
+                Ok(shot) => self.cluster_submit(shot, incoming.reply),
+                Err(resp) => {
+                    let _ = incoming.reply.send(Reply::Done(resp));
+                }
+            },
+            Request::Cancel { .. } | Request::Pending { .. } => {
+                let _ = incoming.reply.send(Reply::Done(Response::err(
+                    "refused",
+                    "cluster mode: one-shots live in the cluster database; use `rea pending` and `rea cancel`, which ask it",
+                )));
+            }
+            request => {
+                return Some(Incoming {
+                    request,
+                    reply: incoming.reply,
+                    peer: incoming.peer,
+                })
+            }
+        }
+        None
+    }
+
+    fn cluster_submit(&mut self, shot: OneShot, reply: oneshot::Sender<Reply>) {
+        let Some(cl) = &self.cluster else { return };
+        let (id, due) = (shot.id.clone(), shot.due);
+        let (tx, rx) = oneshot::channel();
+        cl.node.submit(shot, tx);
+        tokio::spawn(async move {
+            let resp = match rx.await {
+                Ok(Ok(())) => Response::with(&SubmitReply { id, due: Ts(due) }),
+                Ok(Err(e)) if e.contains("already pending") => Response::err("duplicate", e),
+                Ok(Err(e)) => Response::err(
+                    "refused",
+                    format!("cannot queue the one-shot in the cluster database: {e}"),
+                ),
+                Err(_) => Response::err("refused", "the cluster node stopped"),
+            };
+            let _ = reply.send(Reply::Done(resp));
+        });
+    }
+
+    fn cluster_pause(&mut self, sel: Selector, pause: bool, reply: oneshot::Sender<Reply>) {
+        let mut names: Vec<String> = Vec::new();
+        for n in &sel.jobs {
+            if !self.config.jobs.iter().any(|j| &j.name == n) {
+                let _ = reply.send(Reply::Done(
+                    self.unknown_job_in(n, &super::users::Scope::Admin),
+                ));
+                return;
+            }
+            names.push(n.clone());
+        }
+        if let Some(tag) = &sel.tag {
+            let tagged: Vec<String> = self
+                .config
+                .jobs
+                .iter()
+                .filter(|j| j.tags.iter().any(|t| t == tag))
+                .map(|j| j.name.clone())
+                .collect();
+            if tagged.is_empty() {
+                let _ = reply.send(Reply::Done(Response::err(
+                    "unknown_job",
+                    format!("no job has the tag {tag:?}"),
+                )));
+                return;
+            }
+            names.extend(tagged);
+        }
+        if names.is_empty() && !sel.all {
+            let _ = reply.send(Reply::Done(Response::err(
+                "bad_request",
+                "name jobs, --tag TAG or --all",
+            )));
+            return;
+        }
+        let Some(cl) = &self.cluster else { return };
+        let all_names: Vec<String> = self.config.jobs.iter().map(|j| j.name.clone()).collect();
+        let (tx, rx) = oneshot::channel();
+        cl.node.pause((!sel.all).then_some(names), pause, tx);
+        tokio::spawn(async move {
+            let resp = match rx.await {
+                Ok(Ok(changed)) => {
+                    let changed = if changed.is_empty() && sel.all {
+                        all_names
+                    } else {
+                        changed
+                    };
+                    for n in &changed {
+                        info!(
+                            job = n.as_str(),
+                            "{} cluster-wide",
+                            if pause { "paused" } else { "resumed" }
+                        );
+                    }
+                    let paused = if pause { changed.clone() } else { Vec::new() };
+                    Response::with(&PauseReply { changed, paused })
+                }
+                Ok(Err(e)) => {
+                    Response::err("refused", format!("the cluster database refused: {e}"))
+                }
+                Err(_) => Response::err("refused", "the cluster node stopped"),
+            };
+            let _ = reply.send(Reply::Done(resp));
+        });
+    }
+}
