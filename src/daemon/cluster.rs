@@ -19,6 +19,7 @@ use rea_store::claims::{Answer, ClaimRequest, OccurrenceClaims};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
+use super::users::Scope;
 use super::Loop;
 use crate::control::protocol::{PauseReply, SubmitReply, Ts};
 use crate::control::{Incoming, Reply, Request, Response, Selector};
@@ -118,13 +119,17 @@ impl Loop {
 
     /// Control requests answered by the database in cluster mode; others
     /// are handed back.
-    pub(super) fn cluster_incoming(&mut self, incoming: Incoming) -> Option<Incoming> {
+    pub(super) fn cluster_incoming(
+        &mut self,
+        incoming: Incoming,
+        scope: &Scope,
+    ) -> Option<Incoming> {
         if self.cluster.is_none() {
             return Some(incoming);
         }
         match incoming.request {
-            Request::Pause(sel) => self.cluster_pause(sel, true, incoming.reply),
-            Request::Resume(sel) => self.cluster_pause(sel, false, incoming.reply),
+            Request::Pause(sel) => self.cluster_pause(sel, true, incoming.reply, scope),
+            Request::Resume(sel) => self.cluster_pause(sel, false, incoming.reply, scope),
             Request::Submit(sub) => match self.prepare_submission(sub, &[]) {
                 Ok(shot) => self.cluster_submit(shot, incoming.reply),
                 Err(resp) => {
@@ -167,49 +172,31 @@ impl Loop {
         });
     }
 
-    fn cluster_pause(&mut self, sel: Selector, pause: bool, reply: oneshot::Sender<Reply>) {
-        let mut names: Vec<String> = Vec::new();
-        for n in &sel.jobs {
-            if !self.config.jobs.iter().any(|j| &j.name == n) {
-                let _ = reply.send(Reply::Done(
-                    self.unknown_job_in(n, &super::users::Scope::Admin),
-                ));
+    fn cluster_pause(
+        &mut self,
+        sel: Selector,
+        pause: bool,
+        reply: oneshot::Sender<Reply>,
+        scope: &Scope,
+    ) {
+        let names = match self.selected(&sel, scope) {
+            Ok(names) => names,
+            Err(resp) => {
+                let _ = reply.send(Reply::Done(resp));
                 return;
             }
-            names.push(n.clone());
-        }
-        if let Some(tag) = &sel.tag {
-            let tagged: Vec<String> = self
-                .config
-                .jobs
-                .iter()
-                .filter(|j| j.tags.iter().any(|t| t == tag))
-                .map(|j| j.name.clone())
-                .collect();
-            if tagged.is_empty() {
-                let _ = reply.send(Reply::Done(Response::err(
-                    "unknown_job",
-                    format!("no job has the tag {tag:?}"),
-                )));
-                return;
-            }
-            names.extend(tagged);
-        }
-        if names.is_empty() && !sel.all {
-            let _ = reply.send(Reply::Done(Response::err(
-                "bad_request",
-                "name jobs, --tag TAG or --all",
-            )));
-            return;
-        }
+        };
+        // `--all` of an admin is every job of the cluster (the store's
+        // None); anyone else's is their own jobs, by name.
+        let everything = sel.all && *scope == Scope::Admin;
         let Some(cl) = &self.cluster else { return };
         let all_names: Vec<String> = self.config.jobs.iter().map(|j| j.name.clone()).collect();
         let (tx, rx) = oneshot::channel();
-        cl.node.pause((!sel.all).then_some(names), pause, tx);
+        cl.node.pause((!everything).then_some(names), pause, tx);
         tokio::spawn(async move {
             let resp = match rx.await {
                 Ok(Ok(changed)) => {
-                    let changed = if changed.is_empty() && sel.all {
+                    let changed = if changed.is_empty() && everything {
                         all_names
                     } else {
                         changed

@@ -363,11 +363,14 @@ impl Loop {
                 return;
             }
         };
-        let Some(incoming) = self.cluster_incoming(Incoming {
-            request,
-            reply: incoming.reply,
-            peer: incoming.peer,
-        }) else {
+        let Some(incoming) = self.cluster_incoming(
+            Incoming {
+                request,
+                reply: incoming.reply,
+                peer: incoming.peer,
+            },
+            &scope,
+        ) else {
             return;
         };
         match incoming.request {
