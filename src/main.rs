@@ -36,7 +36,14 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| {
+        if let Some(hint) = hint_for(&e) {
+            let _ = e.print();
+            eprintln!("{hint}");
+            std::process::exit(cli::exit::INVALID);
+        }
+        e.exit()
+    });
     if !matches!(cli.command, Command::Run(_)) {
         // `rea status | head`: a closed pipe ends a command quietly, as it
         // ends `cat` or `grep`. Rust ignores SIGPIPE, which turns every
@@ -79,4 +86,14 @@ fn main() -> ExitCode {
             failure.exit_code()
         }
     }
+}
+
+/// `rea logs -f JOB` reads JOB as the job file (`-f` is `--file` for every
+/// command), then misses the job: say what was meant.
+fn hint_for(e: &clap::Error) -> Option<&'static str> {
+    let args: Vec<String> = std::env::args().collect();
+    let logs = args.iter().position(|a| a == "logs")?;
+    let missing = e.kind() == clap::error::ErrorKind::MissingRequiredArgument;
+    (missing && args[logs..].iter().any(|a| a == "-f"))
+        .then_some("hint: -f is --file; to follow a job's output: rea logs --follow JOB (or -F)")
 }

@@ -1,5 +1,6 @@
 //! Control requests: what `rea reload`, `trigger`, `pause`, `resume`,
-//! `status`, `submit`, `cancel` and `pending` ask of the running daemon.
+//! `status`, `submit`, `cancel`, `pending` and `logs --follow` ask of the
+//! running daemon.
 //! Submissions are validated one by one and made durable together (one
 //! journal write and sync for a burst: group commit).
 
@@ -311,7 +312,13 @@ impl Loop {
             {
                 Reply::Done(self.unknown_job_in(&job, scope))
             }
-            Request::Trigger { job, force, wait } => {
+            Request::Follow { job } => self.follow(job, scope),
+            Request::Trigger {
+                job,
+                force,
+                wait,
+                follow,
+            } => {
                 let (result, acts) = self.engine.trigger(&job, force, now);
                 actions.extend(acts);
                 match result {
@@ -333,7 +340,9 @@ impl Loop {
                             job,
                             state: state.to_string(),
                         });
-                        if wait {
+                        if follow {
+                            self.follow_trigger(first, run)
+                        } else if wait {
                             let (tx, rx) = oneshot::channel();
                             self.waiters.entry(run).or_default().push(tx);
                             Reply::Follow(first, rx)

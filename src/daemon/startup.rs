@@ -143,6 +143,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         hook_batches: HashMap::new(),
         tx,
         waiters: HashMap::new(),
+        follows: Default::default(),
         config,
         opts: opts.clone(),
         started_at,
