@@ -10,6 +10,7 @@
 //! | `executor` | spawning and supervising one run's process group |
 //! | `control/*` | the local socket: typed protocol, server, blocking client |
 //! | `host` | facts about the machine: users, sendmail, the job file's checks |
+//! | `journald` | runs' output in the systemd journal (`job_output = "journal"`) |
 //! | `state_dir`, `watch`, `timer`, `notify` | the state directory and its lock, the job-file watcher, the wall-clock timer, systemd notification |
 //! | `failure`, `table`, `time_text` | how commands fail; aligned tables for people; instants as people read and type them |
 
@@ -22,6 +23,7 @@ mod executor;
 mod failure;
 mod host;
 mod jobfiles;
+mod journald;
 mod notify;
 mod state_dir;
 mod table;

@@ -157,6 +157,10 @@ impl Loop {
         if let Some(g) = start.grant {
             env.push(("REA_FENCE".into(), g.fence.to_string()));
         }
+        let journal = self
+            .journald
+            .as_ref()
+            .map(|j| j.lines(&start.name, &start.run));
         let spec = RunSpec {
             program,
             env,
@@ -169,6 +173,7 @@ impl Loop {
             pass_fd: None,
             user,
             kill_stragglers,
+            journal,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles.insert(start.run.clone(), handle);

@@ -270,6 +270,9 @@ struct Loop {
     waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,
     /// Clients following runs' output, and the runs they may follow.
     follows: follow::Follows,
+    /// Where runs' output is copied as it comes (`job_output = "journal"`,
+    /// with a journal socket there).
+    journald: Option<crate::journald::Journal>,
     /// The configuration in force (the last good one).
     config: Config,
     opts: Options,

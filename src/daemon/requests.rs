@@ -136,6 +136,12 @@ impl Loop {
         let cluster_changed = self.cluster.is_some() && cfg.cluster != self.config.cluster;
         self.history
             .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
+        if cfg.daemon.job_output != self.config.daemon.job_output {
+            self.journald = match cfg.daemon.job_output {
+                rea_config::JobOutput::Journal => crate::journald::Journal::open(),
+                rea_config::JobOutput::History => None,
+            };
+        }
         self.config = cfg;
         self.last_reload = now;
         if cluster_changed {

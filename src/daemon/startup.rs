@@ -144,6 +144,10 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         tx,
         waiters: HashMap::new(),
         follows: Default::default(),
+        journald: match config.daemon.job_output {
+            rea_config::JobOutput::Journal => crate::journald::Journal::open(),
+            rea_config::JobOutput::History => None,
+        },
         config,
         opts: opts.clone(),
         started_at,

@@ -1,7 +1,8 @@
 //! A run's output: the pipe that stdout and stderr share, read as it comes
 //! into a bounded [`Capture`] (the first and the last half of the limit), so
 //! a job is never blocked on a full pipe and a flood never grows memory.
-//! Each read also goes to the run's [`Tap`] (live followers).
+//! Each read also goes to the run's [`Tap`] (live followers) and, with
+//! `[daemon] job_output = "journal"`, line by line to the journal.
 
 use std::collections::VecDeque;
 use std::io;
@@ -12,6 +13,7 @@ use tokio::sync::oneshot;
 use rea_core::run::Output;
 
 use super::tap::Tap;
+use crate::journald::Lines;
 
 /// Size of one read from the output pipe.
 const READ_CHUNK: usize = 64 * 1024;
@@ -30,13 +32,22 @@ pub(super) const PIPE_SIZE: usize = 1024 * 1024;
 pub(super) async fn read_output(
     pipe: pipe::Receiver,
     tap: Tap,
+    mut journal: Option<Lines>,
     stop: oneshot::Receiver<()>,
 ) -> Capture {
-    read(&pipe, &tap, stop).await;
+    read(&pipe, &tap, &mut journal, stop).await;
+    if let Some(journal) = &mut journal {
+        journal.finish().await;
+    }
     tap.finish()
 }
 
-async fn read(pipe: &pipe::Receiver, tap: &Tap, mut stop: oneshot::Receiver<()>) {
+async fn read(
+    pipe: &pipe::Receiver,
+    tap: &Tap,
+    journal: &mut Option<Lines>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         tokio::select! {
@@ -46,13 +57,13 @@ async fn read(pipe: &pipe::Receiver, tap: &Tap, mut stop: oneshot::Receiver<()>)
                 }
             }
             _ = &mut stop => {
-                drain(pipe, &mut buf, tap);
+                drain(pipe, &mut buf, tap, journal).await;
                 return;
             }
         }
         match pipe.try_read(&mut buf) {
             Ok(0) => return,
-            Ok(n) => tap.push(&buf[..n]),
+            Ok(n) => got(&buf[..n], tap, journal).await,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -63,13 +74,20 @@ async fn read(pipe: &pipe::Receiver, tap: &Tap, mut stop: oneshot::Receiver<()>)
     }
 }
 
+async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
+    tap.push(data);
+    if let Some(journal) = journal {
+        journal.push(data).await;
+    }
+}
+
 /// Takes what the pipe holds now. Bounded, because a writer outside the
 /// group may keep it from ever being empty.
-fn drain(pipe: &pipe::Receiver, buf: &mut [u8], tap: &Tap) {
+async fn drain(pipe: &pipe::Receiver, buf: &mut [u8], tap: &Tap, journal: &mut Option<Lines>) {
     for _ in 0..=PIPE_SIZE / READ_CHUNK {
         match pipe.try_read(buf) {
             Ok(0) => return,
-            Ok(n) => tap.push(&buf[..n]),
+            Ok(n) => got(&buf[..n], tap, journal).await,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }

@@ -121,6 +121,9 @@ pub(crate) struct RunSpec {
     /// When the leader exits on its own, stop what is left of its group
     /// (true), or leave it running and end the run (false).
     pub(crate) kill_stragglers: bool,
+    /// Also send the output, line by line as it comes, to the journal
+    /// (`[daemon] job_output = "journal"`).
+    pub(crate) journal: Option<crate::journald::Lines>,
 }
 
 /// The descriptor number at which the child finds [`RunSpec::pass_fd`].
@@ -250,7 +253,7 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
     });
     let (stop_reading, stop_rx) = oneshot::channel();
     let tap = tap::Tap::new(Capture::new(spec.output_limit));
-    let reader = tokio::spawn(read_output(output_pipe, tap.clone(), stop_rx));
+    let reader = tokio::spawn(read_output(output_pipe, tap.clone(), spec.journal, stop_rx));
     let (control, control_rx) = mpsc::unbounded_channel();
     let supervisor = tokio::spawn(supervise(Supervised {
         pid,
