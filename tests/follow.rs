@@ -227,7 +227,7 @@ fn logs_follow_joins_a_running_run_with_what_it_wrote_so_far() {
     let _d = env.daemon();
     env.rea(&["trigger", "gated"]).ok();
     wait_until("the run's first line", || env.path("wrote").exists());
-    let follower = Background::start(&env, &["logs", "-F", "gated"]);
+    let follower = Background::start(&env, &["logs", "-f", "gated"]);
     // What it wrote before anyone followed comes first…
     wait_until("the output so far", || follower.stdout() == "first\n");
     assert!(follower.stderr().contains("following run "));
@@ -407,8 +407,12 @@ fn following_an_unknown_job_or_without_a_daemon_fails_clearly() {
         .stderr_has("no job named \"tlak\"")
         .stderr_has("\"talk\"");
     env.rea(&["logs", "--follow", "talk", "--run", "x"]).code(2);
-    // -f is --file, as for every command: say so.
-    env.rea(&["logs", "-f", "talk"])
-        .code(2)
-        .stderr_has("rea logs --follow JOB");
+    // In rea logs, -f is --follow (as in tail -f); --file still works.
+    env.rea(&["logs", "-f", "tlak"])
+        .code(5)
+        .stderr_has("no job named \"tlak\"");
+    let file = env.path("jobs.toml").display().to_string();
+    env.rea(&["logs", "--file", &file, "-f", "tlak"])
+        .code(5)
+        .stderr_has("no job named \"tlak\"");
 }
