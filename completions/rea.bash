@@ -390,7 +390,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-f -h -V --run --json --raw --file --state-dir --client-timeout --help --version"
+            opts="-F -f -h -V --run --follow --json --raw --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -748,7 +748,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__trigger)
-            opts="-f -h -V --wait --force --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --wait --follow --raw --force --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

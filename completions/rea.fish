@@ -88,7 +88,9 @@ complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Prin
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand trigger" -l wait -d 'Follow the run and exit with its exit code'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l wait -d 'Wait for the run to end and exit with its exit code'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l follow -d 'Show the run\'s output as it comes (implies --wait)'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l raw -d 'With --follow: write the output byte for byte even to a terminal'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even if the job\'s overlap policy would skip or queue it'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
@@ -138,6 +140,7 @@ complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `
 complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand logs" -s F -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (-f here too: in `rea logs`, -f is --follow, not --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X so a job\'s output cannot drive the terminal)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'

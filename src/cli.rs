@@ -220,9 +220,15 @@ pub(crate) struct StatusArgs {
 pub(crate) struct TriggerArgs {
     /// The job to run
     pub(crate) job: String,
-    /// Follow the run and exit with its exit code
+    /// Wait for the run to end and exit with its exit code
     #[arg(long)]
     pub(crate) wait: bool,
+    /// Show the run's output as it comes (implies --wait)
+    #[arg(long)]
+    pub(crate) follow: bool,
+    /// With --follow: write the output byte for byte even to a terminal
+    #[arg(long, requires = "follow")]
+    pub(crate) raw: bool,
     /// Run even if the job's overlap policy would skip or queue it
     #[arg(long)]
     pub(crate) force: bool,
@@ -301,6 +307,11 @@ pub(crate) struct LogsArgs {
     /// A run id from `rea history` (default: the latest finished run)
     #[arg(long, value_name = "ID")]
     pub(crate) run: Option<String>,
+    /// Follow the job's running run as it writes (or wait for its next
+    /// run), then exit with its exit code, as `rea trigger --wait` does
+    /// (-f here too: in `rea logs`, -f is --follow, not --file)
+    #[arg(short = 'F', long, conflicts_with = "run")]
+    pub(crate) follow: bool,
     /// The whole record as JSON
     #[arg(long)]
     pub(crate) json: bool,

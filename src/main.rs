@@ -10,6 +10,7 @@
 //! | `executor` | spawning and supervising one run's process group |
 //! | `control/*` | the local socket: typed protocol, server, blocking client |
 //! | `host` | facts about the machine: users, sendmail, the job file's checks |
+//! | `journald` | runs' output in the systemd journal (`job_output = "journal"`) |
 //! | `state_dir`, `watch`, `timer`, `notify` | the state directory and its lock, the job-file watcher, the wall-clock timer, systemd notification |
 //! | `failure`, `table`, `time_text` | how commands fail; aligned tables for people; instants as people read and type them |
 
@@ -22,6 +23,7 @@ mod executor;
 mod failure;
 mod host;
 mod jobfiles;
+mod journald;
 mod notify;
 mod state_dir;
 mod table;
@@ -36,7 +38,8 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_from(logs_follow_short(std::env::args_os().collect()))
+        .unwrap_or_else(|e| e.exit());
     if !matches!(cli.command, Command::Run(_)) {
         // `rea status | head`: a closed pipe ends a command quietly, as it
         // ends `cat` or `grep`. Rust ignores SIGPIPE, which turns every
@@ -78,5 +81,83 @@ fn main() -> ExitCode {
             }
             failure.exit_code()
         }
+    }
+}
+
+/// In `rea logs`, `-f` is `--follow`, as in `tail -f`, `journalctl -f`
+/// and `docker logs -f` (for every other command `-f` is `--file`; `rea
+/// logs` still takes `--file`, and `-f` before the command).
+fn logs_follow_short(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    // Global options that take a value: the word after them is not the
+    // command.
+    let valued: Vec<String> = cli
+        .get_arguments()
+        .filter(|a| a.get_action().takes_values())
+        .flat_map(|a| {
+            let long = a.get_long().map(|l| format!("--{l}"));
+            let short = a.get_short().map(|s| format!("-{s}"));
+            long.into_iter().chain(short)
+        })
+        .collect();
+    let mut i = 1;
+    while i < args.len() {
+        let word = args[i].to_string_lossy();
+        if word == "--" || !word.starts_with('-') {
+            break;
+        }
+        i += if valued.iter().any(|v| *v == word) {
+            2
+        } else {
+            1
+        };
+    }
+    if args.get(i).is_some_and(|w| w == "logs") {
+        for word in args.iter_mut().skip(i + 1) {
+            if word == "--" {
+                break;
+            }
+            if word == "-f" {
+                *word = "--follow".into();
+            }
+        }
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logs_follow_short;
+
+    fn rewrite(line: &str) -> String {
+        let args = line.split(' ').map(Into::into).collect();
+        let out: Vec<String> = logs_follow_short(args)
+            .into_iter()
+            .map(|w| w.into_string().unwrap())
+            .collect();
+        out.join(" ")
+    }
+
+    #[test]
+    fn in_rea_logs_dash_f_is_follow_and_elsewhere_file() {
+        assert_eq!(rewrite("rea logs -f backup"), "rea logs --follow backup");
+        assert_eq!(rewrite("rea logs backup -f"), "rea logs backup --follow");
+        assert_eq!(
+            rewrite("rea -f logs logs -f backup"),
+            "rea -f logs logs --follow backup"
+        );
+        assert_eq!(
+            rewrite("rea --state-dir /s logs -f backup"),
+            "rea --state-dir /s logs --follow backup"
+        );
+        // A job named logs, and -f as --file, elsewhere.
+        assert_eq!(rewrite("rea trigger logs -f x"), "rea trigger logs -f x");
+        assert_eq!(rewrite("rea -f x.toml list"), "rea -f x.toml list");
+        assert_eq!(
+            rewrite("rea submit -- logs -f x"),
+            "rea submit -- logs -f x"
+        );
+        assert_eq!(rewrite("rea -- logs -f"), "rea -- logs -f");
     }
 }

@@ -283,7 +283,7 @@ fn the_reference_pages_document_the_history_schema_and_the_protocol() {
     }
     let protocol = fs::read_to_string(repo("man/rea-protocol.7")).expect("man/rea-protocol.7");
     for op in [
-        "submit", "cancel", "pending", "trigger", "pause", "status", "reload", "ping",
+        "submit", "cancel", "pending", "trigger", "follow", "pause", "status", "reload", "ping",
     ] {
         assert!(
             protocol.contains(op),

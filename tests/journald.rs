@@ -3,15 +3,22 @@
 //! priority as a `<N>` prefix and no timestamp of rea's own. Tested with
 //! a pipe standing in for the journal's stream: its device and inode go
 //! into `JOURNAL_STREAM`, exactly as systemd would set them.
+//!
+//! Runs' output in the journal (`[daemon] job_output = "journal"`): one
+//! entry per line, in journald's native protocol, tagged with JOB and RUN.
+//! Tested with a datagram socket standing in for journald's
+//! (`REA_JOURNAL_SOCKET`).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixDatagram;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use crate::support::{wait_until, Env};
+use crate::support::{wait_until, Env, PATIENCE};
 
 /// A pipe: (read end, write end).
 fn pipe() -> (File, OwnedFd) {
@@ -133,4 +140,151 @@ fn a_journal_stream_that_is_not_stderr_changes_nothing() {
     assert!(!failed.starts_with('<'), "{failed}");
     assert!(failed.starts_with("20"), "no timestamp: {failed}");
     assert!(failed.contains("WARN"), "no level: {failed}");
+}
+
+/// A socket standing in for journald's: (socket, its path).
+fn fake_journal(env: &Env) -> (UnixDatagram, String) {
+    let path = env.path("journal.socket");
+    let socket = UnixDatagram::bind(&path).expect("bind the journal socket");
+    socket.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    (socket, path.display().to_string())
+}
+
+/// One entry of the native protocol: `KEY=value` lines, or `KEY`, a
+/// newline, a 64-bit little-endian length, the value, a newline.
+fn parse_entry(mut bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
+    let mut fields = BTreeMap::new();
+    while !bytes.is_empty() {
+        let end = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .expect("a field line");
+        let line = &bytes[..end];
+        match line.iter().position(|&b| b == b'=') {
+            Some(eq) => {
+                let key = String::from_utf8(line[..eq].to_vec()).unwrap();
+                fields.insert(key, line[eq + 1..].to_vec());
+                bytes = &bytes[end + 1..];
+            }
+            None => {
+                let key = String::from_utf8(line.to_vec()).unwrap();
+                let rest = &bytes[end + 1..];
+                let len = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+                fields.insert(key, rest[8..8 + len].to_vec());
+                assert_eq!(rest[8 + len], b'\n');
+                bytes = &rest[9 + len..];
+            }
+        }
+    }
+    fields
+}
+
+/// The next entry the daemon sent, as text fields.
+fn next_entry(socket: &UnixDatagram) -> BTreeMap<String, String> {
+    let mut buf = vec![0u8; 1 << 20];
+    let n = socket.recv(&mut buf).expect("an entry in the journal");
+    parse_entry(&buf[..n])
+        .into_iter()
+        .map(|(k, v)| (k, String::from_utf8_lossy(&v).into_owned()))
+        .collect()
+}
+
+#[test]
+fn with_job_output_journal_each_line_is_an_entry_tagged_with_job_and_run() {
+    let env = Env::new();
+    env.jobs(
+        r#"
+[daemon]
+job_output = "journal"
+
+[jobs.backup]
+schedule = "@yearly"
+command = "echo early; while [ ! -e @ROOT@/go ]; do sleep 0.01; done; echo 'second line' >&2; echo; printf 'résumé'"
+"#,
+    );
+    let (journal, path) = fake_journal(&env);
+    let d = env.daemon_with_env(&[], &[("REA_JOURNAL_SOCKET", &path)]);
+    env.rea(&["trigger", "backup"]).ok();
+    // Live: the first line is in the journal while the run still runs.
+    let early = next_entry(&journal);
+    assert_eq!(early["MESSAGE"], "early");
+    assert!(env.finals("backup").is_empty(), "the run has not ended yet");
+    std::fs::write(env.path("go"), "").unwrap();
+    let rest: Vec<BTreeMap<String, String>> = (0..3).map(|_| next_entry(&journal)).collect();
+    let messages: Vec<&str> = rest.iter().map(|e| e["MESSAGE"].as_str()).collect();
+    // The last line, without its newline, when the output ends.
+    assert_eq!(messages, ["second line", "", "résumé"]);
+    env.wait_until("the run's end", || !env.finals("backup").is_empty());
+    let run = env.finals("backup")[0]["run"].as_str().unwrap().to_string();
+    for entry in std::iter::once(&early).chain(&rest) {
+        assert_eq!(entry["JOB"], "backup", "{entry:?}");
+        assert_eq!(entry["RUN"], run, "{entry:?}");
+        assert_eq!(entry["PRIORITY"], "6", "{entry:?}");
+        assert_eq!(entry["SYSLOG_IDENTIFIER"], "backup", "{entry:?}");
+    }
+    // The history keeps the output as ever.
+    assert_eq!(
+        env.finals("backup")[0]["output"],
+        "early\nsecond line\n\nrésumé"
+    );
+    assert!(!d.log_text().contains("journal socket"), "{}", d.log_text());
+}
+
+#[test]
+fn without_a_journal_socket_output_stays_in_the_history_after_one_warning() {
+    let env = Env::new();
+    env.jobs(
+        "[daemon]\njob_output = \"journal\"\n[jobs.a]\nschedule = \"@yearly\"\ncommand = \"echo kept\"\n",
+    );
+    let missing = env.path("no-journal-here").display().to_string();
+    let d = env.daemon_with_env(&[], &[("REA_JOURNAL_SOCKET", &missing)]);
+    env.rea(&["trigger", "a", "--wait"]).ok();
+    env.rea(&["trigger", "a", "--wait"]).ok();
+    let runs = env.runs("a", "succeeded");
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r["output"] == "kept\n"));
+    let log = d.log_text();
+    assert_eq!(
+        log.matches("no journal socket").count(),
+        1,
+        "one warning, not one per run:\n{log}"
+    );
+    assert!(
+        log.contains(&missing),
+        "the warning names the socket:\n{log}"
+    );
+}
+
+#[test]
+fn a_journal_that_takes_nothing_cannot_hold_a_run_up_or_lose_its_history() {
+    let env = Env::new();
+    env.jobs(
+        "[daemon]\njob_output = \"journal\"\n[jobs.flood]\nschedule = \"@yearly\"\ncommand = \"seq 1 5000\"\n",
+    );
+    // Bound and never read: its queue fills after a few hundred entries,
+    // as a stuck journald's would.
+    let (_journal, path) = fake_journal(&env);
+    let d = env.daemon_with_env(&[], &[("REA_JOURNAL_SOCKET", &path)]);
+    env.rea(&["trigger", "flood", "--wait"]).ok();
+    let runs = env.runs("flood", "succeeded");
+    assert_eq!(runs.len(), 1);
+    let output = runs[0]["output"].as_str().unwrap();
+    assert!(output.starts_with("1\n2\n"), "{output:.40}");
+    assert!(output.ends_with("4999\n5000\n"), "the history has it all");
+    let log = d.log_text();
+    assert_eq!(
+        log.matches("cannot send the run's output to the journal")
+            .count(),
+        1,
+        "{log}"
+    );
+    // A second run while it is still stuck: no second warning.
+    env.rea(&["trigger", "flood", "--wait"]).ok();
+    assert_eq!(env.runs("flood", "succeeded").len(), 2);
+    assert_eq!(
+        d.log_text()
+            .matches("cannot send the run's output to the journal")
+            .count(),
+        1
+    );
 }

@@ -162,6 +162,14 @@ fn users_edit_and_run_their_own_jobs_and_nothing_else() {
     rea_as(&env, ALICE, &["history", "sys"], None)
         .code(1)
         .stderr_has("no job named \"sys\"");
+    // Her runs' output as it comes, and nobody else's.
+    rea_as(&env, ALICE, &["trigger", "mine", "--follow"], None)
+        .ok()
+        .stdout_is("rea-alice\n");
+    rea_as(&env, ALICE, &["logs", "--follow", "sys"], None)
+        .code(5)
+        .stderr_has("no job named \"sys\"");
+    rea_as(&env, BOB, &["logs", "--follow", "mine"], None).code(5);
     rea_as(&env, ALICE, &["history"], None)
         .code(1)
         .stderr_has("name one of your jobs");

@@ -131,7 +131,9 @@ fn read_line(words: &[String], index: usize) -> Line {
                 None => (word.as_str(), None),
             };
             let cmd = sub.as_ref().unwrap_or(&root);
-            if let Some(Some(id)) = value_option(&root, cmd, name) {
+            // In `rea logs`, -f is --follow (main's rewrite), a flag.
+            let follow = name == "-f" && cmd.get_name() == "logs";
+            if let Some(Some(id)) = value_option(&root, cmd, name).filter(|_| !follow) {
                 match inline {
                     Some(v) => match id.as_str() {
                         "file" => line.file = Some(PathBuf::from(v)),
@@ -339,6 +341,7 @@ mod tests {
         assert_eq!(kind("rea -f jobs.toml trigger _"), Some(Kind::Jobs));
         assert_eq!(kind("rea --client-timeout 5s logs _"), Some(Kind::Jobs));
         assert_eq!(kind("rea logs --run _"), None);
+        assert_eq!(kind("rea logs -f _"), Some(Kind::Jobs));
         assert_eq!(kind("rea pause a b _"), Some(Kind::Jobs));
         assert_eq!(kind("rea pause --tag _"), Some(Kind::Tags));
         assert_eq!(kind("rea status _"), Some(Kind::JobsAndOneShots));

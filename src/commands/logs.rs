@@ -1,16 +1,23 @@
 //! `rea logs JOB [--run ID]`: the captured output of a run. The output goes
 //! to stdout untouched (pipe it anywhere); a one-line header goes to stderr.
+//! `rea logs --follow JOB`: the output of the job's running (or next) run
+//! as it comes, from the daemon, then how the run ended.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 
 use chrono::SecondsFormat;
 
-use rea_core::record::RunStatus;
+use rea_core::record::{Record, RunStatus};
 
 use crate::cli::{exit, Global, LogsArgs};
+use crate::control::protocol::{FollowReply, StreamLine};
+use crate::control::{Client, Request};
 use crate::failure::{self, Failure, Outcome};
 
 pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
+    if args.follow {
+        return follow(global, args);
+    }
     let dir = super::state_dir(global)?;
     let reader = super::history_reader(global, &dir)?;
     let found = match &args.run {
@@ -86,6 +93,81 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
         print!("{output}");
     }
     failure::ok()
+}
+
+/// `rea logs --follow JOB`: exits as `rea trigger --wait` does.
+fn follow(global: &Global, args: &LogsArgs) -> Outcome {
+    let mut client = super::connect(global)?;
+    let request = Request::Follow {
+        job: args.job.clone(),
+    };
+    let first = super::ask::<FollowReply>(&mut client, &request)?;
+    let FollowReply { run, .. } = &first.data;
+    if args.json {
+        println!("{}", first.raw);
+    } else {
+        match run {
+            Some(run) => eprintln!("rea: following run {run} of {}", args.job),
+            None => eprintln!("rea: waiting for the next run of {}", args.job),
+        }
+    }
+    client.without_timeout();
+    let record = print_stream(&mut client, &args.job, run.as_deref(), args.json, args.raw)?;
+    if !args.json {
+        eprintln!("{}", super::trigger::ended(&args.job, &record));
+    }
+    Ok(super::trigger::exit_status(&record))
+}
+
+/// Prints a streamed answer's lines as they come (output to stdout,
+/// sanitised on a terminal unless `raw`; with `json`, each line's data)
+/// until its last line, the run's final record, which it returns.
+/// `announced` is the run already named to the user, if any.
+pub(super) fn print_stream(
+    client: &mut Client,
+    job: &str,
+    announced: Option<&str>,
+    json: bool,
+    raw: bool,
+) -> Result<Record, Failure> {
+    let sanitise = !raw && std::io::stdout().is_terminal();
+    let mut out = std::io::stdout();
+    loop {
+        let resp = client.read_response().map_err(super::client_failure)?;
+        let line = super::answer::<serde_json::Value>(resp)?.raw;
+        if line.get("stream").is_none() {
+            if json {
+                println!("{line}");
+            }
+            return serde_json::from_value(line)
+                .map_err(|e| Failure::runtime(format!("unreadable answer from the daemon: {e}")));
+        }
+        let text = if json {
+            format!("{line}\n")
+        } else {
+            match serde_json::from_value::<StreamLine>(line) {
+                Ok(StreamLine::Output { text }) if sanitise => printable(&text),
+                Ok(StreamLine::Output { text }) => text,
+                Ok(StreamLine::Skipped { bytes }) => format!("\n… {bytes} bytes skipped …\n"),
+                Ok(StreamLine::Run { run, .. }) => {
+                    if announced != Some(run.as_str()) {
+                        eprintln!("rea: run {run} of {job} started");
+                    }
+                    continue;
+                }
+                // A kind of line this build does not know: not for it.
+                Err(_) => continue,
+            }
+        };
+        // Output comes in pieces, not lines: each goes out at once.
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return Err(Failure::runtime("cannot write the output"));
+        }
+    }
 }
 
 /// `output` with control characters shown as `^X` (`cat -v` style), tabs

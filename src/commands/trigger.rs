@@ -1,7 +1,8 @@
-//! `rea trigger JOB [--wait]`: run a job now through the daemon (trigger
-//! `manual`), subject to its overlap policy unless `--force`.
+//! `rea trigger JOB [--wait | --follow]`: run a job now through the daemon
+//! (trigger `manual`), subject to its overlap policy unless `--force`.
 
 use std::io::IsTerminal;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use rea_core::record::{Record, RunStatus};
@@ -13,20 +14,40 @@ use crate::failure::{self, exit_code, Outcome};
 
 pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
     let mut client = super::connect(global)?;
+    let wait = args.wait || args.follow;
     let request = Request::Trigger {
         job: args.job.clone(),
         force: args.force,
-        wait: args.wait,
+        wait,
+        follow: args.follow,
     };
     let first = super::ask::<TriggerReply>(&mut client, &request)?;
     let TriggerReply { run, state, .. } = &first.data;
-    if !args.wait {
+    if !wait {
         if args.json {
             println!("{}", first.raw);
         } else {
             println!("{state} run {run} of {}", args.job);
         }
         return failure::ok();
+    }
+    if args.follow {
+        if args.json {
+            println!("{}", first.raw);
+        } else {
+            eprintln!(
+                "rea: {state} run {run} of {}; following its output",
+                args.job
+            );
+        }
+        client.without_timeout();
+        let announced = (state == "started").then_some(run.as_str());
+        let record =
+            super::logs::print_stream(&mut client, &args.job, announced, args.json, args.raw)?;
+        if !args.json {
+            eprintln!("{}", ended(&args.job, &record));
+        }
+        return Ok(exit_status(&record));
     }
     let spinner = if std::io::stderr().is_terminal() {
         let pb = indicatif::ProgressBar::new_spinner();
@@ -53,37 +74,48 @@ pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
     if args.json {
         println!("{}", end.raw);
     } else {
-        let status = record.status.map(RunStatus::as_str).unwrap_or("unknown");
-        let dur = record
-            .duration_ms
-            .map(|ms| {
-                format!(
-                    " in {}",
-                    rea_core::duration::format(Duration::from_millis(ms))
-                )
-            })
-            .unwrap_or_default();
-        let how = match (record.exit_code, record.signal) {
-            (Some(c), _) => format!(" (exit {c})"),
-            (None, Some(s)) => format!(" (signal {s})"),
-            _ => String::new(),
-        };
-        let reason = record
-            .reason
-            .as_deref()
-            .map(|r| format!(": {r}"))
-            .unwrap_or_default();
-        println!("{} run {run} {status}{dur}{how}{reason}", args.job);
+        println!("{}", ended(&args.job, record));
         if let Some(at) = record.detail.as_ref().and_then(|d| d["retry_at"].as_str()) {
             println!("retry scheduled at {at}");
         }
     }
-    // The job's own exit code passes through; a signal becomes 128+N as in
-    // shells; a run that never got an exit status (spawn failure) is 1.
-    Ok(match (record.status, record.exit_code, record.signal) {
+    Ok(exit_status(record))
+}
+
+/// `db-backup run 01m8k9j81t6nbw failed in 2.0s (exit 3)`: how a run ended.
+pub(super) fn ended(job: &str, record: &Record) -> String {
+    let run = record.run.as_deref().unwrap_or("");
+    let status = record.status.map(RunStatus::as_str).unwrap_or("unknown");
+    let dur = record
+        .duration_ms
+        .map(|ms| {
+            format!(
+                " in {}",
+                rea_core::duration::format(Duration::from_millis(ms))
+            )
+        })
+        .unwrap_or_default();
+    let how = match (record.exit_code, record.signal) {
+        (Some(c), _) => format!(" (exit {c})"),
+        (None, Some(s)) => format!(" (signal {s})"),
+        _ => String::new(),
+    };
+    let reason = record
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    format!("{job} run {run} {status}{dur}{how}{reason}")
+}
+
+/// The exit status of a command that waited for a run: the job's own exit
+/// code passes through; a signal becomes 128+N as in shells; a run that
+/// never got an exit status (spawn failure, skipped) is 1.
+pub(super) fn exit_status(record: &Record) -> ExitCode {
+    match (record.status, record.exit_code, record.signal) {
         (Some(RunStatus::Succeeded), _, _) => exit_code(exit::OK),
         (_, Some(c), _) => exit_code(c),
         (_, None, Some(s)) => exit_code(128 + s),
         _ => exit_code(exit::FAILURE),
-    })
+    }
 }

@@ -37,13 +37,23 @@ pub(crate) enum Request {
         job: Option<String>,
     },
     /// Run a job now. With `wait`, a second response line follows when the
-    /// run ends, carrying its final history record.
+    /// run ends, carrying its final history record; with `follow` (which
+    /// implies `wait`), its output comes first, as [`StreamLine`]s.
     Trigger {
         job: String,
         #[serde(default)]
         force: bool,
         #[serde(default)]
         wait: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        follow: bool,
+    },
+    /// A job's output as it comes: its running run (the newest, if
+    /// several), or else its next run once it starts. The answer
+    /// ([`FollowReply`]) is followed by [`StreamLine`]s, then the run's
+    /// final history record.
+    Follow {
+        job: String,
     },
     Pause(Selector),
     Resume(Selector),
@@ -427,6 +437,32 @@ pub(crate) struct TriggerReply {
     pub(crate) state: String,
 }
 
+/// `follow`: whose output follows, or that it waits for the next run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FollowReply {
+    pub(crate) job: String,
+    /// The run followed; none yet while `waiting`.
+    pub(crate) run: Option<String>,
+    /// `running` or `waiting`.
+    pub(crate) state: String,
+}
+
+/// A line of a streamed answer (`follow`, `trigger` with `follow`), until
+/// the last one, which carries the run's final history record instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stream", rename_all = "snake_case")]
+pub(crate) enum StreamLine {
+    /// The run whose output follows (it started, or was running).
+    Run { run: String, job: String },
+    /// Output, as the run wrote it (UTF-8; bytes that are not become
+    /// U+FFFD, as in the history).
+    Output { text: String },
+    /// Output that did not reach this client: it fell behind the run by
+    /// more than the daemon keeps, or the run's capture had left it out
+    /// before the client came.
+    Skipped { bytes: u64 },
+}
+
 /// `submit`: the one-shot is durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct SubmitReply {
@@ -550,6 +586,7 @@ mod tests {
                 job: "backup".into(),
                 force: false,
                 wait: true,
+                follow: false,
             },
         };
         let text = serde_json::to_string(&env).unwrap();
@@ -569,6 +606,34 @@ mod tests {
         assert_eq!(
             parse_request(br#"{"v":1,"op":"status"}"#).unwrap(),
             Request::Status { job: None }
+        );
+        assert_eq!(
+            parse_request(br#"{"v":1,"op":"follow","job":"backup"}"#).unwrap(),
+            Request::Follow {
+                job: "backup".into()
+            }
+        );
+        let lines = [
+            StreamLine::Run {
+                run: "r1".into(),
+                job: "backup".into(),
+            },
+            StreamLine::Output {
+                text: "50%\n".into(),
+            },
+            StreamLine::Skipped { bytes: 4096 },
+        ];
+        let text: Vec<String> = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                r#"{"stream":"run","run":"r1","job":"backup"}"#,
+                r#"{"stream":"output","text":"50%\n"}"#,
+                r#"{"stream":"skipped","bytes":4096}"#,
+            ]
         );
     }
 

@@ -1,8 +1,9 @@
 //! The daemon's side of the control socket: bind it (0600, inside the
 //! 0700 state directory), check every peer's uid with `SO_PEERCRED` (only
 //! the daemon's own user and root), read request lines and forward them to
-//! the daemon loop, write the answers back in request order. It decides
-//! nothing: the daemon answers.
+//! the daemon loop, write the answers back in request order (a streamed
+//! answer, `follow`, holds the connection's later answers until it ends).
+//! It decides nothing: the daemon answers.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -12,8 +13,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::OwnedReadHalf;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::protocol::{line, parse_request, Request, Response};
 use super::socket_path;
@@ -32,6 +34,10 @@ pub(crate) enum Reply {
     Done(Response),
     /// A first line now, and a second when the receiver yields (trigger --wait).
     Follow(Response, oneshot::Receiver<Value>),
+    /// A first line now, then each line the receiver yields until it
+    /// closes (`follow`, `trigger --follow`). The sender is bounded: a
+    /// client that reads slowly slows the stream's producer, nobody else.
+    Stream(Response, mpsc::Receiver<Response>),
 }
 
 /// A request handed to the daemon loop, with the way back.
@@ -193,6 +199,10 @@ enum Queued {
 /// dropped after `WRITE_TIMEOUT`.
 async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, peer: Peer) {
     let (r, mut w) = stream.into_split();
+    // Set when the client has closed its socket (not just its sending
+    // side): an answer it waits for (a run's end, a next run that may be
+    // a year away) is then given up, and its connection slot freed.
+    let (gone_tx, mut gone) = watch::channel(false);
     let permits = Arc::new(Semaphore::new(MAX_PIPELINED as usize));
     let (order_tx, mut order_rx) = mpsc::channel::<Queued>(MAX_PIPELINED as usize + 1);
     // Answers that are ready go out together in one write, and the writer
@@ -237,13 +247,36 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
                         if !flush(&mut w, &mut out).await {
                             return;
                         }
-                        let second = match rest.await {
-                            Ok(v) => Response::ok(v),
-                            Err(_) => {
-                                Response::err("refused", "the daemon stopped before the run ended")
-                            }
+                        let second = tokio::select! {
+                            second = rest => match second {
+                                Ok(v) => Response::ok(v),
+                                Err(_) => Response::err(
+                                    "refused",
+                                    "the daemon stopped before the run ended",
+                                ),
+                            },
+                            () = hung_up(&mut gone) => return,
                         };
                         out.extend_from_slice(line(&second).as_bytes());
+                    }
+                    Reply::Stream(first, mut lines) => {
+                        out.extend_from_slice(line(&first).as_bytes());
+                        loop {
+                            if !flush(&mut w, &mut out).await {
+                                return;
+                            }
+                            let next = tokio::select! {
+                                next = lines.recv() => next,
+                                () = hung_up(&mut gone) => return,
+                            };
+                            let Some(next) = next else { break };
+                            out.extend_from_slice(line(&next).as_bytes());
+                            // Lines already there go out in the same write.
+                            while out.len() < 64 * 1024 {
+                                let Ok(more) = lines.try_recv() else { break };
+                                out.extend_from_slice(line(&more).as_bytes());
+                            }
+                        }
                     }
                 }
                 // A large answer goes out before the next request may be
@@ -280,7 +313,16 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
         let read = tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf);
         match tokio::time::timeout(IDLE_TIMEOUT, read).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(0)) => {
+                if peer_closed(reader.get_ref()) {
+                    let _ = gone_tx.send(true);
+                }
+                break;
+            }
+            Ok(Err(_)) => {
+                let _ = gone_tx.send(true);
+                break;
+            }
             Ok(Ok(_)) => {}
             Err(_) if permits.available_permits() == MAX_PIPELINED as usize => break,
             // A long request (trigger --wait) is in flight: not idle.
@@ -326,6 +368,30 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
     }
     drop(order_tx);
     let _ = writer.await;
+    drop(gone_tx);
+}
+
+/// Whether the client closed its socket: an end of file on a socket the
+/// peer has closed entirely (a client that exits or is killed) comes with
+/// POLLHUP; one that only shut down its sending side, to wait for its
+/// answers, does not.
+fn peer_closed(reader: &OwnedReadHalf) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let stream: &UnixStream = reader.as_ref();
+    let mut fds = [PollFd::new(stream, PollFlags::empty())];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+        && fds[0].revents().contains(PollFlags::HUP)
+}
+
+/// Resolves once the connection's client is gone; never if it stays.
+async fn hung_up(gone: &mut watch::Receiver<bool>) {
+    if gone.wait_for(|&g| g).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Writes and empties `out`; false once the peer is gone or stopped

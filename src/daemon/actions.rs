@@ -1,6 +1,6 @@
 //! Carrying out the engine's actions: spawning runs (in cluster mode, once
 //! the store granted them: `REA_FENCE`), signalling them, appending history records, telling
-//! `trigger --wait` clients, keeping the one-shot journal in step.
+//! `trigger --wait` clients and followers, keeping the one-shot journal in step.
 
 use std::collections::VecDeque;
 
@@ -84,12 +84,15 @@ impl Loop {
         let Some(run) = rec.run.as_deref() else {
             return;
         };
-        if let Some(waiters) = self.waiters.remove(run) {
-            let value = serde_json::to_value(rec).unwrap_or(Value::Null);
-            for w in waiters {
-                let _ = w.send(value.clone());
-            }
+        let waiters = self.waiters.remove(run);
+        if waiters.is_none() && !self.follows.awaited(run) {
+            return;
         }
+        let value = serde_json::to_value(rec).unwrap_or(Value::Null);
+        for w in waiters.into_iter().flatten() {
+            let _ = w.send(value.clone());
+        }
+        self.followed_run_ended(run, &value);
     }
 
     pub(super) fn append(&mut self, rec: &Record) {
@@ -154,6 +157,10 @@ impl Loop {
         if let Some(g) = start.grant {
             env.push(("REA_FENCE".into(), g.fence.to_string()));
         }
+        let journal = self
+            .journald
+            .as_ref()
+            .map(|j| j.lines(&start.name, &start.run));
         let spec = RunSpec {
             program,
             env,
@@ -166,9 +173,11 @@ impl Loop {
             pass_fd: None,
             user,
             kill_stragglers,
+            journal,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles.insert(start.run.clone(), handle);
+        self.run_spawned(&start.name, &start.run);
         let tx = self.tx.clone();
         let run = start.run;
         tokio::spawn(async move {

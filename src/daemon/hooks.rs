@@ -194,6 +194,7 @@ impl Loop {
                 pass_fd: batch.output_file.as_ref().map(own_view),
                 user: batch.user.clone(),
                 kill_stragglers: true,
+                journal: None,
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(
@@ -276,6 +277,7 @@ impl Loop {
             pass_fd: None,
             user: None,
             kill_stragglers: true,
+            journal: None,
         };
         let name = job.name.clone();
         match executor::spawn(spec) {
@@ -575,6 +577,7 @@ mod tests {
                 pass_fd: Some(own_view(&file)),
                 user: Some(nobody.clone()),
                 kill_stragglers: true,
+                journal: None,
             };
             let (_, _, running) = executor::spawn(spec).expect("spawn");
             outputs.push(running.await.output.text);

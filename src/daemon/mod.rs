@@ -14,6 +14,7 @@
 //! | `actions.rs` | carrying out the engine's actions (spawn, terminate, record) |
 //! | `requests.rs` | control requests: reload, trigger, pause, one-shots |
 //! | `hooks.rs` | hooks and mail after a run |
+//! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the database, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
@@ -41,6 +42,7 @@ use crate::timer::{Wake, WallTimer};
 
 mod actions;
 mod cluster;
+mod follow;
 mod hooks;
 mod metrics;
 mod orphans;
@@ -157,6 +159,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             Some(msg) = inputs.finished.recv() => match msg {
                 Msg::Finished { run, outcome } => {
                     d.handles.remove(&run);
+                    d.run_gone(&run);
                     actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
                 }
                 Msg::HookFinished { id, outcome } => d.hook_finished(id, &outcome, &mut actions),
@@ -262,8 +265,14 @@ struct Loop {
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,
     tx: mpsc::UnboundedSender<Msg>,
-    /// `trigger --wait` clients, by run id, told the final record.
+    /// `trigger --wait` clients and followers, by run id, told the final
+    /// record.
     waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,
+    /// Clients following runs' output, and the runs they may follow.
+    follows: follow::Follows,
+    /// Where runs' output is copied as it comes (`job_output = "journal"`,
+    /// with a journal socket there).
+    journald: Option<crate::journald::Journal>,
     /// The configuration in force (the last good one).
     config: Config,
     opts: Options,

@@ -1,5 +1,6 @@
 //! Control requests: what `rea reload`, `trigger`, `pause`, `resume`,
-//! `status`, `submit`, `cancel` and `pending` ask of the running daemon.
+//! `status`, `submit`, `cancel`, `pending` and `logs --follow` ask of the
+//! running daemon.
 //! Submissions are validated one by one and made durable together (one
 //! journal write and sync for a burst: group commit).
 
@@ -135,6 +136,12 @@ impl Loop {
         let cluster_changed = self.cluster.is_some() && cfg.cluster != self.config.cluster;
         self.history
             .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
+        if cfg.daemon.job_output != self.config.daemon.job_output {
+            self.journald = match cfg.daemon.job_output {
+                rea_config::JobOutput::Journal => crate::journald::Journal::open(),
+                rea_config::JobOutput::History => None,
+            };
+        }
         self.config = cfg;
         self.last_reload = now;
         if cluster_changed {
@@ -311,7 +318,13 @@ impl Loop {
             {
                 Reply::Done(self.unknown_job_in(&job, scope))
             }
-            Request::Trigger { job, force, wait } => {
+            Request::Follow { job } => self.follow(job, scope),
+            Request::Trigger {
+                job,
+                force,
+                wait,
+                follow,
+            } => {
                 let (result, acts) = self.engine.trigger(&job, force, now);
                 actions.extend(acts);
                 match result {
@@ -333,7 +346,9 @@ impl Loop {
                             job,
                             state: state.to_string(),
                         });
-                        if wait {
+                        if follow {
+                            self.follow_trigger(first, run)
+                        } else if wait {
                             let (tx, rx) = oneshot::channel();
                             self.waiters.entry(run).or_default().push(tx);
                             Reply::Follow(first, rx)

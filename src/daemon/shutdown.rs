@@ -50,6 +50,7 @@ pub(super) async fn sleep_until(at: Option<Instant>) {
 
 impl Loop {
     pub(super) fn on_stop_signal(&mut self, name: &str, actions: &mut VecDeque<Action>) {
+        self.stop_waiting_followers();
         match self.stopping {
             Stopping::No => {
                 let grace = self.config.daemon.shutdown_grace;

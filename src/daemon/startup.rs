@@ -143,6 +143,11 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         hook_batches: HashMap::new(),
         tx,
         waiters: HashMap::new(),
+        follows: Default::default(),
+        journald: match config.daemon.job_output {
+            rea_config::JobOutput::Journal => crate::journald::Journal::open(),
+            rea_config::JobOutput::History => None,
+        },
         config,
         opts: opts.clone(),
         started_at,

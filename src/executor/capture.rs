@@ -1,6 +1,8 @@
 //! A run's output: the pipe that stdout and stderr share, read as it comes
 //! into a bounded [`Capture`] (the first and the last half of the limit), so
 //! a job is never blocked on a full pipe and a flood never grows memory.
+//! Each read also goes to the run's [`Tap`] (live followers) and, with
+//! `[daemon] job_output = "journal"`, line by line to the journal.
 
 use std::collections::VecDeque;
 use std::io;
@@ -10,6 +12,9 @@ use tokio::sync::oneshot;
 
 use rea_core::run::Output;
 
+use super::tap::Tap;
+use crate::journald::Lines;
+
 /// Size of one read from the output pipe.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -18,49 +23,71 @@ const READ_CHUNK: usize = 64 * 1024;
 pub(super) const PIPE_SIZE: usize = 1024 * 1024;
 
 /// Reads the combined output pipe until EOF, or until told to stop (then it
-/// takes what is already in the pipe and returns).
+/// takes what is already in the pipe and returns), and hands the capture
+/// over.
 ///
 /// One read per `readable()`: that call counts against Tokio's cooperative
 /// budget, so a job flooding its output cannot starve the daemon's other
 /// tasks, even on a current-thread runtime.
 pub(super) async fn read_output(
     pipe: pipe::Receiver,
-    mut capture: Capture,
-    mut stop: oneshot::Receiver<()>,
+    tap: Tap,
+    mut journal: Option<Lines>,
+    stop: oneshot::Receiver<()>,
 ) -> Capture {
+    read(&pipe, &tap, &mut journal, stop).await;
+    if let Some(journal) = &mut journal {
+        journal.finish().await;
+    }
+    tap.finish()
+}
+
+async fn read(
+    pipe: &pipe::Receiver,
+    tap: &Tap,
+    journal: &mut Option<Lines>,
+    mut stop: oneshot::Receiver<()>,
+) {
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         tokio::select! {
             ready = pipe.readable() => {
                 if ready.is_err() {
-                    return capture;
+                    return;
                 }
             }
             _ = &mut stop => {
-                drain(&pipe, &mut buf, &mut capture);
-                return capture;
+                drain(pipe, &mut buf, tap, journal).await;
+                return;
             }
         }
         match pipe.try_read(&mut buf) {
-            Ok(0) => return capture,
-            Ok(n) => capture.push(&buf[..n]),
+            Ok(0) => return,
+            Ok(n) => got(&buf[..n], tap, journal).await,
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) => {}
-            Err(_) => return capture,
+            Err(_) => return,
         }
+    }
+}
+
+async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
+    tap.push(data);
+    if let Some(journal) = journal {
+        journal.push(data).await;
     }
 }
 
 /// Takes what the pipe holds now. Bounded, because a writer outside the
 /// group may keep it from ever being empty.
-fn drain(pipe: &pipe::Receiver, buf: &mut [u8], capture: &mut Capture) {
+async fn drain(pipe: &pipe::Receiver, buf: &mut [u8], tap: &Tap, journal: &mut Option<Lines>) {
     for _ in 0..=PIPE_SIZE / READ_CHUNK {
         match pipe.try_read(buf) {
             Ok(0) => return,
-            Ok(n) => capture.push(&buf[..n]),
+            Ok(n) => got(&buf[..n], tap, journal).await,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -90,7 +117,7 @@ impl Capture {
         }
     }
 
-    fn push(&mut self, data: &[u8]) {
+    pub(super) fn push(&mut self, data: &[u8]) {
         self.total += data.len() as u64;
         let to_head = (self.head_cap - self.head.len()).min(data.len());
         let wanted = grown_capacity(
@@ -118,6 +145,13 @@ impl Capture {
         );
         self.tail.reserve_exact(wanted - self.tail.len());
         self.tail.extend(keep);
+    }
+
+    /// What it holds now: the head, how many bytes it left out, the tail.
+    pub(super) fn parts(&self) -> (Vec<u8>, u64, Vec<u8>) {
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let omitted = self.total - (self.head.len() + tail.len()) as u64;
+        (self.head.clone(), omitted, tail)
     }
 
     pub(super) fn finish(self) -> Output {
@@ -158,7 +192,7 @@ impl Capture {
 
 /// The capacity to reserve for `needed` bytes: doubling as usual, but never
 /// beyond `cap`, so a capture's memory stays within its limit.
-fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usize {
+pub(super) fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usize {
     if needed <= capacity {
         capacity
     } else {
@@ -176,7 +210,7 @@ fn is_continuation(byte: u8) -> bool {
 }
 
 /// Length of `bytes` without a UTF-8 character cut off at its end.
-fn utf8_complete_prefix(bytes: &[u8]) -> usize {
+pub(super) fn utf8_complete_prefix(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(4) {
         let at = bytes.len() - back;
         let byte = bytes[at];

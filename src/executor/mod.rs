@@ -9,6 +9,7 @@
 //! - `group`: signalling the job's process group and finding out whether
 //!   anyone is left in it.
 //! - `capture`: reading the output pipe into a bounded buffer.
+//! - `tap`: the same output as it comes, for followers (`rea logs -f`).
 //!
 //! # How a run is supervised
 //!
@@ -68,6 +69,7 @@
 mod capture;
 mod group;
 mod process;
+mod tap;
 
 use std::future::Future;
 use std::io;
@@ -91,6 +93,7 @@ use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
 use capture::{read_output, Capture, PIPE_SIZE};
 use group::Group;
 pub(crate) use process::DEFAULT_PATH;
+pub(crate) use tap::Follower;
 
 /// Everything the executor needs for one run.
 #[derive(Debug, Clone)]
@@ -118,6 +121,9 @@ pub(crate) struct RunSpec {
     /// When the leader exits on its own, stop what is left of its group
     /// (true), or leave it running and end the run (false).
     pub(crate) kill_stragglers: bool,
+    /// Also send the output, line by line as it comes, to the journal
+    /// (`[daemon] job_output = "journal"`).
+    pub(crate) journal: Option<crate::journald::Lines>,
 }
 
 /// The descriptor number at which the child finds [`RunSpec::pass_fd`].
@@ -129,9 +135,15 @@ pub(crate) const PASSED_FD: i32 = 3;
 #[derive(Debug, Clone)]
 pub(crate) struct RunHandle {
     control: mpsc::UnboundedSender<Control>,
+    tap: tap::Tap,
 }
 
 impl RunHandle {
+    /// Follows the run's output: what was captured so far, then what comes.
+    pub(crate) fn follow(&self) -> Follower {
+        self.tap.follow()
+    }
+
     /// SIGTERM to the group, then SIGKILL after the spec's grace.
     pub(crate) fn terminate(&self) {
         // A closed channel means the run is over: nothing to stop.
@@ -240,11 +252,8 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
         })
     });
     let (stop_reading, stop_rx) = oneshot::channel();
-    let reader = tokio::spawn(read_output(
-        output_pipe,
-        Capture::new(spec.output_limit),
-        stop_rx,
-    ));
+    let tap = tap::Tap::new(Capture::new(spec.output_limit));
+    let reader = tokio::spawn(read_output(output_pipe, tap.clone(), spec.journal, stop_rx));
     let (control, control_rx) = mpsc::unbounded_channel();
     let supervisor = tokio::spawn(supervise(Supervised {
         pid,
@@ -278,7 +287,7 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
             },
         }
     };
-    let handle = RunHandle { control };
+    let handle = RunHandle { control, tap };
     Ok((started, handle, Box::pin(outcome)))
 }
 

@@ -384,6 +384,14 @@ impl Conn {
         }
         self.recv()
     }
+
+    /// Closes the sending side only, as `socat` does at the end of its
+    /// input: answers still come.
+    pub fn shutdown_write(&mut self) {
+        self.writer
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shutdown");
+    }
 }
 
 /// The result of one `rea` command.

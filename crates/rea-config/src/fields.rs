@@ -14,7 +14,7 @@ use toml::de::DeValue;
 use toml::Spanned;
 
 use crate::walk::{in_file_order, Ctx};
-use crate::{ClusterConfig, DaemonConfig};
+use crate::{ClusterConfig, DaemonConfig, JobOutput};
 
 // ---------------------------------------------------------------------------
 // The schema: one table of known fields per section.
@@ -421,6 +421,18 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
                         ),
                     ),
                 }
+            }
+        },
+    },
+    SubField {
+        name: "job_output",
+        apply: |ctx, v, d| {
+            let choices = [
+                ("history", JobOutput::History),
+                ("journal", JobOutput::Journal),
+            ];
+            if let Some(o) = ctx.choice(v, "job_output", &choices) {
+                d.job_output = o;
             }
         },
     },

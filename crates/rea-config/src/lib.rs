@@ -147,6 +147,19 @@ pub struct DaemonConfig {
     pub sendmail: Option<PathBuf>,
     /// Where `GET /metrics` (Prometheus) is served. Default: nowhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Where runs' output goes besides the history. Default: nowhere else.
+    pub job_output: JobOutput,
+}
+
+/// `[daemon] job_output`: where each run's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobOutput {
+    /// Kept in the run's history record (bounded by `output_limit`).
+    #[default]
+    History,
+    /// Also sent to the systemd journal, line by line as it comes, each
+    /// line tagged with the job and the run.
+    Journal,
 }
 
 impl Default for DaemonConfig {
@@ -158,6 +171,7 @@ impl Default for DaemonConfig {
             history_files: 5,
             sendmail: None,
             metrics: None,
+            job_output: JobOutput::History,
         }
     }
 }

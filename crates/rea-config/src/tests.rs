@@ -186,6 +186,7 @@ command = "date"
                 history_files: 5,
                 sendmail: None,
                 metrics: None,
+                job_output: JobOutput::History,
             }
         );
         let j = job(&config, "sync-orders");
@@ -345,7 +346,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output\n"
         );
     }
 
@@ -975,6 +976,27 @@ retry = { attempts = 101 }
         assert_eq!(
             errors("[daemon]\nmetrics = 9746\n"),
             "jobs.toml:2:11: expected a string like \"127.0.0.1:9746\", found an integer\n"
+        );
+    }
+
+    #[test]
+    fn job_output() {
+        assert_eq!(ok("[daemon]\n").daemon.job_output, JobOutput::History);
+        assert_eq!(
+            ok("[daemon]\njob_output = \"journal\"\n").daemon.job_output,
+            JobOutput::Journal
+        );
+        assert_eq!(
+            ok("[daemon]\njob_output = \"history\"\n").daemon.job_output,
+            JobOutput::History
+        );
+        assert_eq!(
+            errors("[daemon]\njob_output = \"journald\"\n"),
+            "jobs.toml:2:14: \"job_output\" must be one of \"history\", \"journal\", found \"journald\"\n  hint: did you mean \"journal\"?\n"
+        );
+        assert_eq!(
+            errors("[daemon]\njob_output = true\n"),
+            "jobs.toml:2:14: expected one of \"history\", \"journal\", found a boolean\n"
         );
     }
 }

@@ -1,0 +1,293 @@
+//! Runs' output in the systemd journal (`[daemon] job_output = "journal"`):
+//! each line a run writes becomes a journal entry of its own, sent as it
+//! comes (long jobs show up while they run) over journald's native
+//! protocol: one datagram per entry to `/run/systemd/journal/socket`, with
+//! `MESSAGE`, `PRIORITY` (6, info: stdout and stderr share one pipe, so an
+//! error line cannot be told apart), `SYSLOG_IDENTIFIER` (the job), `JOB`
+//! and `RUN`. `journalctl -u rea JOB=backup` then finds a job's output.
+//!
+//! The history keeps the output either way; the journal is a copy, and
+//! never holds a run up for long: a line longer than [`LINE_MAX`] is split
+//! into entries of at most that size (journald's own `LineMax=` default,
+//! well within a datagram, so no memfd is ever needed), and if the journal
+//! does not take an entry within [`STALL`] (journald busy or gone) the rest
+//! of that run's output goes to the history only, with a warning.
+//!
+//! `REA_JOURNAL_SOCKET` names another socket: for tests and containers
+//! whose journal socket is elsewhere.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixDatagram;
+use tracing::warn;
+
+/// systemd's socket for the native protocol.
+const SOCKET: &str = "/run/systemd/journal/socket";
+
+/// The longest entry: a longer line is split into entries of this size.
+const LINE_MAX: usize = 48 * 1024;
+
+/// How long an entry may wait for the journal before a run gives up on it.
+const STALL: Duration = Duration::from_secs(1);
+
+/// The daemon's way to the journal. Cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Journal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// Unbound and unconnected: each entry is sent to the path, so a
+    /// restarted journald is found again.
+    socket: UnixDatagram,
+    path: PathBuf,
+    /// A failure was logged and nothing has been sent since: one warning
+    /// per outage, not one per run.
+    warned: AtomicBool,
+}
+
+impl Journal {
+    /// The journal's socket, if there is one; `None` after one warning
+    /// saying that output stays in the history only.
+    pub(crate) fn open() -> Option<Journal> {
+        let path = std::env::var_os("REA_JOURNAL_SOCKET")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(SOCKET));
+        let is_socket = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket {
+            warn!(
+                socket = %path.display(),
+                "job_output = \"journal\", but there is no journal socket here; runs' output is kept in the history only"
+            );
+            return None;
+        }
+        match UnixDatagram::unbound() {
+            Ok(socket) => Some(Journal {
+                inner: Arc::new(Inner {
+                    socket,
+                    path,
+                    warned: AtomicBool::new(false),
+                }),
+            }),
+            Err(e) => {
+                warn!("job_output = \"journal\", but no socket can be created ({e}); runs' output is kept in the history only");
+                None
+            }
+        }
+    }
+
+    /// The journal side of one run.
+    pub(crate) fn lines(&self, job: &str, run: &str) -> Lines {
+        Lines {
+            journal: self.clone(),
+            job: job.to_string(),
+            run: run.to_string(),
+            partial: Vec::new(),
+            stopped: false,
+        }
+    }
+}
+
+/// One run's output on its way to the journal: complete lines are sent as
+/// they arrive; the last one, if it has no newline, when the output ends.
+#[derive(Debug, Clone)]
+pub(crate) struct Lines {
+    journal: Journal,
+    job: String,
+    run: String,
+    /// The start of a line whose newline has not come yet (less than
+    /// [`LINE_MAX`]).
+    partial: Vec<u8>,
+    /// The journal failed this run: the rest goes to the history only.
+    stopped: bool,
+}
+
+impl Lines {
+    /// Bytes the run wrote.
+    pub(crate) async fn push(&mut self, data: &[u8]) {
+        let mut rest = data;
+        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+            let line = if self.partial.is_empty() {
+                &rest[..at]
+            } else {
+                self.partial.extend_from_slice(&rest[..at]);
+                &self.partial[..]
+            };
+            let line = line.to_vec();
+            self.partial.clear();
+            self.send_line(&line).await;
+            rest = &rest[at + 1..];
+        }
+        self.partial.extend_from_slice(rest);
+        while self.partial.len() > LINE_MAX {
+            let cut = char_boundary(&self.partial, LINE_MAX);
+            let piece: Vec<u8> = self.partial.drain(..cut).collect();
+            self.send(&piece).await;
+        }
+    }
+
+    /// The output is over: a last line without its newline.
+    pub(crate) async fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.send(&line).await;
+        }
+    }
+
+    /// One line, in entries of at most [`LINE_MAX`] bytes.
+    async fn send_line(&mut self, line: &[u8]) {
+        let mut rest = line;
+        while rest.len() > LINE_MAX {
+            let cut = char_boundary(rest, LINE_MAX);
+            self.send(&rest[..cut]).await;
+            rest = &rest[cut..];
+        }
+        self.send(rest).await;
+    }
+
+    async fn send(&mut self, message: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        let entry = entry(&[
+            ("MESSAGE", message),
+            ("PRIORITY", b"6"),
+            ("SYSLOG_IDENTIFIER", self.job.as_bytes()),
+            ("JOB", self.job.as_bytes()),
+            ("RUN", self.run.as_bytes()),
+        ]);
+        let inner = &self.journal.inner;
+        let sent = tokio::time::timeout(STALL, inner.socket.send_to(&entry, &inner.path)).await;
+        let problem = match sent {
+            Ok(Ok(_)) => {
+                inner.warned.store(false, Ordering::Relaxed);
+                return;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("it took no entry for {}", rea_core::duration::format(STALL)),
+        };
+        self.stopped = true;
+        if !inner.warned.swap(true, Ordering::Relaxed) {
+            warn!(
+                job = self.job.as_str(),
+                run = self.run.as_str(),
+                socket = %inner.path.display(),
+                "cannot send the run's output to the journal ({problem}); the rest of it is kept in the history only"
+            );
+        }
+    }
+}
+
+/// Where to cut `bytes` at or before `max` so that no UTF-8 character is
+/// split (at `max` if the text is not UTF-8 there anyway).
+fn char_boundary(bytes: &[u8], max: usize) -> usize {
+    (max.saturating_sub(3)..=max)
+        .rev()
+        .find(|&at| bytes.get(at).is_none_or(|&b| b & 0xC0 != 0x80))
+        .filter(|&at| at > 0)
+        .unwrap_or(max)
+}
+
+/// A journal entry in the native protocol: `KEY=value` lines, or for a
+/// value holding a newline `KEY`, a newline, its length as a 64-bit little
+/// endian number, the value and a newline.
+fn entry(fields: &[(&str, &[u8])]) -> Vec<u8> {
+    let size = fields.iter().map(|(k, v)| k.len() + v.len() + 10).sum();
+    let mut out = Vec::with_capacity(size);
+    for (key, value) in fields {
+        out.extend_from_slice(key.as_bytes());
+        if value.contains(&b'\n') {
+            out.push(b'\n');
+            out.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        } else {
+            out.push(b'=');
+        }
+        out.extend_from_slice(value);
+        out.push(b'\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_in_the_native_format() {
+        assert_eq!(
+            entry(&[("MESSAGE", b"hello"), ("JOB", b"backup")]),
+            b"MESSAGE=hello\nJOB=backup\n"
+        );
+        let mut binary = b"MESSAGE\n".to_vec();
+        binary.extend_from_slice(&5u64.to_le_bytes());
+        binary.extend_from_slice(b"a\nb c\n");
+        assert_eq!(entry(&[("MESSAGE", b"a\nb c")]), binary);
+    }
+
+    #[test]
+    fn long_lines_are_cut_between_characters() {
+        let text = "é".repeat(10);
+        // 20 bytes; a cut at 5 would fall inside the third "é".
+        assert_eq!(char_boundary(text.as_bytes(), 5), 4);
+        assert_eq!(char_boundary(text.as_bytes(), 6), 6);
+        assert_eq!(char_boundary(b"abc", 3), 3);
+        assert_eq!(char_boundary(&[0x80; 8], 5), 5);
+    }
+
+    /// A socket standing in for journald, and the entries it received.
+    fn journal() -> (tempfile::TempDir, Journal, std::os::unix::net::UnixDatagram) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("socket");
+        let server = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        server.set_nonblocking(true).unwrap();
+        let journal = Journal {
+            inner: Arc::new(Inner {
+                socket: UnixDatagram::unbound().unwrap(),
+                path,
+                warned: AtomicBool::new(false),
+            }),
+        };
+        (dir, journal, server)
+    }
+
+    fn messages(server: &std::os::unix::net::UnixDatagram) -> Vec<String> {
+        let mut buf = vec![0u8; 1 << 17];
+        let mut out = Vec::new();
+        while let Ok(n) = server.recv(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let message = text
+                .lines()
+                .find_map(|l| l.strip_prefix("MESSAGE="))
+                .unwrap_or_default();
+            out.push(message.to_string());
+        }
+        out
+    }
+
+    #[test]
+    fn lines_become_entries_whatever_the_reads() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (_dir, journal, server) = journal();
+            let mut lines = journal.lines("backup", "r1");
+            for piece in [&b"one\ntw"[..], b"o\n\nthr", b"ee"] {
+                lines.push(piece).await;
+            }
+            lines.finish().await;
+            assert_eq!(messages(&server), ["one", "two", "", "three"]);
+            let mut long = journal.lines("backup", "r2");
+            long.push(&vec![b'x'; LINE_MAX * 2 + 10]).await;
+            long.push(b"\n").await;
+            let sizes: Vec<usize> = messages(&server).iter().map(String::len).collect();
+            assert_eq!(sizes, [LINE_MAX, LINE_MAX, 10]);
+        });
+    }
+}
