@@ -674,6 +674,104 @@ fn cluster_one_shots_and_pauses_are_cluster_wide() {
     w.assert_no_duplicates();
 }
 
+/// Submissions that reach a node together are queued by one statement:
+/// each still gets its own answer (a name already pending is refused
+/// alone). Due one-shots are claimed only up to the free slots of a node
+/// (`max_concurrent = 1` here), so a node that is busy leaves the rest to
+/// the others instead of taking them all and queueing them itself.
+#[test]
+fn cluster_one_shots_submitted_together_are_answered_each_and_shared_by_free_slots() {
+    let Some(pg) = pg::shared("cluster_one_shots_free_slots") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(&pg.url, "slots", CALM, "[daemon]\nmax_concurrent = 1\n");
+    let mut nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Node::new(n, &file))
+        .collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    wait_live(&nodes[0], &["a", "b", "c"]);
+    // Twelve submissions at once through one node (shot-0 twice).
+    let body = w.run("sleep 1").replace("\\\"", "\"");
+    let names: Vec<String> = (0..12)
+        .map(|i| format!("shot-{i}"))
+        .chain(["shot-0".to_string()])
+        .collect();
+    let codes: Vec<(String, i32)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let (a, body) = (&nodes[0], &body);
+                sc.spawn(move || {
+                    let out = a.rea(&[
+                        "submit", "--in", "2s", "--name", name, "--shell", "--", body,
+                    ]);
+                    assert!(
+                        out.code == 0 || out.stderr.contains("already pending"),
+                        "{name}: {out:?}"
+                    );
+                    (name.clone(), out.code)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("submitter"))
+            .collect()
+    });
+    let refused: Vec<_> = codes.iter().filter(|(_, c)| *c != 0).collect();
+    assert_eq!(refused.len(), 1, "one of the two shot-0 refused: {codes:?}");
+    assert_eq!(refused[0], &("shot-0".to_string(), 6), "{codes:?}");
+    wait_until("every one-shot ran to its end", || {
+        let ends = w.ends();
+        (0..12).all(|i| ends.iter().any(|e| e.job == format!("shot-{i}")))
+    });
+    for i in 0..12 {
+        assert_eq!(w.of(&format!("shot-{i}")).len(), 1, "shot-{i} ran once");
+    }
+    // A busy node left the others' share to them (one node taking all
+    // twelve would have queued eleven), and never claimed a one-shot
+    // while one of its own was claimed and not ended.
+    let by_node: BTreeMap<String, usize> = w.starts().iter().fold(BTreeMap::new(), |mut m, s| {
+        *m.entry(s.node.clone()).or_default() += 1;
+        m
+    });
+    assert!(
+        by_node.len() >= 2,
+        "one-shots shared by the nodes: {by_node:?}"
+    );
+    for n in &nodes {
+        let mut spans: Vec<(i64, i64)> = Vec::new();
+        for s in w.starts().iter().filter(|s| s.node == n.name) {
+            let rows = pg.psql(&format!(
+                "select (extract(epoch from claimed_at) * 1000)::bigint,
+                        (extract(epoch from ended_at) * 1000)::bigint
+                 from rea.runs where cluster = 'slots' and job = '{}'",
+                s.job
+            ));
+            let f: Vec<i64> = rows
+                .split('|')
+                .map(|v| v.trim().parse().expect("ms"))
+                .collect();
+            spans.push((f[0], f[1]));
+        }
+        spans.sort();
+        for pair in spans.windows(2) {
+            assert!(
+                pair[1].0 >= pair[0].1,
+                "node {} held two one-shots at once: {spans:?}",
+                n.name
+            );
+        }
+    }
+    for n in &mut nodes {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
+}
+
 // ---- chaos -------------------------------------------------------------------
 
 /// Milliseconds since the epoch of an RFC 3339 instant (as the jobs write

@@ -28,6 +28,9 @@ use crate::control::{Incoming, Reply, Request, Response, Selector};
 pub(super) struct Cluster {
     pub(super) node: rea_pg::Node,
     pub(super) claims: Box<dyn OccurrenceClaims>,
+    /// One-shots the node has handed to the engine so far (the node counts
+    /// those still on their way against the free slots).
+    oneshots_taken: u64,
 }
 
 impl Cluster {
@@ -44,7 +47,14 @@ impl Cluster {
         );
         let node = rea_pg::Node::start(settings, tx);
         let claims = node.claims();
-        (Cluster { node, claims }, rx)
+        (
+            Cluster {
+                node,
+                claims,
+                oneshots_taken: 0,
+            },
+            rx,
+        )
     }
 }
 
@@ -60,6 +70,20 @@ impl Loop {
         };
         if let Answer::Now(outcome) = answer {
             actions.extend(self.engine.claimed(&c.run, outcome, Utc::now()));
+        }
+    }
+
+    /// Tells the node how many runs this daemon could start now (due
+    /// one-shots are claimed up to that many; none while stopping).
+    pub(super) fn cluster_slots(&self) {
+        if let Some(cl) = &self.cluster {
+            let busy = self.engine.running() + self.engine.hooks_running() + self.engine.queued();
+            let free = if self.stopping.is_stopping() {
+                0
+            } else {
+                self.engine.max_concurrent().saturating_sub(busy)
+            };
+            cl.node.set_free_slots(free, cl.oneshots_taken);
         }
     }
 
@@ -101,7 +125,12 @@ impl Loop {
                 shot,
                 attempt,
                 grant,
-            } => actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now)),
+            } => {
+                if let Some(cl) = &mut self.cluster {
+                    cl.oneshots_taken += 1;
+                }
+                actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now));
+            }
             rea_pg::Event::Stop { fence } => actions.extend(self.engine.stop_fence(fence, now)),
             rea_pg::Event::LeaseLost { why } => {
                 warn!("cluster: {why}; no scheduled run starts until the lease is back");

@@ -46,15 +46,19 @@ const LEAVE: &str = include_str!("../sql/raw/leave.sql");
 const CLAIM_ONESHOTS: &str = include_str!("../sql/raw/claim_oneshots.sql");
 const CLAIM_RETRY: &str = include_str!("../sql/raw/claim_retry.sql");
 const PROMOTE_QUEUED: &str = include_str!("../sql/raw/promote_queued.sql");
-const SUBMIT_ONESHOT: &str = include_str!("../sql/raw/submit_oneshot.sql");
+const SUBMIT_ONESHOTS: &str = include_str!("../sql/raw/submit_oneshots.sql");
 
 /// Run starts and ends kept while the database does not take them.
 pub const BACKLOG_MAX: usize = 10_000;
 /// A claim more than this in the database clock's future is refused
 /// (`early`); the node asks again.
 const MAX_EARLY_MS: i32 = 1000;
-/// One-shots taken per poll.
-const ONESHOT_BATCH: i32 = 16;
+/// Most one-shots taken by one poll (fewer when the daemon has fewer free
+/// slots: what a node cannot start is left to the others).
+const ONESHOT_BATCH: usize = 256;
+/// Submissions made durable by one statement (those that reached the node
+/// together: a group commit).
+const SUBMIT_BATCH: usize = 4096;
 
 /// What the cluster tells the daemon's loop.
 #[derive(Debug, Clone)]
@@ -117,6 +121,13 @@ struct Shared {
     dropped: u64,
     last_error: Option<String>,
     stopping: bool,
+    /// Slots the daemon has free for runs (`max_concurrent` less running,
+    /// hooks and queued runs), as it last said, less the one-shots granted
+    /// since that it had not yet taken.
+    free_slots: usize,
+    /// One-shots this node has granted to the daemon, ever: what the
+    /// daemon has not yet taken still counts against its free slots.
+    oneshots_granted: u64,
 }
 
 impl Shared {
@@ -155,7 +166,12 @@ pub struct Node {
     tx: mpsc::UnboundedSender<Cmd>,
     shared: Arc<Mutex<Shared>>,
     settings: Settings,
+    /// Wakes the main task when slots free up while due one-shots wait.
+    slots: Arc<tokio::sync::Notify>,
 }
+
+/// A one-shot to queue and where to say whether it is durable.
+type Submission = (Box<OneShot>, oneshot::Sender<Result<(), String>>);
 
 /// Claims go to the node's main task; answers come back as events.
 struct Claims {
@@ -183,18 +199,48 @@ impl Node {
             dropped: 0,
             last_error: None,
             stopping: false,
+            free_slots: ONESHOT_BATCH,
+            oneshots_granted: 0,
         }));
+        let slots = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(heartbeat_loop(
             settings.clone(),
             shared.clone(),
             events.clone(),
         ));
-        tokio::spawn(main_loop(settings.clone(), shared.clone(), events, rx));
+        tokio::spawn(main_loop(
+            settings.clone(),
+            shared.clone(),
+            events,
+            rx,
+            slots.clone(),
+        ));
         Node {
             tx,
             shared,
             settings,
+            slots,
+        }
+    }
+
+    /// How many more runs the daemon could start now, having taken
+    /// `oneshots_taken` one-shots from [`Event::OneShot`] so far: due
+    /// one-shots are claimed up to that many (the rest are left to other
+    /// nodes; those granted but still on their way to the daemon count as
+    /// taken), and a node that had to leave some behind asks again when
+    /// slots free up.
+    pub fn set_free_slots(&self, free: usize, oneshots_taken: u64) {
+        let wake = {
+            let mut s = lock(&self.shared);
+            let in_flight = s.oneshots_granted.saturating_sub(oneshots_taken);
+            let free = free.saturating_sub(usize::try_from(in_flight).unwrap_or(usize::MAX));
+            let wake = s.free_slots == 0 && free > 0;
+            s.free_slots = free;
+            wake
+        };
+        if wake {
+            self.slots.notify_one();
         }
     }
 
@@ -487,6 +533,7 @@ struct Stmts {
     claim_oneshots: Statement,
     claim_retry: Statement,
     promote_queued: Statement,
+    submit_oneshots: Statement,
 }
 
 /// A write of this node's, waiting in order.
@@ -528,6 +575,9 @@ struct Main {
     run_epochs: HashMap<i64, i64>,
     config: Option<(String, Vec<JobDef>)>,
     published: Option<i64>,
+    /// When to poll for due one-shots before the next tick: at once (the
+    /// last poll took a full batch), or at the earliest due one-shot.
+    oneshot_poll: Option<Instant>,
 }
 
 async fn main_loop(
@@ -535,6 +585,7 @@ async fn main_loop(
     shared: Arc<Mutex<Shared>>,
     events: mpsc::UnboundedSender<Event>,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
+    slots: Arc<tokio::sync::Notify>,
 ) {
     let io = s.lease.max(Duration::from_millis(500));
     let mut tick = tokio::time::interval(s.heartbeat);
@@ -549,8 +600,12 @@ async fn main_loop(
         run_epochs: HashMap::new(),
         config: None,
         published: None,
+        oneshot_poll: None,
     };
     loop {
+        // Due one-shots are polled between ticks only while this node has
+        // free slots.
+        let poll = m.oneshot_poll.filter(|_| lock(&m.shared).free_slots > 0);
         tokio::select! {
             // Commands (claims above all) before the tick's housekeeping.
             biased;
@@ -575,9 +630,31 @@ async fn main_loop(
                         m.handle(cmd).await;
                     }
                 }
+                Some(Cmd::Submit { shot, reply }) => {
+                    // Submissions that arrived together are made durable
+                    // by one statement (one commit, one WAL flush).
+                    let mut batch = vec![(shot, reply)];
+                    let mut next = None;
+                    while batch.len() < SUBMIT_BATCH {
+                        match rx.try_recv() {
+                            Ok(Cmd::Submit { shot, reply }) => batch.push((shot, reply)),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    m.submit(batch).await;
+                    if let Some(cmd) = next {
+                        m.handle(cmd).await;
+                    }
+                }
                 Some(cmd) => m.handle(cmd).await,
             },
             _ = tick.tick() => m.tick().await,
+            () = sleep_until_opt(poll), if poll.is_some() => m.poll_oneshots().await,
+            () = slots.notified() => m.poll_oneshots().await,
         }
     }
 }
@@ -609,6 +686,7 @@ impl Main {
                 claim_oneshots: p(CLAIM_ONESHOTS).await?,
                 claim_retry: p(CLAIM_RETRY).await?,
                 promote_queued: p(PROMOTE_QUEUED).await?,
+                submit_oneshots: p(SUBMIT_ONESHOTS).await?,
             };
             self.conn = Some((c, stmts));
         }
@@ -643,10 +721,7 @@ impl Main {
                     self.publish(epoch).await;
                 }
             }
-            Cmd::Submit { shot, reply } => {
-                let r = self.submit(&shot).await;
-                let _ = reply.send(r);
-            }
+            Cmd::Submit { shot, reply } => self.submit(vec![(shot, reply)]).await,
             Cmd::Pause {
                 jobs,
                 paused,
@@ -1110,6 +1185,103 @@ impl Main {
         }
     }
 
+    /// Between ticks: due one-shots, if the lease is live.
+    async fn poll_oneshots(&mut self) {
+        self.oneshot_poll = None;
+        let Some(epoch) = self.live_epoch() else {
+            return;
+        };
+        if let Err(m) = self.claim_oneshots(epoch).await {
+            self.fail(&m);
+        }
+    }
+
+    /// Claims due one-shots, as many as the daemon has free slots (up to
+    /// [`ONESHOT_BATCH`]), and learns when the next one is due.
+    async fn claim_oneshots(&mut self, epoch: i64) -> Result<(), String> {
+        self.oneshot_poll = None;
+        let limit = lock(&self.shared).free_slots.min(ONESHOT_BATCH);
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let (shared, heartbeat) = (self.shared.clone(), self.s.heartbeat);
+        let mut granted = Vec::new();
+        let mut events = Vec::new();
+        let mut poll = None;
+        {
+            let (c, st) = self.conn().await?;
+            if limit > 0 {
+                let rows = within(
+                    io,
+                    c.query(
+                        &st.claim_oneshots,
+                        &[&cluster, &node, &epoch, &(limit as i32)],
+                    ),
+                )
+                .await?;
+                let full = rows.len() >= limit;
+                for row in rows {
+                    let run_id: i64 = row.get(0);
+                    let id: String = row.get(1);
+                    let fence: i64 = row.get(2);
+                    let spec: Option<Value> = row.get(3);
+                    let attempt: i32 = row.get(4);
+                    granted.push(run_id);
+                    match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
+                        Some(shot) => events.push(Event::OneShot {
+                            shot: Box::new(shot),
+                            attempt: attempt.max(1) as u32,
+                            grant: Grant { run_id, fence },
+                        }),
+                        None => error!(
+                            oneshot = id.as_str(),
+                            "cluster: a one-shot without a readable definition"
+                        ),
+                    }
+                }
+                {
+                    let mut sh = lock(&shared);
+                    sh.free_slots = sh.free_slots.saturating_sub(granted.len());
+                    sh.oneshots_granted += events.len() as u64;
+                }
+                if full {
+                    // More may be due: ask again as soon as slots allow.
+                    poll = Some(Instant::now());
+                }
+            }
+            if poll.is_none() {
+                // The next due one-shot, on the database's clock: polled
+                // for then rather than at the next tick.
+                let row = within(
+                    io,
+                    c.query_one(
+                        "select (extract(epoch from min(due_at) - clock_timestamp()) * 1000)::bigint
+                         from rea.pending where cluster = $1 and kind = 'oneshot'
+                           and (affinity is null or affinity = $2)",
+                        &[&cluster, &node],
+                    ),
+                )
+                .await?;
+                let in_ms: Option<i64> = row.get(0);
+                // One due now that this poll did not get is being taken
+                // by another node (its rows are locked): look again soon,
+                // not at once.
+                let floor = if granted.is_empty() { 50 } else { 0 };
+                poll = in_ms
+                    .filter(|ms| *ms < heartbeat.as_millis() as i64)
+                    .map(|ms| {
+                        Instant::now() + Duration::from_millis((ms.max(0) as u64 + 2).max(floor))
+                    });
+            }
+        }
+        self.oneshot_poll = poll;
+        for run_id in granted {
+            self.run_epochs.insert(run_id, epoch);
+        }
+        for e in events {
+            let _ = self.events.send(e);
+        }
+        Ok(())
+    }
+
     /// The sweeper, then work any node may take: due one-shots, retries,
     /// occurrences that waited for their job's run.
     async fn pending_work(&mut self, epoch: i64) -> Result<(), String> {
@@ -1140,33 +1312,6 @@ impl Main {
                     interrupted,
                     "cluster: declared dead (lease ended and not renewed); their runs are recorded as interrupted"
                 );
-            }
-            let rows = within(
-                io,
-                c.query(
-                    &st.claim_oneshots,
-                    &[&cluster, &node, &epoch, &ONESHOT_BATCH],
-                ),
-            )
-            .await?;
-            for row in rows {
-                let run_id: i64 = row.get(0);
-                let id: String = row.get(1);
-                let fence: i64 = row.get(2);
-                let spec: Option<Value> = row.get(3);
-                let attempt: i32 = row.get(4);
-                granted.push(run_id);
-                match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
-                    Some(shot) => events.push(Event::OneShot {
-                        shot: Box::new(shot),
-                        attempt: attempt.max(1) as u32,
-                        grant: Grant { run_id, fence },
-                    }),
-                    None => error!(
-                        oneshot = id.as_str(),
-                        "cluster: a one-shot without a readable definition"
-                    ),
-                }
             }
             for overlap in [
                 Overlap::Skip,
@@ -1248,43 +1393,82 @@ impl Main {
         for e in events {
             let _ = self.events.send(e);
         }
-        Ok(())
+        self.claim_oneshots(epoch).await
     }
 
-    async fn submit(&mut self, shot: &OneShot) -> Result<(), String> {
-        let spec = serde_json::to_value(shot).map_err(|e| e.to_string())?;
-        let retry = (shot.retry.attempts > 0).then(|| {
-            json!({
-                "attempts": shot.retry.attempts + 1,
-                "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
-                "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
-                "factor": 2.0,
-                "jitter": 0.0,
-            })
-        });
+    /// Queues one-shots in the store with one statement; each reply says
+    /// whether its one-shot is durable (or why not). A name already
+    /// pending (in the store, or earlier in the batch) is refused alone.
+    async fn submit(&mut self, batch: Vec<Submission>) {
+        let duplicate = |id: &str| format!("a one-shot named {id:?} is already pending");
+        let mut ids: Vec<String> = Vec::with_capacity(batch.len());
+        let mut dues: Vec<DateTime<Utc>> = Vec::with_capacity(batch.len());
+        let mut specs: Vec<Value> = Vec::with_capacity(batch.len());
+        let mut retries: Vec<Option<Value>> = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut seen = std::collections::HashSet::with_capacity(batch.len());
+        for (shot, reply) in batch {
+            if !seen.insert(shot.id.clone()) {
+                let _ = reply.send(Err(duplicate(&shot.id)));
+                continue;
+            }
+            let spec = match serde_json::to_value(&*shot) {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = reply.send(Err(e.to_string()));
+                    continue;
+                }
+            };
+            retries.push((shot.retry.attempts > 0).then(|| {
+                json!({
+                    "attempts": shot.retry.attempts + 1,
+                    "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
+                    "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
+                    "factor": 2.0,
+                    "jitter": 0.0,
+                })
+            }));
+            ids.push(shot.id.clone());
+            dues.push(shot.due);
+            specs.push(spec);
+            replies.push(reply);
+        }
+        if ids.is_empty() {
+            return;
+        }
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
-        let affinity: Option<String> = None;
         let r = match self.conn().await {
-            Ok((c, _)) => within(
-                io,
-                c.query_one(
-                    SUBMIT_ONESHOT,
-                    &[
-                        &cluster, &shot.id, &shot.due, &spec, &affinity, &retry, &node,
-                    ],
-                ),
-            )
-            .await
-            .map(|_| ()),
+            Ok((c, st)) => {
+                within(
+                    io,
+                    c.query(
+                        &st.submit_oneshots,
+                        &[&cluster, &node, &ids, &dues, &specs, &retries],
+                    ),
+                )
+                .await
+            }
             Err(m) => Err(m),
         };
-        r.map_err(|m| {
-            if m.contains("pending_oneshot_id") {
-                format!("a one-shot named {:?} is already pending", shot.id)
-            } else {
-                m
+        match r {
+            Ok(rows) => {
+                let queued: std::collections::HashSet<String> =
+                    rows.iter().map(|r| r.get(0)).collect();
+                for (id, reply) in ids.iter().zip(replies) {
+                    let _ = reply.send(if queued.contains(id) {
+                        Ok(())
+                    } else {
+                        Err(duplicate(id))
+                    });
+                }
             }
-        })
+            Err(m) => {
+                for reply in replies {
+                    let _ = reply.send(Err(m.clone()));
+                }
+                self.fail(&format!("one-shot submissions: {m}"));
+            }
+        }
     }
 
     async fn pause(
@@ -1401,6 +1585,14 @@ impl ClaimParams {
                 ClaimMode::Missed => "missed",
             },
         }
+    }
+}
+
+/// Sleeps until `at` (never, without one).
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
