@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use crate::metrics::{endpoint, scrape, value};
 use crate::support::pg::{self, Pg};
 use crate::support::{wait_until, Daemon, Env, PATIENCE};
 
@@ -494,7 +495,7 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
         "restart",
         CALM,
         &format!(
-            "[jobs.once]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\ncatch_up = \"once\"\n\n\
+            "[daemon]\nmetrics = \"127.0.0.1:0\"\n\n[jobs.once]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\ncatch_up = \"once\"\n\n\
              [jobs.none]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\n",
             line = w.line()
         ),
@@ -514,6 +515,32 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
         lost(&a) && lost(&b)
     });
     let during = w.starts().len();
+    // The node tells what it knows of itself without the database: the
+    // status line (and then the failure to read the cluster), the metrics.
+    let out = a.rea(&["status"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let line = out.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        line.starts_with(&format!(
+            "this node: a (epoch {}): NO LEASE (last renewed ",
+            epochs.0
+        )) && line.contains("ago): not scheduling; backlog ")
+            && !line.ends_with("last database error: none"),
+        "{out:?}"
+    );
+    out.stderr_has("the cluster database");
+    let text = scrape(&endpoint(a.daemon()));
+    assert_eq!(value(&text, "rea_cluster_lease_live"), Some(0.0), "{text}");
+    let age = value(&text, "rea_cluster_lease_age_seconds").expect("lease age");
+    assert!(age >= 2.5, "the lease (3s) was lost: renewed {age}s ago");
+    let err = value(
+        &text,
+        "rea_cluster_last_error_timestamp_seconds{node=\"a\"}",
+    );
+    assert!(
+        err.is_some_and(|t| t > now_ms() as f64 / 1000.0 - 60.0),
+        "{text}"
+    );
     // Still down: nothing can start without the database.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
@@ -535,6 +562,38 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
         pg.psql("select count(*) from rea.events where kind = 'convicted'"),
         "0"
     );
+    // Back: the lease is live again, the claims were counted (one node
+    // started each occurrence, the other lost it), the error stays shown.
+    let st = a.status();
+    let me = &st["this_node"];
+    assert_eq!(
+        (&me["node"], &me["epoch"], &me["lease_live"]),
+        (&"a".into(), &epochs.0.into(), &true.into()),
+        "{st}"
+    );
+    assert!(me["last_error"]["message"].is_string(), "{st}");
+    let claims = |n: &Node| {
+        let text = scrape(&endpoint(n.daemon()));
+        assert_eq!(value(&text, "rea_cluster_lease_live"), Some(1.0), "{text}");
+        let c = |o: &str| {
+            value(
+                &text,
+                &format!("rea_cluster_claims_total{{outcome=\"{o}\"}}"),
+            )
+            .unwrap_or_else(|| panic!("claims {o}: {text}"))
+        };
+        (c("started"), c("lost"))
+    };
+    let (sa, la) = claims(&a);
+    let (sb, lb) = claims(&b);
+    assert!(
+        sa + sb >= 6.0 && la + lb >= 1.0,
+        "started {sa}+{sb}, lost {la}+{lb}"
+    );
+    a.rea(&["status"]).ok().stdout_has(&format!(
+        "this node: a (epoch {}): lease live, renewed ",
+        epochs.0
+    ));
     for n in [&mut a, &mut b] {
         assert_eq!(n.daemon.take().expect("running").stop(), 0);
     }

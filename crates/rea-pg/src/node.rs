@@ -95,11 +95,19 @@ pub enum Event {
 pub struct NodeHealth {
     pub epoch: Option<i64>,
     pub lease_live: bool,
+    /// Since the database last renewed the lease (since the node started
+    /// when it never did): past the lease, the node is not scheduling.
+    pub lease_age: Duration,
+    /// Until the lease ends by the node's own (monotonic) deadline; zero
+    /// without a live lease.
+    pub lease_left: Duration,
     /// Run starts and ends waiting for the database.
     pub backlog: usize,
     /// Dropped because the backlog was full.
     pub dropped: u64,
-    pub last_error: Option<String>,
+    /// The last error from the database, and when (it stays until the
+    /// next one: whether the node is fine now is `lease_live`).
+    pub last_error: Option<(DateTime<Utc>, String)>,
 }
 
 /// A job as this node defines it, for the store.
@@ -119,7 +127,10 @@ struct Shared {
     lease_live: bool,
     backlog: usize,
     dropped: u64,
-    last_error: Option<String>,
+    last_error: Option<(DateTime<Utc>, String)>,
+    /// When the database last renewed the lease (sent at), or when the node
+    /// started.
+    renewed: Instant,
     stopping: bool,
     /// Slots the daemon has free for runs (`max_concurrent` less running,
     /// hooks and queued runs), as it last said, less the one-shots granted
@@ -198,6 +209,7 @@ impl Node {
             backlog: 0,
             dropped: 0,
             last_error: None,
+            renewed: Instant::now(),
             stopping: false,
             free_slots: ONESHOT_BATCH,
             oneshots_granted: 0,
@@ -317,6 +329,11 @@ impl Node {
             Ok(s) => NodeHealth {
                 epoch: s.epoch,
                 lease_live: s.live_epoch().is_some(),
+                lease_age: s.renewed.elapsed(),
+                lease_left: match (s.live_epoch(), s.deadline) {
+                    (Some(_), Some(d)) => d.saturating_duration_since(Instant::now()),
+                    _ => Duration::ZERO,
+                },
                 backlog: s.backlog,
                 dropped: s.dropped,
                 last_error: s.last_error.clone(),
@@ -331,7 +348,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 fn note_error(shared: &Mutex<Shared>, m: &str) {
-    lock(shared).last_error = Some(m.to_string());
+    lock(shared).last_error = Some((Utc::now(), m.to_string()));
 }
 
 /// `e` on the way out of a statement: the text for the log.
@@ -404,6 +421,7 @@ async fn heartbeat_loop(
                         let was_live = sh.live_epoch().is_some();
                         sh.epoch = Some(epoch);
                         sh.deadline = Some(t0 + s.lease.saturating_sub(margin));
+                        sh.renewed = t0;
                         sh.lease_live = true;
                         !was_live
                     };
