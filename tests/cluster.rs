@@ -674,7 +674,8 @@ fn cluster_one_shots_and_pauses_are_cluster_wide() {
     a.start();
     b.start();
     wait_live(&a, &["a", "b"]);
-    // One-shots submitted through a run once each, on either node.
+    // One-shots submitted through a run once each, on either node; due
+    // together, their starts and ends reach the database together.
     for i in 0..12 {
         a.rea(&[
             "submit",
@@ -684,7 +685,7 @@ fn cluster_one_shots_and_pauses_are_cluster_wide() {
             &format!("shot-{i}"),
             "--shell",
             "--",
-            &w.line().replace("\\\"", "\""),
+            &format!("{}; echo out-$REA_JOB", w.line().replace("\\\"", "\"")),
         ])
         .ok();
     }
@@ -700,6 +701,12 @@ fn cluster_one_shots_and_pauses_are_cluster_wide() {
             .stdout
             .contains("no pending one-shots")
     });
+    // Each one's output is in the database, as any node reads it.
+    for i in 0..12 {
+        b.rea(&["logs", &format!("shot-{i}")])
+            .ok()
+            .stdout_has(&format!("out-shot-{i}"));
+    }
     let h = b.history("shot-0");
     assert_eq!(h.len(), 1, "{h:?}");
     assert_eq!(

@@ -10,8 +10,9 @@
 //! - the **main** task takes the daemon's commands one at a time: claims
 //!   (answered as [`Event::Claimed`]: the daemon's loop never waits on the
 //!   database), run starts and ends (kept in a bounded backlog and written
-//!   in order when the database accepts them; an end the cluster no longer
-//!   takes — the node was declared dead meanwhile — becomes a late report),
+//!   in order when the database accepts them, those that arrived together
+//!   pipelined; an end the cluster no longer takes — the node was declared
+//!   dead meanwhile — becomes a late report),
 //!   and on every heartbeat tick the sweeper, due one-shots, retries and
 //!   queued occurrences.
 //!
@@ -47,6 +48,13 @@ const CLAIM_ONESHOTS: &str = include_str!("../sql/raw/claim_oneshots.sql");
 const CLAIM_RETRY: &str = include_str!("../sql/raw/claim_retry.sql");
 const PROMOTE_QUEUED: &str = include_str!("../sql/raw/promote_queued.sql");
 const SUBMIT_ONESHOTS: &str = include_str!("../sql/raw/submit_oneshots.sql");
+
+/// A run's captured output (idempotent: an end sent twice writes it twice).
+const OUTPUT: &str = "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
+     on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes";
+
+/// Run starts and ends sent together by one flush of the backlog.
+const FLUSH_BATCH: usize = 64;
 
 /// Run starts and ends kept while the database does not take them.
 pub const BACKLOG_MAX: usize = 10_000;
@@ -668,6 +676,28 @@ async fn main_loop(
                         m.handle(cmd).await;
                     }
                 }
+                Some(Cmd::Record(rec)) => {
+                    // Starts and ends that arrived together are written
+                    // pipelined (in order: a run's start before its end).
+                    let mut any = m.enqueue(&rec);
+                    let mut next = None;
+                    for _ in 1..FLUSH_BATCH {
+                        match rx.try_recv() {
+                            Ok(Cmd::Record(rec)) => any |= m.enqueue(&rec),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    if any {
+                        m.flush().await;
+                    }
+                    if let Some(cmd) = next {
+                        m.handle(cmd).await;
+                    }
+                }
                 Some(cmd) => m.handle(cmd).await,
             },
             _ = tick.tick() => m.tick().await,
@@ -723,12 +753,7 @@ impl Main {
                 });
             }
             Cmd::Record(rec) => {
-                if let Some(w) = write_of(&rec) {
-                    if self.backlog.len() >= BACKLOG_MAX {
-                        self.backlog.pop_front();
-                        lock(&self.shared).dropped += 1;
-                    }
-                    self.backlog.push_back(w);
+                if self.enqueue(&rec) {
                     self.flush().await;
                 }
             }
@@ -1058,12 +1083,28 @@ impl Main {
     }
 
     /// Writes the backlog in order while the database takes it.
+    /// A run start or end into the backlog (false: not one of those).
+    fn enqueue(&mut self, rec: &Record) -> bool {
+        let Some(w) = write_of(rec) else {
+            return false;
+        };
+        if self.backlog.len() >= BACKLOG_MAX {
+            self.backlog.pop_front();
+            lock(&self.shared).dropped += 1;
+        }
+        self.backlog.push_back(w);
+        true
+    }
+
     async fn flush(&mut self) {
         while let Some(w) = self.backlog.front() {
             let run_id = w.run_id();
             let Some(live) = self.live_epoch() else {
                 break;
             };
+            if self.backlog.len() > 1 && self.flush_pipelined(live).await > 0 {
+                continue;
+            }
             let epoch = self.run_epochs.get(&run_id).copied().unwrap_or(live);
             match self.write(epoch).await {
                 Ok(true) => {
@@ -1079,6 +1120,141 @@ impl Main {
             }
         }
         lock(&self.shared).backlog = self.backlog.len();
+    }
+
+    /// The backlog's first writes (up to [`FLUSH_BATCH`]) sent together,
+    /// their answers taken in order while each is the common one (the
+    /// start or end recorded; an end's output is then written, pipelined
+    /// too). Returns how many were done and removed from the front; the
+    /// first that was not is left to [`Main::write`], which may send its
+    /// statement again: every write is conditional on the run's state, so
+    /// a second send changes nothing (an end already recorded is found
+    /// ended, and its output written then).
+    async fn flush_pipelined(&mut self, live: i64) -> usize {
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        if let Err(m) = self.conn().await {
+            self.fail(&m);
+            return 0;
+        }
+        let Some((c, st)) = &self.conn else {
+            return 0;
+        };
+        let n = self.backlog.len().min(FLUSH_BATCH);
+        let epochs: Vec<i64> = self
+            .backlog
+            .iter()
+            .take(n)
+            .map(|w| self.run_epochs.get(&w.run_id()).copied().unwrap_or(live))
+            .collect();
+        let statuses: Vec<&'static str> = self
+            .backlog
+            .iter()
+            .take(n)
+            .map(|w| match w {
+                Write::Started { .. } => "",
+                Write::Ended { status, .. } => status.as_str(),
+            })
+            .collect();
+        type P<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        let params: Vec<(bool, Vec<P<'_>>)> = self
+            .backlog
+            .iter()
+            .take(n)
+            .zip(&epochs)
+            .zip(&statuses)
+            .map(|((w, epoch), status)| match w {
+                Write::Started {
+                    run_id,
+                    pid,
+                    detail,
+                } => (
+                    true,
+                    vec![&cluster as P<'_>, &node, epoch, run_id, pid, detail],
+                ),
+                Write::Ended {
+                    run_id,
+                    exit_code,
+                    signal,
+                    reason,
+                    detail,
+                    retry_delay_ms,
+                    ..
+                } => (
+                    false,
+                    vec![
+                        &cluster as P<'_>,
+                        &node,
+                        epoch,
+                        run_id,
+                        status,
+                        exit_code,
+                        signal,
+                        reason,
+                        detail,
+                        retry_delay_ms,
+                    ],
+                ),
+            })
+            .collect();
+        let answers = join_all(
+            params
+                .iter()
+                .map(|(started, p)| {
+                    let stmt = if *started {
+                        &st.run_started
+                    } else {
+                        &st.run_ended
+                    };
+                    within(io, c.query_opt(stmt, p))
+                })
+                .collect(),
+        )
+        .await;
+        // The common answers, in order, up to the first other one.
+        let mut done = 0;
+        for (a, (started, _)) in answers.iter().zip(&params) {
+            let common = match a {
+                Ok(Some(row)) => *started || row.get::<_, bool>(0),
+                _ => false,
+            };
+            if !common {
+                break;
+            }
+            done += 1;
+        }
+        let outputs: Vec<[P<'_>; 3]> = self
+            .backlog
+            .iter()
+            .take(done)
+            .filter_map(|w| match w {
+                Write::Ended {
+                    run_id,
+                    output: Some((text, bytes)),
+                    ..
+                } => Some([run_id as P<'_>, text, bytes]),
+                _ => None,
+            })
+            .collect();
+        let written = join_all(
+            outputs
+                .iter()
+                .map(|p| within(io, c.execute(OUTPUT, p)))
+                .collect(),
+        )
+        .await;
+        if let Some(Err(m)) = written.into_iter().find(|r| r.is_err()) {
+            // Their ends are recorded; sent again, each is found ended and
+            // its output written then.
+            self.fail(&format!("run output: {m}"));
+            return 0;
+        }
+        for _ in 0..done {
+            if let Some(Write::Ended { run_id, .. }) = self.backlog.pop_front() {
+                self.run_epochs.remove(&run_id);
+            }
+        }
+        lock(&self.shared).backlog = self.backlog.len();
+        done
     }
 
     /// The backlog's first write. Ok(true): done with it; Ok(false): keep
@@ -1143,15 +1319,7 @@ impl Main {
                 let ended: bool = row.get(0);
                 if ended {
                     if let Some((text, bytes)) = output {
-                        within(
-                            io,
-                            c.execute(
-                                "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
-                                 on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes",
-                                &[run_id, text, bytes],
-                            ),
-                        )
-                        .await?;
+                        within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
                     }
                     return Ok(true);
                 }
@@ -1177,7 +1345,15 @@ impl Main {
                         Ok(true)
                     }
                     Some("started") => Ok(false),
-                    Some(_) => Ok(true),
+                    Some(_) => {
+                        // Ended already: by this very write, sent before
+                        // (pipelined, or before a lost connection) — its
+                        // output may not be in yet.
+                        if let Some((text, bytes)) = output {
+                            within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
+                        }
+                        Ok(true)
+                    }
                     None => {
                         error!(
                             run = run_id,
