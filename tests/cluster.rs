@@ -586,6 +586,27 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
     };
     let (sa, la) = claims(&a);
     let (sb, lb) = claims(&b);
+    // Cluster mode's series are documented like the others (the metrics
+    // tests see only local mode's).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("man/rea-metrics.7")).expect("man page");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let text = scrape(&endpoint(a.daemon()));
+    let mut names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE rea_cluster_"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(names.len() >= 6, "{text}");
+    names.push("last_error_timestamp_seconds");
+    for name in names {
+        let name = format!("rea_cluster_{name}");
+        assert!(page.contains(&name), "man/rea-metrics.7 lacks {name}");
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md lacks {name}"
+        );
+    }
     assert!(
         sa + sb >= 6.0 && la + lb >= 1.0,
         "started {sa}+{sb}, lost {la}+{lb}"
