@@ -702,7 +702,9 @@ async fn main_loop(
             },
             _ = tick.tick() => m.tick().await,
             () = sleep_until_opt(poll), if poll.is_some() => m.poll_oneshots().await,
-            () = slots.notified() => m.poll_oneshots().await,
+            // Slots free again: the next turn arms the due one-shots' poll
+            // (if any are due: nothing to ask otherwise).
+            () = slots.notified() => {}
         }
     }
 }
