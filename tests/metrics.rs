@@ -22,7 +22,7 @@ command = "exit 3"
 "#;
 
 /// The address the daemon logged (port 0 lets the kernel choose one).
-fn endpoint(d: &Daemon) -> String {
+pub(crate) fn endpoint(d: &Daemon) -> String {
     let mut found = None;
     let deadline = Instant::now() + PATIENCE;
     while found.is_none() && Instant::now() < deadline {
@@ -64,7 +64,7 @@ fn request(addr: &str, head: &str) -> Response {
     r
 }
 
-fn scrape(addr: &str) -> String {
+pub(crate) fn scrape(addr: &str) -> String {
     let r = request(addr, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
     assert_eq!(r.status, "HTTP/1.1 200 OK");
     assert!(
@@ -116,7 +116,7 @@ fn check_syntax(text: &str) {
 }
 
 /// The value of the sample `series` (name with labels, exactly).
-fn value(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }

@@ -8,6 +8,8 @@ use rea_store::history::HistoryReader;
 use serde_json::json;
 
 use crate::cli::{exit, CancelArgs, Global, PendingArgs, SelectArgs, StatusArgs};
+use crate::control::protocol::{ClusterNodeInfo, StatusReply};
+use crate::control::{Client, Request};
 use crate::failure::{self, Failure, Outcome};
 use crate::table::Table;
 
@@ -39,8 +41,73 @@ fn db_failure(e: String) -> Failure {
     Failure::runtime(format!("the cluster database: {e}"))
 }
 
-pub(crate) fn status(s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
-    let st = reader(s)?.status(args.job.as_deref()).map_err(db_failure)?;
+/// This node as its daemon sees itself (lease, backlog, last database
+/// error, claims); None without a daemon for the state directory.
+fn this_node(global: &Global) -> Option<ClusterNodeInfo> {
+    let dir = super::state_dir(global).ok()?;
+    let mut client = Client::connect(&dir, global.client_timeout).ok()?;
+    super::ask::<StatusReply>(&mut client, &Request::Status { job: None })
+        .ok()?
+        .data
+        .daemon
+        .cluster
+}
+
+/// One line on this node, first: it is what a node whose database is
+/// unreachable can still tell.
+fn node_line(node: Option<&ClusterNodeInfo>) -> String {
+    let Some(n) = node else {
+        return "this node: no daemon running for this state directory".to_string();
+    };
+    let ms = |ms: u64| rea_core::duration::format(std::time::Duration::from_millis(ms));
+    let lease = if n.lease_live {
+        format!(
+            "lease live, renewed {} ago, {} left",
+            ms(n.lease_age_ms),
+            ms(n.lease_left_ms)
+        )
+    } else {
+        format!(
+            "NO LEASE (last renewed {} ago): not scheduling",
+            ms(n.lease_age_ms)
+        )
+    };
+    let claims = if n.claims.is_empty() {
+        "none".to_string()
+    } else {
+        n.claims
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let error = match &n.last_error {
+        Some(e) => format!("{} ({})", e.message, super::relative(e.at.0, Utc::now())),
+        None => "none".to_string(),
+    };
+    format!(
+        "this node: {}{}: {lease}; backlog {}{}; claims: {claims}; last database error: {error}",
+        n.node,
+        n.epoch.map(|e| format!(" (epoch {e})")).unwrap_or_default(),
+        n.backlog,
+        match n.dropped {
+            0 => String::new(),
+            d => format!(" ({d} dropped)"),
+        },
+    )
+}
+
+pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
+    let node = this_node(global);
+    let st = match reader(s).and_then(|r| r.status(args.job.as_deref()).map_err(db_failure)) {
+        Ok(st) => st,
+        Err(e) => {
+            if !args.json {
+                println!("{}", node_line(node.as_ref()));
+            }
+            return Err(e);
+        }
+    };
     if let Some(job) = &args.job {
         if st.jobs.is_empty() {
             return Err(Failure::new(
@@ -50,11 +117,16 @@ pub(crate) fn status(s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string(&st).unwrap_or_default());
+        let mut v = serde_json::to_value(&st).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("this_node".into(), json!(node));
+        }
+        println!("{v}");
         return failure::ok();
     }
     let now = st.db_now;
     println!("cluster: {} ({} node(s))", st.cluster, st.nodes.len());
+    println!("{}", node_line(node.as_ref()));
     let mut nodes = Table::new(["NODE", "STATE", "LEASE", "HOST", "PID", "DEFINITIONS"]);
     for n in &st.nodes {
         let lease = if n.state != "live" {

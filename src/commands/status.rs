@@ -17,7 +17,7 @@ use crate::table::Table;
 
 pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
     if let Some(s) = super::cluster::settings(global)? {
-        return super::cluster::status(&s, args);
+        return super::cluster::status(global, &s, args);
     }
     let dir = super::state_dir(global)?;
     match Client::connect(&dir, global.client_timeout) {

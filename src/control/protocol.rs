@@ -335,6 +335,34 @@ pub(crate) struct DaemonInfo {
     pub(crate) queued: usize,
     pub(crate) oneshots_pending: usize,
     pub(crate) history: HistoryInfo,
+    /// This node, in cluster mode (absent in local mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cluster: Option<ClusterNodeInfo>,
+}
+
+/// How this daemon's cluster node is doing, as it sees itself (the other
+/// nodes are in the database: `rea status` shows both).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ClusterNodeInfo {
+    pub(crate) cluster: String,
+    pub(crate) node: String,
+    /// The node's registration (absent until it has one).
+    pub(crate) epoch: Option<i64>,
+    pub(crate) lease_live: bool,
+    /// Since the database last renewed the lease (since the node started
+    /// when it never did).
+    pub(crate) lease_age_ms: u64,
+    /// Until the lease ends by the node's own clock; 0 without a live lease.
+    pub(crate) lease_left_ms: u64,
+    /// Run starts and ends waiting for the database.
+    pub(crate) backlog: usize,
+    /// Starts and ends dropped because the backlog was full.
+    pub(crate) dropped: u64,
+    /// The last database error (it stays until the next one).
+    pub(crate) last_error: Option<WriteError>,
+    /// Claims answered since the daemon started, by outcome (`started`,
+    /// `lost`, `skipped`, ...).
+    pub(crate) claims: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! them; `pending` and `cancel` are answered from the database by the
 //! commands themselves.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use chrono::Utc;
 use rea_core::engine::Action;
@@ -21,16 +21,27 @@ use tracing::{info, warn};
 
 use super::users::Scope;
 use super::Loop;
-use crate::control::protocol::{PauseReply, SubmitReply, Ts};
+use crate::control::protocol::{ClusterNodeInfo, PauseReply, SubmitReply, Ts, WriteError};
 use crate::control::{Incoming, Reply, Request, Response, Selector};
 
 /// The loop's cluster side.
 pub(super) struct Cluster {
     pub(super) node: rea_pg::Node,
     pub(super) claims: Box<dyn OccurrenceClaims>,
+    /// One-shots the node has handed to the engine so far (the node counts
+    /// those still on their way against the free slots).
+    oneshots_taken: u64,
+    cluster: String,
+    node_name: String,
+    /// Claims answered since the daemon started, by outcome.
+    claims_answered: BTreeMap<&'static str, u64>,
 }
 
 impl Cluster {
+    pub(super) fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
     pub(super) fn start(
         settings: rea_pg::Settings,
     ) -> (Cluster, tokio::sync::mpsc::UnboundedReceiver<rea_pg::Event>) {
@@ -42,9 +53,20 @@ impl Cluster {
             lease_ms = settings.lease.as_millis() as u64,
             "cluster mode"
         );
+        let (cluster, name) = (settings.cluster.clone(), settings.node.clone());
         let node = rea_pg::Node::start(settings, tx);
         let claims = node.claims();
-        (Cluster { node, claims }, rx)
+        (
+            Cluster {
+                node,
+                claims,
+                oneshots_taken: 0,
+                cluster,
+                node_name: name,
+                claims_answered: BTreeMap::new(),
+            },
+            rx,
+        )
     }
 }
 
@@ -61,6 +83,45 @@ impl Loop {
         if let Answer::Now(outcome) = answer {
             actions.extend(self.engine.claimed(&c.run, outcome, Utc::now()));
         }
+    }
+
+    /// Tells the node how many runs this daemon could start now (due
+    /// one-shots are claimed up to that many; none while stopping).
+    pub(super) fn cluster_slots(&self) {
+        if let Some(cl) = &self.cluster {
+            let busy = self.engine.running() + self.engine.hooks_running() + self.engine.queued();
+            let free = if self.stopping.is_stopping() {
+                0
+            } else {
+                self.engine.max_concurrent().saturating_sub(busy)
+            };
+            cl.node.set_free_slots(free, cl.oneshots_taken);
+        }
+    }
+
+    /// This node as `rea status` shows it (None in local mode).
+    pub(super) fn cluster_info(&self) -> Option<ClusterNodeInfo> {
+        let cl = self.cluster.as_ref()?;
+        let h = cl.node.health();
+        Some(ClusterNodeInfo {
+            cluster: cl.cluster.clone(),
+            node: cl.node_name.clone(),
+            epoch: h.epoch,
+            lease_live: h.lease_live,
+            lease_age_ms: h.lease_age.as_millis() as u64,
+            lease_left_ms: h.lease_left.as_millis() as u64,
+            backlog: h.backlog,
+            dropped: h.dropped,
+            last_error: h.last_error.map(|(at, message)| WriteError {
+                at: Ts(at),
+                message,
+            }),
+            claims: cl
+                .claims_answered
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        })
     }
 
     /// A history record of a run the store granted goes to the store too.
@@ -85,6 +146,12 @@ impl Loop {
                 if let rea_store::claims::ClaimOutcome::Unavailable(e) = &outcome {
                     warn!(run = run.as_str(), "claim not answered: {e}");
                 }
+                if let Some(cl) = &mut self.cluster {
+                    *cl.claims_answered.entry(outcome.as_str()).or_default() += 1;
+                }
+                if let Some(m) = &self.metrics {
+                    m.claimed(outcome.as_str());
+                }
                 actions.extend(self.engine.claimed(&run, outcome, now));
             }
             rea_pg::Event::Adopted {
@@ -101,7 +168,12 @@ impl Loop {
                 shot,
                 attempt,
                 grant,
-            } => actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now)),
+            } => {
+                if let Some(cl) = &mut self.cluster {
+                    cl.oneshots_taken += 1;
+                }
+                actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now));
+            }
             rea_pg::Event::Stop { fence } => actions.extend(self.engine.stop_fence(fence, now)),
             rea_pg::Event::LeaseLost { why } => {
                 warn!("cluster: {why}; no scheduled run starts until the lease is back");

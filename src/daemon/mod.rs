@@ -142,6 +142,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
 
     loop {
         d.execute(&mut actions);
+        d.cluster_slots();
         d.notify_summary();
         if d.stopping.is_stopping() && d.engine.idle() && d.engine.claims_in_flight() == 0 {
             break;

@@ -56,6 +56,7 @@ impl Loop {
                         message: e.message,
                     }),
                 },
+                cluster: self.cluster_info(),
             },
             jobs: statuses
                 .iter()

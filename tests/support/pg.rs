@@ -271,6 +271,56 @@ impl Pg {
         }
     }
 
+    /// The postmaster's own children (backends, background workers).
+    fn children(postmaster: i32) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let stat = fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: comm may hold spaces, so from the
+            // last ')'.
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// A database stall of `d`: this test's own server frozen whole
+    /// (SIGSTOP to the postmaster first, so it forks nothing meanwhile,
+    /// then to each of its children), then thawed in the reverse order.
+    /// Connections stay open; nothing is answered.
+    pub fn stall(&self, d: Duration) {
+        let postmaster = self.child.as_ref().expect("the server is running").id() as i32;
+        let signal = |pid: i32, sig: i32| {
+            // SAFETY: kill(2) on our own server's processes.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        };
+        signal(postmaster, libc::SIGSTOP);
+        let children = Self::children(postmaster);
+        for &pid in &children {
+            signal(pid, libc::SIGSTOP);
+        }
+        std::thread::sleep(d);
+        for &pid in &children {
+            signal(pid, libc::SIGCONT);
+        }
+        signal(postmaster, libc::SIGCONT);
+    }
+
     fn psql_bin(&self) -> PathBuf {
         let own = self.bin.join("psql");
         if own.exists() {
@@ -297,6 +347,11 @@ impl Pg {
     fn psql_db(&self, db: &str, sql: &str) -> String {
         self.try_psql(db, sql)
             .unwrap_or_else(|| panic!("psql failed: {sql}"))
+    }
+
+    /// [`Pg::psql`], None on an error (no schema yet, server down).
+    pub fn psql_opt(&self, sql: &str) -> Option<String> {
+        self.try_psql("rea", sql)
     }
 
     /// Runs SQL on database `rea`; its rows as `a|b` lines.

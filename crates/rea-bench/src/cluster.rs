@@ -24,7 +24,8 @@ use crate::Settings;
 /// 9–11): N=1, 4, 8.
 const SQL_BASELINE: [(usize, u32); 3] = [(1, 2358), (4, 5040), (8, 5766)];
 
-struct PrivatePg {
+/// A PostgreSQL server of the benchmark's own (never one it did not start).
+pub(crate) struct PrivatePg {
     dir: PathBuf,
     child: Child,
 }
@@ -69,9 +70,25 @@ fn chown_nobody(p: &Path) {
 }
 
 impl PrivatePg {
-    fn start() -> Option<PrivatePg> {
+    /// The cluster section's server: test settings (`fsync=off`,
+    /// `synchronous_commit=off`, `full_page_writes=off`).
+    pub(crate) fn start() -> Option<PrivatePg> {
+        PrivatePg::start_with(false)
+    }
+
+    /// A server with PostgreSQL's durable defaults (every commit flushed to
+    /// disk before it is acknowledged), for durable submissions.
+    pub(crate) fn start_durable() -> Option<PrivatePg> {
+        PrivatePg::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Option<PrivatePg> {
         let bin = pg_bindir()?;
-        let dir = std::env::temp_dir().join(format!("rea-bench-pg-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "rea-bench-pg-{}{}",
+            std::process::id(),
+            if durable { "-durable" } else { "" }
+        ));
         let _ = fs::remove_dir_all(&dir);
         for d in [dir.clone(), dir.join("data"), dir.join("sock")] {
             fs::create_dir_all(&d).ok()?;
@@ -104,10 +121,12 @@ impl PrivatePg {
             .arg(dir.join("data"))
             .arg("-k")
             .arg(dir.join("sock"))
-            .args(["-c", "listen_addresses=", "-c", "fsync=off"])
-            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-            .args(["-c", "max_connections=100"])
-            .env("LC_ALL", "C")
+            .args(["-c", "listen_addresses=", "-c", "max_connections=100"]);
+        if !durable {
+            pg.args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+                .args(["-c", "full_page_writes=off"]);
+        }
+        pg.env("LC_ALL", "C")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         as_nobody(&mut pg);
@@ -123,7 +142,7 @@ impl PrivatePg {
         Some(me)
     }
 
-    fn psql(&self, db: &str, sql: &str) -> Option<String> {
+    pub(crate) fn psql(&self, db: &str, sql: &str) -> Option<String> {
         let out = Command::new("psql")
             .args(["-X", "-q", "-A", "-t", "-h"])
             .arg(self.dir.join("sock"))
@@ -137,7 +156,7 @@ impl PrivatePg {
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!(
             "postgresql://rea@/rea?host={}",
             self.dir.join("sock").display()
@@ -153,17 +172,25 @@ impl Drop for PrivatePg {
     }
 }
 
-fn cluster_table(url: &str, name: &str, node: &str, timings: &str) -> String {
+pub(crate) fn cluster_table(url: &str, name: &str, node: &str, timings: &str) -> String {
     format!("[cluster]\nurl = \"{url}\"\nname = \"{name}\"\nnode = \"{node}\"\n{timings}\n")
 }
 
-/// `started − scheduled` (ms) of the scheduled runs of `jobs` jobs firing
-/// every second for `secs`, on `nodes` daemons (0: local mode, one daemon).
-fn lateness(pg: &PrivatePg, nodes: usize, jobs: usize, secs: u64, name: &str) -> Vec<f64> {
-    let mut body = String::from("[daemon]\nmax_concurrent = 64\n");
+/// `started − scheduled` (ms) of the scheduled runs of `jobs` jobs on
+/// `schedule` (every second) for `secs`, on `nodes` daemons (0: local
+/// mode, one daemon); `max_concurrent` leaves room for all of them.
+pub(crate) fn lateness(
+    pg: &PrivatePg,
+    nodes: usize,
+    jobs: usize,
+    schedule: &str,
+    secs: u64,
+    name: &str,
+) -> Vec<f64> {
+    let mut body = format!("[daemon]\nmax_concurrent = {}\n", (2 * jobs).max(64));
     for j in 0..jobs {
         body.push_str(&format!(
-            "[jobs.j{j}]\nschedule = \"* * * * * *\"\ncommand = \"true\"\n"
+            "[jobs.j{j}]\nschedule = \"{schedule}\"\ncommand = \"true\"\n"
         ));
     }
     let dirs: Vec<TempDir> = (0..nodes.max(1))
@@ -213,7 +240,7 @@ fn lateness(pg: &PrivatePg, nodes: usize, jobs: usize, secs: u64, name: &str) ->
     late
 }
 
-fn describe(xs: &[f64]) -> String {
+pub(crate) fn describe(xs: &[f64]) -> String {
     if xs.is_empty() {
         return "no samples".into();
     }
@@ -419,6 +446,23 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
             "PostgreSQL is not installed (apt-get install postgresql)",
         )];
     };
+    let want = |part: &str| s.cluster_parts.is_empty() || s.cluster_parts.iter().any(|p| p == part);
+    let mut out = Vec::new();
+    if want("lateness") {
+        out.extend(start_lateness(s, &pg));
+    }
+    if want("claims") {
+        out.extend(claim_rates(s, &pg));
+    }
+    if want("kill") {
+        out.extend(kill_to_interrupted(s, &pg));
+    }
+    out.extend(crate::cluster_scale::cluster_scale(s, &pg, &want));
+    out
+}
+
+/// Scheduled-start lateness: local mode, one node, three nodes.
+fn start_lateness(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
     let mut out = Vec::new();
     let secs = if s.quick { 8 } else { 15 };
     let reps = if s.quick { 1 } else { s.reps.max(3) };
@@ -426,9 +470,10 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
     // Interleaved, so the machine's load drifts over all three alike.
     for r in 0..reps {
         eprintln!("cluster: scheduled-start lateness, 8 jobs every second, {secs} s each: local, 1 node, 3 nodes ({}/{reps})", r + 1);
-        local.extend(lateness(&pg, 0, 8, secs, &format!("late-local-{r}")));
-        one.extend(lateness(&pg, 1, 8, secs, &format!("late-1-{r}")));
-        three.extend(lateness(&pg, 3, 8, secs, &format!("late-3-{r}")));
+        let every = "* * * * * *";
+        local.extend(lateness(pg, 0, 8, every, secs, &format!("late-local-{r}")));
+        one.extend(lateness(pg, 1, 8, every, secs, &format!("late-1-{r}")));
+        three.extend(lateness(pg, 3, 8, every, secs, &format!("late-3-{r}")));
     }
     let p = |xs: &[f64], q: f64| {
         if xs.is_empty() {
@@ -473,7 +518,13 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
             p(&three, 99.0) - p(&local, 99.0)
         ),
     ));
-    let trips = claim_round_trips(&pg, if s.quick { 500 } else { 2000 });
+    out
+}
+
+/// One claim's round trip, and claims per second with 1, 4 and 8 nodes.
+fn claim_rates(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
+    let mut out = Vec::new();
+    let trips = claim_round_trips(pg, if s.quick { 500 } else { 2000 });
     out.push(Figure::check(
         "cluster",
         "one claim's round trip through rea_pg::Node (request → statement → event), one at a time",
@@ -484,7 +535,7 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
     let m = if s.quick { 1000 } else { 3000 };
     for (nodes, sql) in SQL_BASELINE {
         eprintln!("cluster: claims, {nodes} node(s) racing for {m} occurrences");
-        let (rate, won) = claims_per_sec(&pg, nodes, m);
+        let (rate, won) = claims_per_sec(pg, nodes, m);
         out.push(Figure::check(
             "cluster",
             format!("claim attempts/s through rea_pg::Node, {nodes} node(s) racing, claims pipelined ({m} occurrences; raw-SQL pgbench baseline, not pipelined: {sql}/s)"),
@@ -493,6 +544,12 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
             won == m,
         ));
     }
+    out
+}
+
+/// kill -9 of a node → its run `interrupted`, test timings and defaults.
+fn kill_to_interrupted(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
+    let mut out = Vec::new();
     let reps = if s.quick { 1 } else { s.reps.max(3) };
     let mut times = Vec::new();
     for r in 0..reps {
@@ -501,7 +558,7 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
             r + 1
         );
         times.push(time_to_interrupted(
-            &pg,
+            pg,
             &format!("kill-{r}"),
             "lease = \"1s\"\nheartbeat = \"250ms\"\ngrace = \"250ms\"\n",
         ));
@@ -521,7 +578,7 @@ pub(crate) fn cluster(s: &Settings) -> Vec<Figure> {
     ));
     if !s.quick {
         eprintln!("cluster: kill -9 → interrupted, production defaults (lease 10s)");
-        let t = time_to_interrupted(&pg, "kill-defaults", "");
+        let t = time_to_interrupted(pg, "kill-defaults", "");
         out.push(Figure::info(
             "cluster",
             "kill -9 → run `interrupted`, defaults lease 10s / heartbeat 2s / grace 2s",

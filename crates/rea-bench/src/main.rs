@@ -16,6 +16,7 @@ use clap::{Parser, ValueEnum};
 
 mod alloc;
 mod cluster;
+mod cluster_scale;
 mod daemon_parts;
 mod oneshots;
 mod queries;
@@ -82,6 +83,10 @@ struct Args {
     /// Lines of generated history (a tenth of it is measured too) [default: 1000000, quick: 200000]
     #[arg(long)]
     history_lines: Option<usize>,
+    /// Cluster measurements to run, comma-separated: lateness claims kill
+    /// submit drain every history chaos [default: all]
+    #[arg(long, value_delimiter = ',')]
+    cluster_parts: Vec<String>,
     /// Where to write the report [default: BENCHMARKS.md for `all`, nowhere otherwise]
     #[arg(long)]
     out: Option<PathBuf>,
@@ -104,6 +109,8 @@ pub(crate) struct Settings {
     pub(crate) oneshots_pending: usize,
     pub(crate) oneshots_submits: usize,
     pub(crate) oneshots_fire: usize,
+    /// Cluster measurements to run (empty: all).
+    pub(crate) cluster_parts: Vec<String>,
 }
 
 impl Settings {
@@ -124,6 +131,7 @@ impl Settings {
             oneshots_pending: picku(a.oneshots_pending, 1_000_000, 200_000).max(1),
             oneshots_submits: picku(a.oneshots_submits, 100_000, 20_000).max(1),
             oneshots_fire: picku(a.oneshots_fire, 10_000, 2_000).max(1),
+            cluster_parts: a.cluster_parts.clone(),
         }
     }
 }

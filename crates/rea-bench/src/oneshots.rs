@@ -294,7 +294,11 @@ fn submit_round(
 
 /// Writes `n` request lines from one thread, reads the answers on this one;
 /// the time until the n-th answer (every one must be `ok`).
-fn pipeline(state: &Path, n: usize, line: impl Fn(usize) -> String + Send + 'static) -> Duration {
+pub(crate) fn pipeline(
+    state: &Path,
+    n: usize,
+    line: impl Fn(usize) -> String + Send + 'static,
+) -> Duration {
     let mut client = Client::connect(state).unwrap_or_else(|e| util::die(format!("connect: {e}")));
     let mut writer = client.try_clone_writer();
     let start = Instant::now();

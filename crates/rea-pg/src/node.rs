@@ -10,8 +10,9 @@
 //! - the **main** task takes the daemon's commands one at a time: claims
 //!   (answered as [`Event::Claimed`]: the daemon's loop never waits on the
 //!   database), run starts and ends (kept in a bounded backlog and written
-//!   in order when the database accepts them; an end the cluster no longer
-//!   takes — the node was declared dead meanwhile — becomes a late report),
+//!   in order when the database accepts them, those that arrived together
+//!   pipelined; an end the cluster no longer takes — the node was declared
+//!   dead meanwhile — becomes a late report),
 //!   and on every heartbeat tick the sweeper, due one-shots, retries and
 //!   queued occurrences.
 //!
@@ -46,15 +47,26 @@ const LEAVE: &str = include_str!("../sql/raw/leave.sql");
 const CLAIM_ONESHOTS: &str = include_str!("../sql/raw/claim_oneshots.sql");
 const CLAIM_RETRY: &str = include_str!("../sql/raw/claim_retry.sql");
 const PROMOTE_QUEUED: &str = include_str!("../sql/raw/promote_queued.sql");
-const SUBMIT_ONESHOT: &str = include_str!("../sql/raw/submit_oneshot.sql");
+const SUBMIT_ONESHOTS: &str = include_str!("../sql/raw/submit_oneshots.sql");
+
+/// A run's captured output (idempotent: an end sent twice writes it twice).
+const OUTPUT: &str = "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
+     on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes";
+
+/// Run starts and ends sent together by one flush of the backlog.
+const FLUSH_BATCH: usize = 64;
 
 /// Run starts and ends kept while the database does not take them.
 pub const BACKLOG_MAX: usize = 10_000;
 /// A claim more than this in the database clock's future is refused
 /// (`early`); the node asks again.
 const MAX_EARLY_MS: i32 = 1000;
-/// One-shots taken per poll.
-const ONESHOT_BATCH: i32 = 16;
+/// Most one-shots taken by one poll (fewer when the daemon has fewer free
+/// slots: what a node cannot start is left to the others).
+const ONESHOT_BATCH: usize = 256;
+/// Submissions made durable by one statement (those that reached the node
+/// together: a group commit).
+const SUBMIT_BATCH: usize = 4096;
 
 /// What the cluster tells the daemon's loop.
 #[derive(Debug, Clone)]
@@ -91,11 +103,19 @@ pub enum Event {
 pub struct NodeHealth {
     pub epoch: Option<i64>,
     pub lease_live: bool,
+    /// Since the database last renewed the lease (since the node started
+    /// when it never did): past the lease, the node is not scheduling.
+    pub lease_age: Duration,
+    /// Until the lease ends by the node's own (monotonic) deadline; zero
+    /// without a live lease.
+    pub lease_left: Duration,
     /// Run starts and ends waiting for the database.
     pub backlog: usize,
     /// Dropped because the backlog was full.
     pub dropped: u64,
-    pub last_error: Option<String>,
+    /// The last error from the database, and when (it stays until the
+    /// next one: whether the node is fine now is `lease_live`).
+    pub last_error: Option<(DateTime<Utc>, String)>,
 }
 
 /// A job as this node defines it, for the store.
@@ -115,8 +135,18 @@ struct Shared {
     lease_live: bool,
     backlog: usize,
     dropped: u64,
-    last_error: Option<String>,
+    last_error: Option<(DateTime<Utc>, String)>,
+    /// When the database last renewed the lease (sent at), or when the node
+    /// started.
+    renewed: Instant,
     stopping: bool,
+    /// Slots the daemon has free for runs (`max_concurrent` less running,
+    /// hooks and queued runs), as it last said, less the one-shots granted
+    /// since that it had not yet taken.
+    free_slots: usize,
+    /// One-shots this node has granted to the daemon, ever: what the
+    /// daemon has not yet taken still counts against its free slots.
+    oneshots_granted: u64,
 }
 
 impl Shared {
@@ -155,7 +185,12 @@ pub struct Node {
     tx: mpsc::UnboundedSender<Cmd>,
     shared: Arc<Mutex<Shared>>,
     settings: Settings,
+    /// Wakes the main task when slots free up while due one-shots wait.
+    slots: Arc<tokio::sync::Notify>,
 }
+
+/// A one-shot to queue and where to say whether it is durable.
+type Submission = (Box<OneShot>, oneshot::Sender<Result<(), String>>);
 
 /// Claims go to the node's main task; answers come back as events.
 struct Claims {
@@ -182,19 +217,50 @@ impl Node {
             backlog: 0,
             dropped: 0,
             last_error: None,
+            renewed: Instant::now(),
             stopping: false,
+            free_slots: ONESHOT_BATCH,
+            oneshots_granted: 0,
         }));
+        let slots = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(heartbeat_loop(
             settings.clone(),
             shared.clone(),
             events.clone(),
         ));
-        tokio::spawn(main_loop(settings.clone(), shared.clone(), events, rx));
+        tokio::spawn(main_loop(
+            settings.clone(),
+            shared.clone(),
+            events,
+            rx,
+            slots.clone(),
+        ));
         Node {
             tx,
             shared,
             settings,
+            slots,
+        }
+    }
+
+    /// How many more runs the daemon could start now, having taken
+    /// `oneshots_taken` one-shots from [`Event::OneShot`] so far: due
+    /// one-shots are claimed up to that many (the rest are left to other
+    /// nodes; those granted but still on their way to the daemon count as
+    /// taken), and a node that had to leave some behind asks again when
+    /// slots free up.
+    pub fn set_free_slots(&self, free: usize, oneshots_taken: u64) {
+        let wake = {
+            let mut s = lock(&self.shared);
+            let in_flight = s.oneshots_granted.saturating_sub(oneshots_taken);
+            let free = free.saturating_sub(usize::try_from(in_flight).unwrap_or(usize::MAX));
+            let wake = s.free_slots == 0 && free > 0;
+            s.free_slots = free;
+            wake
+        };
+        if wake {
+            self.slots.notify_one();
         }
     }
 
@@ -271,6 +337,11 @@ impl Node {
             Ok(s) => NodeHealth {
                 epoch: s.epoch,
                 lease_live: s.live_epoch().is_some(),
+                lease_age: s.renewed.elapsed(),
+                lease_left: match (s.live_epoch(), s.deadline) {
+                    (Some(_), Some(d)) => d.saturating_duration_since(Instant::now()),
+                    _ => Duration::ZERO,
+                },
                 backlog: s.backlog,
                 dropped: s.dropped,
                 last_error: s.last_error.clone(),
@@ -285,7 +356,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 fn note_error(shared: &Mutex<Shared>, m: &str) {
-    lock(shared).last_error = Some(m.to_string());
+    lock(shared).last_error = Some((Utc::now(), m.to_string()));
 }
 
 /// `e` on the way out of a statement: the text for the log.
@@ -358,6 +429,7 @@ async fn heartbeat_loop(
                         let was_live = sh.live_epoch().is_some();
                         sh.epoch = Some(epoch);
                         sh.deadline = Some(t0 + s.lease.saturating_sub(margin));
+                        sh.renewed = t0;
                         sh.lease_live = true;
                         !was_live
                     };
@@ -487,6 +559,7 @@ struct Stmts {
     claim_oneshots: Statement,
     claim_retry: Statement,
     promote_queued: Statement,
+    submit_oneshots: Statement,
 }
 
 /// A write of this node's, waiting in order.
@@ -528,6 +601,9 @@ struct Main {
     run_epochs: HashMap<i64, i64>,
     config: Option<(String, Vec<JobDef>)>,
     published: Option<i64>,
+    /// When to poll for due one-shots before the next tick: at once (the
+    /// last poll took a full batch), or at the earliest due one-shot.
+    oneshot_poll: Option<Instant>,
 }
 
 async fn main_loop(
@@ -535,6 +611,7 @@ async fn main_loop(
     shared: Arc<Mutex<Shared>>,
     events: mpsc::UnboundedSender<Event>,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
+    slots: Arc<tokio::sync::Notify>,
 ) {
     let io = s.lease.max(Duration::from_millis(500));
     let mut tick = tokio::time::interval(s.heartbeat);
@@ -549,8 +626,12 @@ async fn main_loop(
         run_epochs: HashMap::new(),
         config: None,
         published: None,
+        oneshot_poll: None,
     };
     loop {
+        // Due one-shots are polled between ticks only while this node has
+        // free slots.
+        let poll = m.oneshot_poll.filter(|_| lock(&m.shared).free_slots > 0);
         tokio::select! {
             // Commands (claims above all) before the tick's housekeeping.
             biased;
@@ -575,9 +656,55 @@ async fn main_loop(
                         m.handle(cmd).await;
                     }
                 }
+                Some(Cmd::Submit { shot, reply }) => {
+                    // Submissions that arrived together are made durable
+                    // by one statement (one commit, one WAL flush).
+                    let mut batch = vec![(shot, reply)];
+                    let mut next = None;
+                    while batch.len() < SUBMIT_BATCH {
+                        match rx.try_recv() {
+                            Ok(Cmd::Submit { shot, reply }) => batch.push((shot, reply)),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    m.submit(batch).await;
+                    if let Some(cmd) = next {
+                        m.handle(cmd).await;
+                    }
+                }
+                Some(Cmd::Record(rec)) => {
+                    // Starts and ends that arrived together are written
+                    // pipelined (in order: a run's start before its end).
+                    let mut any = m.enqueue(&rec);
+                    let mut next = None;
+                    for _ in 1..FLUSH_BATCH {
+                        match rx.try_recv() {
+                            Ok(Cmd::Record(rec)) => any |= m.enqueue(&rec),
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    if any {
+                        m.flush().await;
+                    }
+                    if let Some(cmd) = next {
+                        m.handle(cmd).await;
+                    }
+                }
                 Some(cmd) => m.handle(cmd).await,
             },
             _ = tick.tick() => m.tick().await,
+            () = sleep_until_opt(poll), if poll.is_some() => m.poll_oneshots().await,
+            // Slots free again: the next turn arms the due one-shots' poll
+            // (if any are due: nothing to ask otherwise).
+            () = slots.notified() => {}
         }
     }
 }
@@ -609,6 +736,7 @@ impl Main {
                 claim_oneshots: p(CLAIM_ONESHOTS).await?,
                 claim_retry: p(CLAIM_RETRY).await?,
                 promote_queued: p(PROMOTE_QUEUED).await?,
+                submit_oneshots: p(SUBMIT_ONESHOTS).await?,
             };
             self.conn = Some((c, stmts));
         }
@@ -627,12 +755,7 @@ impl Main {
                 });
             }
             Cmd::Record(rec) => {
-                if let Some(w) = write_of(&rec) {
-                    if self.backlog.len() >= BACKLOG_MAX {
-                        self.backlog.pop_front();
-                        lock(&self.shared).dropped += 1;
-                    }
-                    self.backlog.push_back(w);
+                if self.enqueue(&rec) {
                     self.flush().await;
                 }
             }
@@ -643,10 +766,7 @@ impl Main {
                     self.publish(epoch).await;
                 }
             }
-            Cmd::Submit { shot, reply } => {
-                let r = self.submit(&shot).await;
-                let _ = reply.send(r);
-            }
+            Cmd::Submit { shot, reply } => self.submit(vec![(shot, reply)]).await,
             Cmd::Pause {
                 jobs,
                 paused,
@@ -965,12 +1085,28 @@ impl Main {
     }
 
     /// Writes the backlog in order while the database takes it.
+    /// A run start or end into the backlog (false: not one of those).
+    fn enqueue(&mut self, rec: &Record) -> bool {
+        let Some(w) = write_of(rec) else {
+            return false;
+        };
+        if self.backlog.len() >= BACKLOG_MAX {
+            self.backlog.pop_front();
+            lock(&self.shared).dropped += 1;
+        }
+        self.backlog.push_back(w);
+        true
+    }
+
     async fn flush(&mut self) {
         while let Some(w) = self.backlog.front() {
             let run_id = w.run_id();
             let Some(live) = self.live_epoch() else {
                 break;
             };
+            if self.backlog.len() > 1 && self.flush_pipelined(live).await > 0 {
+                continue;
+            }
             let epoch = self.run_epochs.get(&run_id).copied().unwrap_or(live);
             match self.write(epoch).await {
                 Ok(true) => {
@@ -986,6 +1122,139 @@ impl Main {
             }
         }
         lock(&self.shared).backlog = self.backlog.len();
+    }
+
+    /// The backlog's first writes (up to [`FLUSH_BATCH`]) sent together,
+    /// their answers taken in order while each is the common one (the
+    /// start or end recorded; an end's output is then written, pipelined
+    /// too). Returns how many were done and removed from the front; the
+    /// first that was not is left to [`Main::write`], which may send its
+    /// statement again: every write is conditional on the run's state, so
+    /// a second send changes nothing (an end already recorded is found
+    /// ended, and its output written then).
+    async fn flush_pipelined(&mut self, live: i64) -> usize {
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        // Without a connection, the one-at-a-time way connects (or says
+        // why it cannot).
+        let Some((c, st)) = &self.conn else {
+            return 0;
+        };
+        let n = self.backlog.len().min(FLUSH_BATCH);
+        let epochs: Vec<i64> = self
+            .backlog
+            .iter()
+            .take(n)
+            .map(|w| self.run_epochs.get(&w.run_id()).copied().unwrap_or(live))
+            .collect();
+        let statuses: Vec<&'static str> = self
+            .backlog
+            .iter()
+            .take(n)
+            .map(|w| match w {
+                Write::Started { .. } => "",
+                Write::Ended { status, .. } => status.as_str(),
+            })
+            .collect();
+        type P<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        let params: Vec<(bool, Vec<P<'_>>)> = self
+            .backlog
+            .iter()
+            .take(n)
+            .zip(&epochs)
+            .zip(&statuses)
+            .map(|((w, epoch), status)| match w {
+                Write::Started {
+                    run_id,
+                    pid,
+                    detail,
+                } => (
+                    true,
+                    vec![&cluster as P<'_>, &node, epoch, run_id, pid, detail],
+                ),
+                Write::Ended {
+                    run_id,
+                    exit_code,
+                    signal,
+                    reason,
+                    detail,
+                    retry_delay_ms,
+                    ..
+                } => (
+                    false,
+                    vec![
+                        &cluster as P<'_>,
+                        &node,
+                        epoch,
+                        run_id,
+                        status,
+                        exit_code,
+                        signal,
+                        reason,
+                        detail,
+                        retry_delay_ms,
+                    ],
+                ),
+            })
+            .collect();
+        let answers = join_all(
+            params
+                .iter()
+                .map(|(started, p)| {
+                    let stmt = if *started {
+                        &st.run_started
+                    } else {
+                        &st.run_ended
+                    };
+                    within(io, c.query_opt(stmt, p))
+                })
+                .collect(),
+        )
+        .await;
+        // The common answers, in order, up to the first other one.
+        let mut done = 0;
+        for (a, (started, _)) in answers.iter().zip(&params) {
+            let common = match a {
+                Ok(Some(row)) => *started || row.get::<_, bool>(0),
+                _ => false,
+            };
+            if !common {
+                break;
+            }
+            done += 1;
+        }
+        let outputs: Vec<[P<'_>; 3]> = self
+            .backlog
+            .iter()
+            .take(done)
+            .filter_map(|w| match w {
+                Write::Ended {
+                    run_id,
+                    output: Some((text, bytes)),
+                    ..
+                } => Some([run_id as P<'_>, text, bytes]),
+                _ => None,
+            })
+            .collect();
+        let written = join_all(
+            outputs
+                .iter()
+                .map(|p| within(io, c.execute(OUTPUT, p)))
+                .collect(),
+        )
+        .await;
+        if let Some(Err(m)) = written.into_iter().find(|r| r.is_err()) {
+            // Their ends are recorded; sent again, each is found ended and
+            // its output written then.
+            self.fail(&format!("run output: {m}"));
+            return 0;
+        }
+        for _ in 0..done {
+            if let Some(Write::Ended { run_id, .. }) = self.backlog.pop_front() {
+                self.run_epochs.remove(&run_id);
+            }
+        }
+        lock(&self.shared).backlog = self.backlog.len();
+        done
     }
 
     /// The backlog's first write. Ok(true): done with it; Ok(false): keep
@@ -1050,15 +1319,7 @@ impl Main {
                 let ended: bool = row.get(0);
                 if ended {
                     if let Some((text, bytes)) = output {
-                        within(
-                            io,
-                            c.execute(
-                                "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
-                                 on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes",
-                                &[run_id, text, bytes],
-                            ),
-                        )
-                        .await?;
+                        within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
                     }
                     return Ok(true);
                 }
@@ -1084,7 +1345,15 @@ impl Main {
                         Ok(true)
                     }
                     Some("started") => Ok(false),
-                    Some(_) => Ok(true),
+                    Some(_) => {
+                        // Ended already: by this very write, sent before
+                        // (pipelined, or before a lost connection) — its
+                        // output may not be in yet.
+                        if let Some((text, bytes)) = output {
+                            within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
+                        }
+                        Ok(true)
+                    }
                     None => {
                         error!(
                             run = run_id,
@@ -1108,6 +1377,103 @@ impl Main {
         if let Err(m) = self.pending_work(epoch).await {
             self.fail(&m);
         }
+    }
+
+    /// Between ticks: due one-shots, if the lease is live.
+    async fn poll_oneshots(&mut self) {
+        self.oneshot_poll = None;
+        let Some(epoch) = self.live_epoch() else {
+            return;
+        };
+        if let Err(m) = self.claim_oneshots(epoch).await {
+            self.fail(&m);
+        }
+    }
+
+    /// Claims due one-shots, as many as the daemon has free slots (up to
+    /// [`ONESHOT_BATCH`]), and learns when the next one is due.
+    async fn claim_oneshots(&mut self, epoch: i64) -> Result<(), String> {
+        self.oneshot_poll = None;
+        let limit = lock(&self.shared).free_slots.min(ONESHOT_BATCH);
+        let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        let (shared, heartbeat) = (self.shared.clone(), self.s.heartbeat);
+        let mut granted = Vec::new();
+        let mut events = Vec::new();
+        let mut poll = None;
+        {
+            let (c, st) = self.conn().await?;
+            if limit > 0 {
+                let rows = within(
+                    io,
+                    c.query(
+                        &st.claim_oneshots,
+                        &[&cluster, &node, &epoch, &(limit as i32)],
+                    ),
+                )
+                .await?;
+                let full = rows.len() >= limit;
+                for row in rows {
+                    let run_id: i64 = row.get(0);
+                    let id: String = row.get(1);
+                    let fence: i64 = row.get(2);
+                    let spec: Option<Value> = row.get(3);
+                    let attempt: i32 = row.get(4);
+                    granted.push(run_id);
+                    match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
+                        Some(shot) => events.push(Event::OneShot {
+                            shot: Box::new(shot),
+                            attempt: attempt.max(1) as u32,
+                            grant: Grant { run_id, fence },
+                        }),
+                        None => error!(
+                            oneshot = id.as_str(),
+                            "cluster: a one-shot without a readable definition"
+                        ),
+                    }
+                }
+                {
+                    let mut sh = lock(&shared);
+                    sh.free_slots = sh.free_slots.saturating_sub(granted.len());
+                    sh.oneshots_granted += events.len() as u64;
+                }
+                if full {
+                    // More may be due: ask again as soon as slots allow.
+                    poll = Some(Instant::now());
+                }
+            }
+            if poll.is_none() {
+                // The next due one-shot, on the database's clock: polled
+                // for then rather than at the next tick.
+                let row = within(
+                    io,
+                    c.query_one(
+                        "select (extract(epoch from min(due_at) - clock_timestamp()) * 1000)::bigint
+                         from rea.pending where cluster = $1 and kind = 'oneshot'
+                           and (affinity is null or affinity = $2)",
+                        &[&cluster, &node],
+                    ),
+                )
+                .await?;
+                let in_ms: Option<i64> = row.get(0);
+                // One due now that this poll did not get is being taken
+                // by another node (its rows are locked): look again soon,
+                // not at once.
+                let floor = if granted.is_empty() { 50 } else { 0 };
+                poll = in_ms
+                    .filter(|ms| *ms < heartbeat.as_millis() as i64)
+                    .map(|ms| {
+                        Instant::now() + Duration::from_millis((ms.max(0) as u64 + 2).max(floor))
+                    });
+            }
+        }
+        self.oneshot_poll = poll;
+        for run_id in granted {
+            self.run_epochs.insert(run_id, epoch);
+        }
+        for e in events {
+            let _ = self.events.send(e);
+        }
+        Ok(())
     }
 
     /// The sweeper, then work any node may take: due one-shots, retries,
@@ -1140,33 +1506,6 @@ impl Main {
                     interrupted,
                     "cluster: declared dead (lease ended and not renewed); their runs are recorded as interrupted"
                 );
-            }
-            let rows = within(
-                io,
-                c.query(
-                    &st.claim_oneshots,
-                    &[&cluster, &node, &epoch, &ONESHOT_BATCH],
-                ),
-            )
-            .await?;
-            for row in rows {
-                let run_id: i64 = row.get(0);
-                let id: String = row.get(1);
-                let fence: i64 = row.get(2);
-                let spec: Option<Value> = row.get(3);
-                let attempt: i32 = row.get(4);
-                granted.push(run_id);
-                match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
-                    Some(shot) => events.push(Event::OneShot {
-                        shot: Box::new(shot),
-                        attempt: attempt.max(1) as u32,
-                        grant: Grant { run_id, fence },
-                    }),
-                    None => error!(
-                        oneshot = id.as_str(),
-                        "cluster: a one-shot without a readable definition"
-                    ),
-                }
             }
             for overlap in [
                 Overlap::Skip,
@@ -1248,43 +1587,82 @@ impl Main {
         for e in events {
             let _ = self.events.send(e);
         }
-        Ok(())
+        self.claim_oneshots(epoch).await
     }
 
-    async fn submit(&mut self, shot: &OneShot) -> Result<(), String> {
-        let spec = serde_json::to_value(shot).map_err(|e| e.to_string())?;
-        let retry = (shot.retry.attempts > 0).then(|| {
-            json!({
-                "attempts": shot.retry.attempts + 1,
-                "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
-                "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
-                "factor": 2.0,
-                "jitter": 0.0,
-            })
-        });
+    /// Queues one-shots in the store with one statement; each reply says
+    /// whether its one-shot is durable (or why not). A name already
+    /// pending (in the store, or earlier in the batch) is refused alone.
+    async fn submit(&mut self, batch: Vec<Submission>) {
+        let duplicate = |id: &str| format!("a one-shot named {id:?} is already pending");
+        let mut ids: Vec<String> = Vec::with_capacity(batch.len());
+        let mut dues: Vec<DateTime<Utc>> = Vec::with_capacity(batch.len());
+        let mut specs: Vec<Value> = Vec::with_capacity(batch.len());
+        let mut retries: Vec<Option<Value>> = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        let mut seen = std::collections::HashSet::with_capacity(batch.len());
+        for (shot, reply) in batch {
+            if !seen.insert(shot.id.clone()) {
+                let _ = reply.send(Err(duplicate(&shot.id)));
+                continue;
+            }
+            let spec = match serde_json::to_value(&*shot) {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = reply.send(Err(e.to_string()));
+                    continue;
+                }
+            };
+            retries.push((shot.retry.attempts > 0).then(|| {
+                json!({
+                    "attempts": shot.retry.attempts + 1,
+                    "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
+                    "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
+                    "factor": 2.0,
+                    "jitter": 0.0,
+                })
+            }));
+            ids.push(shot.id.clone());
+            dues.push(shot.due);
+            specs.push(spec);
+            replies.push(reply);
+        }
+        if ids.is_empty() {
+            return;
+        }
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
-        let affinity: Option<String> = None;
         let r = match self.conn().await {
-            Ok((c, _)) => within(
-                io,
-                c.query_one(
-                    SUBMIT_ONESHOT,
-                    &[
-                        &cluster, &shot.id, &shot.due, &spec, &affinity, &retry, &node,
-                    ],
-                ),
-            )
-            .await
-            .map(|_| ()),
+            Ok((c, st)) => {
+                within(
+                    io,
+                    c.query(
+                        &st.submit_oneshots,
+                        &[&cluster, &node, &ids, &dues, &specs, &retries],
+                    ),
+                )
+                .await
+            }
             Err(m) => Err(m),
         };
-        r.map_err(|m| {
-            if m.contains("pending_oneshot_id") {
-                format!("a one-shot named {:?} is already pending", shot.id)
-            } else {
-                m
+        match r {
+            Ok(rows) => {
+                let queued: std::collections::HashSet<String> =
+                    rows.iter().map(|r| r.get(0)).collect();
+                for (id, reply) in ids.iter().zip(replies) {
+                    let _ = reply.send(if queued.contains(id) {
+                        Ok(())
+                    } else {
+                        Err(duplicate(id))
+                    });
+                }
             }
-        })
+            Err(m) => {
+                for reply in replies {
+                    let _ = reply.send(Err(m.clone()));
+                }
+                self.fail(&format!("one-shot submissions: {m}"));
+            }
+        }
     }
 
     async fn pause(
@@ -1401,6 +1779,14 @@ impl ClaimParams {
                 ClaimMode::Missed => "missed",
             },
         }
+    }
+}
+
+/// Sleeps until `at` (never, without one).
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -60,6 +60,9 @@ impl Loop {
                 self.config_error.is_none(),
                 self.history.health().backlog,
             );
+            if let Some(cl) = &self.cluster {
+                m.refresh_cluster(cl.node_name(), &cl.node.health());
+            }
         }
         scrape.done();
     }

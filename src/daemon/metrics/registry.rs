@@ -80,6 +80,94 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: String,
+}
+
+/// What a claim can come back as (`ClaimOutcome::as_str`), pre-created at
+/// zero like the runs.
+const CLAIM_OUTCOMES: [&str; 8] = [
+    "started",
+    "already_yours",
+    "skipped",
+    "queued",
+    "missed",
+    "lost",
+    "no_lease",
+    "unavailable",
+];
+
+/// Cluster mode's series (`[cluster]` in the job file).
+struct ClusterSeries {
+    lease_live: Gauge,
+    lease_age: F64Gauge,
+    backlog: Gauge,
+    dropped: Counter,
+    claims: Family<OutcomeLabel, Counter>,
+    /// Created on the first database error.
+    last_error: Family<NodeLabel, F64Gauge>,
+}
+
+impl ClusterSeries {
+    fn register(r: &mut Registry) -> ClusterSeries {
+        let lease_live = Gauge::default();
+        r.register(
+            "cluster_lease_live",
+            "1 while this node holds a live lease (it claims and starts scheduled runs), else 0",
+            lease_live.clone(),
+        );
+        let lease_age = F64Gauge::default();
+        r.register_with_unit(
+            "cluster_lease_age",
+            "Since the database last renewed this node's lease (since the start when it never did); past the lease, the node schedules nothing",
+            Unit::Seconds,
+            lease_age.clone(),
+        );
+        let backlog = Gauge::default();
+        r.register(
+            "cluster_backlog_records",
+            "Run starts and ends waiting for the cluster database",
+            backlog.clone(),
+        );
+        let dropped = Counter::default();
+        r.register(
+            "cluster_backlog_dropped",
+            "Run starts and ends dropped because the backlog was full",
+            dropped.clone(),
+        );
+        let claims = Family::<OutcomeLabel, Counter>::default();
+        r.register(
+            "cluster_claims",
+            "Claims of occurrences answered, by outcome (started: this node runs it; lost: another node does)",
+            claims.clone(),
+        );
+        for outcome in CLAIM_OUTCOMES {
+            let _ = claims.get_or_create(&OutcomeLabel { outcome });
+        }
+        let last_error = Family::<NodeLabel, F64Gauge>::default();
+        r.register_with_unit(
+            "cluster_last_error_timestamp",
+            "When this node last got an error from the cluster database (Unix time; absent until one)",
+            Unit::Seconds,
+            last_error.clone(),
+        );
+        ClusterSeries {
+            lease_live,
+            lease_age,
+            backlog,
+            dropped,
+            claims,
+            last_error,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
@@ -125,6 +213,8 @@ pub(crate) struct Metrics {
     config_valid: Gauge,
     history_backlog: Gauge,
     history_write_errors: Counter,
+    /// In cluster mode.
+    cluster: Option<ClusterSeries>,
     /// Jobs of the file in force.
     jobs: HashMap<String, JobSeries>,
     /// Jobs the last reload removed: a run of theirs that was still going
@@ -243,6 +333,10 @@ impl Metrics {
             "Failed writes to the history log",
             history_write_errors.clone(),
         );
+        let cluster = config
+            .cluster
+            .is_some()
+            .then(|| ClusterSeries::register(&mut r));
         r.register(
             "build",
             "The running rea",
@@ -272,6 +366,7 @@ impl Metrics {
             config_valid,
             history_backlog,
             history_write_errors,
+            cluster,
             jobs: HashMap::new(),
             retired: HashSet::new(),
         };
@@ -458,6 +553,34 @@ impl Metrics {
     }
 
     /// Reads the state gauges from the engine (on each scrape).
+    /// A claim came back (cluster mode).
+    pub(crate) fn claimed(&self, outcome: &'static str) {
+        if let Some(c) = &self.cluster {
+            c.claims.get_or_create(&OutcomeLabel { outcome }).inc();
+        }
+    }
+
+    /// The cluster node's state, at a scrape.
+    pub(crate) fn refresh_cluster(&self, node: &str, h: &rea_pg::NodeHealth) {
+        let Some(c) = &self.cluster else {
+            return;
+        };
+        c.lease_live.set(i64::from(h.lease_live));
+        c.lease_age.set(h.lease_age.as_secs_f64());
+        c.backlog.set(i64::try_from(h.backlog).unwrap_or(i64::MAX));
+        let dropped = c.dropped.get();
+        if h.dropped > dropped {
+            c.dropped.inc_by(h.dropped - dropped);
+        }
+        if let Some((at, _)) = &h.last_error {
+            c.last_error
+                .get_or_create(&NodeLabel {
+                    node: node.to_string(),
+                })
+                .set(unix_seconds(*at));
+        }
+    }
+
     pub(crate) fn refresh(&self, engine: &Engine, config_valid: bool, history_backlog: usize) {
         let int = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.running.set(int(engine.running()));
