@@ -636,8 +636,45 @@ fn load_phases_of(s: &Settings, shape: Shape) -> Vec<Figure> {
         phase("  phase: `Engine::new` on that config".into(), &mut || {
             engine = Some(rea_core::engine::Engine::new(&cfg.plan(), 1));
         });
+        let mut actions = Vec::new();
+        phase(
+            "  phase: `Engine::start` (first fire of every job into the heap)".into(),
+            &mut || {
+                if let Some(e) = engine.as_mut() {
+                    actions = e.start(Utc::now(), Default::default());
+                }
+            },
+        );
+        drop(actions);
+        // A reload of the same file with one job added, as the daemon does
+        // it: parse beside the configuration in force, then apply.
+        let mut text2 = text.clone();
+        text2.push_str("[jobs.extra-one]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n");
+        dir.write_jobs(&text2);
+        let mut new_cfg = None;
+        phase(
+            "  phase: reload parse (`load_if_changed` beside the config in force)".into(),
+            &mut || {
+                new_cfg = Some(reload_load(&dir, cfg));
+            },
+        );
+        if let (Some(Ok(Some(new))), Some(e)) = (&new_cfg, engine.as_mut()) {
+            let mut actions = Vec::new();
+            phase("  phase: `Engine::reload`".into(), &mut || {
+                actions = e.reload(&new.plan(), Utc::now());
+            });
+        }
     }
     out
+}
+
+/// The daemon's reload of the main file: parsed unless its bytes are
+/// those of `_current`, the configuration in force.
+fn reload_load(
+    dir: &TempDir,
+    _current: &rea_config::Config,
+) -> Result<Option<rea_config::Config>, Vec<rea_config::Diagnostic>> {
+    rea_config::load_if_changed(&dir.jobs(), rea_config::LoadOptions::default(), None)
 }
 
 fn config_load(dir: &TempDir) -> Option<Result<rea_config::Config, Vec<rea_config::Diagnostic>>> {
