@@ -24,7 +24,14 @@ impl Engine {
         for job in plan.jobs {
             let name = job.name.clone();
             match self.jobs.get_mut(&name) {
-                Some(state) if !state.removed && *state.def == **job => unchanged += 1,
+                Some(state) if !state.removed && *state.def == **job => {
+                    // Same definition: keep its schedule, but hold the new
+                    // plan's copy, so the old configuration's jobs (and
+                    // compiled schedules) are freed when it is dropped
+                    // instead of living on beside the new ones.
+                    state.def = job.clone();
+                    unchanged += 1;
+                }
                 Some(state) => {
                     let was_removed = state.removed;
                     state.def = job.clone();

@@ -628,6 +628,28 @@ fn reload_keeps_unchanged_reschedules_changed_and_cancels_removed() {
     assert_eq!(names, vec!["keep", "change", "add"]);
 }
 
+/// After a reload the engine holds the new plan's copy of an unchanged job,
+/// so the old configuration is freed with its last owner.
+#[test]
+fn reload_holds_the_new_plans_copy_of_an_unchanged_job() {
+    let cfg = config(vec![job("keep", "0 * * * *")], 8);
+    let now = at("2026-11-29T00:10:00Z");
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(now, Recovered::default());
+    let new = config(vec![job("keep", "0 * * * *")], 8);
+    engine.reload(&new.plan(), now);
+    drop(cfg);
+    assert_eq!(
+        Arc::strong_count(&new.jobs[0]),
+        2,
+        "the plan's and the engine's"
+    );
+    assert_eq!(
+        engine.job_status("keep").unwrap().next_fire,
+        Some(at("2026-11-29T01:00:00Z"))
+    );
+}
+
 #[test]
 fn a_job_due_in_the_same_instant_as_a_reload_runs_exactly_once() {
     let cfg = config(vec![job("x", "0 * * * *")], 8);
