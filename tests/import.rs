@@ -318,7 +318,7 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         };
         let job = cfg.jobs.iter().find(|j| &j.name == name).expect("job");
         let zone = cron_tz.unwrap_or_else(|| "UTC".to_string());
-        assert_eq!(job.timezone_name, zone, "{rel}:{n}");
+        assert_eq!(&*job.timezone_name, zone.as_str(), "{rel}:{n}");
         let user = system.then_some(sixth);
         assert_eq!(job.user, user, "{rel}:{n}");
         assert_eq!(job.mailto, mailto, "{rel}:{n}");

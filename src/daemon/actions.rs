@@ -108,10 +108,10 @@ impl Loop {
             match &start.def {
                 Def::Job(job) => (
                     Program::Shell {
-                        shell: job.shell.clone(),
+                        shell: job.shell.to_string(),
                         script: job.command.clone(),
                     },
-                    &job.env,
+                    &*job.env,
                     job.dir.clone(),
                     job.timeout,
                     job.kill_grace,
@@ -131,7 +131,7 @@ impl Loop {
         let (user, shell) = match &start.def {
             Def::Job(job) => (
                 job.user.as_deref().map(host::user).transpose()?,
-                job.shell.as_str(),
+                &*job.shell,
             ),
             Def::OneShot(_) => (None, "/bin/sh"),
         };

@@ -181,7 +181,7 @@ impl Loop {
             let job = &batch.job;
             let spec = RunSpec {
                 program: Program::Shell {
-                    shell: job.shell.clone(),
+                    shell: job.shell.to_string(),
                     script: command,
                 },
                 env,

@@ -78,7 +78,7 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         inheritable: true,
         apply: |ctx, v, d| {
             if let Some(s) = ctx.text_field(v, "shell") {
-                d.job.shell = s;
+                d.job.shell = ctx.intern(&s);
             }
         },
     },
@@ -689,7 +689,7 @@ fn apply_timezone(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     match crate::zone::resolve(name) {
         Ok(tz) => {
             d.job.timezone = tz;
-            d.job.timezone_name = name.to_string();
+            d.job.timezone_name = ctx.intern(name);
         }
         Err(e) => {
             let hint = Some(e.hint());
@@ -761,7 +761,7 @@ fn apply_env(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
                 );
             }
             DeValue::String(s) => {
-                d.job.env.insert(name.to_string(), s.to_string());
+                std::sync::Arc::make_mut(&mut d.job.env).insert(name.to_string(), s.to_string());
             }
             DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_) => {
                 let raw = ctx.raw(value.span()).to_string();

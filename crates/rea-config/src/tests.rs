@@ -119,9 +119,9 @@ mod unit {
         assert_eq!(a.name, "a");
         assert_eq!(a.schedule.as_ref().unwrap().source(), "* * * * *");
         assert_eq!(a.command, "true");
-        assert_eq!(a.shell, "/bin/sh");
+        assert_eq!(&*a.shell, "/bin/sh");
         assert_eq!(a.timezone, Tz::UTC);
-        assert_eq!(a.timezone_name, "UTC");
+        assert_eq!(&*a.timezone_name, "UTC");
         assert_eq!(a.timeout, None);
         assert_eq!(a.kill_grace, Duration::from_secs(10));
         assert_eq!(a.overlap, Overlap::Skip);
@@ -190,7 +190,7 @@ command = "date"
         );
         let j = job(&config, "sync-orders");
         assert_eq!(j.timezone, chrono_tz::Asia::Shanghai);
-        assert_eq!(j.timezone_name, "Asia/Shanghai");
+        assert_eq!(&*j.timezone_name, "Asia/Shanghai");
         assert_eq!(j.timeout, Some(Duration::from_secs(600)));
         assert_eq!(j.overlap, Overlap::Queue);
         assert_eq!(
@@ -283,7 +283,22 @@ retry = { jitter = 0, max_delay = "1h" }
     #[test]
     fn defaults_apply_wherever_the_section_is() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[defaults]\nshell = \"/bin/bash\"\n");
-        assert_eq!(config.jobs[0].shell, "/bin/bash");
+        assert_eq!(&*config.jobs[0].shell, "/bin/bash");
+    }
+
+    /// What many jobs repeat is held once: the inherited env map, the
+    /// shell and the zone name; a job's own env is its own copy.
+    #[test]
+    fn jobs_share_what_they_repeat() {
+        let config = ok("[defaults]\nenv = { PATH = \"/bin\" }\ntimezone = \"Europe/Berlin\"\n[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\nshell = \"/bin/sh\"\n[jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\nenv = { X = \"1\" }\n");
+        let (a, b, c) = (&config.jobs[0], &config.jobs[1], &config.jobs[2]);
+        assert!(std::sync::Arc::ptr_eq(&a.env, &b.env));
+        assert!(std::sync::Arc::ptr_eq(&a.timezone_name, &c.timezone_name));
+        assert!(!std::sync::Arc::ptr_eq(&a.env, &c.env));
+        assert_eq!(c.env.len(), 2);
+        assert_eq!(a.env.len(), 1);
+        assert!(std::sync::Arc::ptr_eq(&a.shell, &c.shell));
+        assert_eq!(&*b.shell, "/bin/sh");
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) positions: BTreeMap<(String, String), (usize, usize)>,
     /// Expressions already parsed in this file.
     pub(crate) schedules: std::collections::HashMap<String, Schedule>,
+    /// Shells and zone names already seen, so jobs share one copy.
+    strings: std::collections::HashSet<std::sync::Arc<str>>,
     /// What kind of job file this is.
     pub(crate) kind: FileKind,
 }
@@ -112,8 +114,19 @@ impl<'a> Ctx<'a> {
             warnings: Vec::new(),
             positions: BTreeMap::new(),
             schedules: std::collections::HashMap::new(),
+            strings: std::collections::HashSet::new(),
             kind: FileKind::Main,
         }
+    }
+
+    /// One shared copy of a string that many jobs repeat.
+    pub(crate) fn intern(&mut self, s: &str) -> std::sync::Arc<str> {
+        if let Some(known) = self.strings.get(s) {
+            return known.clone();
+        }
+        let new: std::sync::Arc<str> = s.into();
+        self.strings.insert(new.clone());
+        new
     }
 
     /// 1-based line and column (in characters) of a byte offset.

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -48,11 +49,13 @@ pub struct Job {
     pub schedule: Option<Schedule>,
     pub command: String,
     /// Shell that runs `command` as `shell -c command`. Default `/bin/sh`.
-    pub shell: String,
+    /// Shared: jobs that inherit it (or write the same) hold one copy.
+    pub shell: Arc<str>,
     /// Zone the schedule is evaluated in. Default UTC.
     pub timezone: Tz,
-    /// The zone as written (`"local"` stays `"local"` for display).
-    pub timezone_name: String,
+    /// The zone as written (`"local"` stays `"local"` for display); shared
+    /// like `shell`.
+    pub timezone_name: Arc<str>,
     /// None = no timeout.
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL on timeout/replace/shutdown. Default 10s.
@@ -64,8 +67,9 @@ pub struct Job {
     pub catch_up_limit: u32,
     /// Random start delay in [0, jitter]. Default 0.
     pub jitter: Duration,
-    /// defaults.env overlaid with the job's env.
-    pub env: BTreeMap<String, String>,
+    /// defaults.env overlaid with the job's env. Shared with `[defaults]`
+    /// by every job that sets no env of its own (copied on write).
+    pub env: Arc<BTreeMap<String, String>>,
     /// Working directory; None = the daemon's.
     pub dir: Option<PathBuf>,
     pub tags: Vec<String>,
@@ -143,9 +147,9 @@ impl Default for Job {
             name: String::new(),
             schedule: None,
             command: String::new(),
-            shell: "/bin/sh".to_string(),
+            shell: "/bin/sh".into(),
             timezone: Tz::UTC,
-            timezone_name: "UTC".to_string(),
+            timezone_name: "UTC".into(),
             timeout: None,
             kill_grace: Duration::from_secs(10),
             overlap: Overlap::Skip,
@@ -153,7 +157,7 @@ impl Default for Job {
             catch_up: CatchUp::None,
             catch_up_limit: 10,
             jitter: Duration::ZERO,
-            env: BTreeMap::new(),
+            env: Arc::default(),
             dir: None,
             tags: Vec::new(),
             description: None,

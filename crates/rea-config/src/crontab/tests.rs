@@ -435,9 +435,9 @@ fn rendered_file_passes_check_and_round_trips() {
     );
     assert_eq!(j.env["X"], "q\"uote \\ back ☃");
     assert_eq!(j.env["WEIRD KEY"], "1");
-    assert_eq!(j.shell, "/bin/bash");
+    assert_eq!(&*j.shell, "/bin/bash");
     assert_eq!(j.description.as_deref(), Some("say \"hi\""));
-    assert_eq!(cfg.jobs[1].timezone_name, "America/New_York");
+    assert_eq!(&*cfg.jobs[1].timezone_name, "America/New_York");
     assert_eq!(j.mailto, ["a@b"]);
     assert_eq!(j.mail_on, rea_core::job::MailOn::Output);
     assert_eq!(j.user, None);
