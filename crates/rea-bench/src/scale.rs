@@ -669,12 +669,18 @@ fn load_phases_of(s: &Settings, shape: Shape) -> Vec<Figure> {
 }
 
 /// The daemon's reload of the main file: parsed unless its bytes are
-/// those of `_current`, the configuration in force.
+/// those of `current`, the configuration in force, whose unchanged jobs
+/// are reused.
 fn reload_load(
     dir: &TempDir,
-    _current: &rea_config::Config,
+    current: &rea_config::Config,
 ) -> Result<Option<rea_config::Config>, Vec<rea_config::Diagnostic>> {
-    rea_config::load_if_changed(&dir.jobs(), rea_config::LoadOptions::default(), None)
+    rea_config::load_if_changed(
+        &dir.jobs(),
+        rea_config::LoadOptions::default(),
+        None,
+        Some(current),
+    )
 }
 
 fn config_load(dir: &TempDir) -> Option<Result<rea_config::Config, Vec<rea_config::Diagnostic>>> {

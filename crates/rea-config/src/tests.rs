@@ -883,6 +883,40 @@ retry = { attempts = 101 }
         assert_eq!(load_with(&link, relaxed).expect("allowed").jobs.len(), 1);
     }
 
+    /// A reload keeps the `Arc` of every job that did not change (as
+    /// written: a respelled schedule is a new job, so `rea list` shows the
+    /// new spelling).
+    #[test]
+    fn a_reload_reuses_the_jobs_that_did_not_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.toml");
+        let relaxed = LoadOptions {
+            allow_insecure_permissions: true,
+        };
+        let job = |name: &str, expr: &str| {
+            format!("[jobs.{name}]\nschedule = \"{expr}\"\ncommand = \"true\"\n")
+        };
+        std::fs::write(
+            &path,
+            job("a", "0 0 * * 1") + &job("b", "0 0 * * 1") + &job("c", "@daily"),
+        )
+        .expect("write");
+        let old = load_with(&path, relaxed).expect("valid");
+        std::fs::write(
+            &path,
+            job("a", "0 0 * * 1") + &job("b", "0 0 * * MON") + &job("c", "@hourly"),
+        )
+        .expect("write");
+        let new = load_if_changed(&path, relaxed, Some(old.digest), Some(&old))
+            .expect("valid")
+            .expect("changed");
+        assert!(std::sync::Arc::ptr_eq(&old.jobs[0], &new.jobs[0]));
+        assert!(!std::sync::Arc::ptr_eq(&old.jobs[1], &new.jobs[1]));
+        assert_eq!(new.jobs[1].schedule_text(), "0 0 * * MON");
+        assert!(!std::sync::Arc::ptr_eq(&old.jobs[2], &new.jobs[2]));
+        assert_eq!(new.jobs[2].schedule_text(), "@hourly");
+    }
+
     #[test]
     fn a_fifo_is_refused_without_blocking() {
         let dir = tempfile::tempdir().expect("tempdir");
