@@ -140,10 +140,10 @@ impl Engine {
                 if let Some(shot) = self.oneshots.get_mut(name.as_str()) {
                     shot.running = false;
                 }
-            } else if let Some(state) = self.jobs.get_mut(&name) {
+            } else if let Some(state) = self.jobs.get_mut(name.as_str()) {
                 state.active = state.active.saturating_sub(1);
                 if state.removed && state.active == 0 {
-                    self.jobs.remove(&name);
+                    self.jobs.remove(name.as_str());
                 } else {
                     self.kick(&name, now, &mut out);
                 }
@@ -211,7 +211,7 @@ impl Engine {
             self.fill_slots(now, out);
             return;
         }
-        let Some(state) = self.jobs.get_mut(&name) else {
+        let Some(state) = self.jobs.get_mut(name.as_str()) else {
             out.push(Action::Record(Box::new(rec)));
             return;
         };
@@ -233,7 +233,7 @@ impl Engine {
         let mut exhausted = false;
         if is_failure(status) && !state.removed && !self.stopping {
             let retry = Due::Retry {
-                job: name.clone(),
+                job: state.name.clone(),
                 scheduled: active.pending.scheduled,
                 attempt: active.pending.attempt + 1,
             };
@@ -279,11 +279,11 @@ impl Engine {
         if status == RunStatus::Succeeded {
             self.dependents_of(&name, now, out);
         }
-        let Some(state) = self.jobs.get_mut(&name) else {
+        let Some(state) = self.jobs.get_mut(name.as_str()) else {
             return;
         };
         if state.removed && state.active == 0 {
-            self.jobs.remove(&name);
+            self.jobs.remove(name.as_str());
         } else {
             self.kick(&name, now, out);
         }

@@ -14,16 +14,15 @@ impl Engine {
         let removed: Vec<String> = self
             .jobs
             .keys()
-            .filter(|n| !new_names.contains(n.as_str()))
-            .cloned()
+            .filter(|n| !new_names.contains(&***n))
+            .map(|n| n.to_string())
             .collect();
         for name in &removed {
             self.retire(name);
         }
-        self.order = plan.jobs.iter().map(|j| j.name.clone()).collect();
         for job in plan.jobs {
             let name = job.name.clone();
-            match self.jobs.get_mut(&name) {
+            match self.jobs.get_mut(name.as_str()) {
                 Some(state) if !state.removed && *state.def == **job => {
                     // Same definition: keep its schedule, but hold the new
                     // plan's copy, so the old configuration's jobs (and
@@ -54,11 +53,20 @@ impl Engine {
                 }
                 None => {
                     added += 1;
-                    self.jobs.insert(name.clone(), JobState::new(job.clone()));
+                    let key: Arc<str> = name.as_str().into();
+                    self.jobs
+                        .insert(key.clone(), JobState::new(key, job.clone()));
                     self.schedule_next(&name, now);
                 }
             }
         }
+        // The names already held, in the new file order: no new strings for
+        // the jobs that stayed.
+        self.order = plan
+            .jobs
+            .iter()
+            .filter_map(|j| self.jobs.get(j.name.as_str()).map(|s| s.name.clone()))
+            .collect();
         self.paused.retain(|n| new_names.contains(n.as_str()));
         self.rebuild_dependents();
         self.max_concurrent = plan.max_concurrent.max(1);
