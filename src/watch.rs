@@ -28,6 +28,14 @@
 //! before and cannot be told so: it always asks for `IN_OPEN`, which woke
 //! two threads for every read in the directory.
 //!
+//! The directories of the job files beside the main one (`jobs.d/` and, for
+//! a root daemon, `users/`) are watched too, when they exist (their
+//! creation in the main file's directory is seen): an event for one of
+//! their `*.toml` files starts a burst like an event for the job file, and
+//! a check compares each of those files' content with what was last
+//! reported. A drop-in that is a symlink is seen when the link changes, not
+//! when its target is edited in another directory.
+//!
 //! Idle costs nothing: one thread blocks in `poll` on the inotify descriptor
 //! and a stop pipe, with a timeout only while a burst (or a missing file's
 //! grace) is pending.
@@ -167,13 +175,27 @@ fn watch_mask() -> WatchFlags {
 /// last good config; `Warning(m)` → log `m`. Keep the `Watcher` alive for as
 /// long as the receiver is polled: once it is dropped the channel closes and
 /// `recv()` returns `None` at once, every time.
+#[cfg(test)]
 pub(crate) fn watch(file: &Path) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     watch_with(file, Timing::default())
 }
 
 /// [`watch`] with explicit timing.
+#[cfg(test)]
 pub(crate) fn watch_with(
     file: &Path,
+    timing: Timing,
+) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
+    watch_files(file, &[], timing)
+}
+
+/// [`watch`] for the main job file and the directories of the job files
+/// beside it (`dirs`: `jobs.d/`, `users/`; each may be missing, now or
+/// later). A change to one of their `*.toml` files is reported as
+/// `Modified` too.
+pub(crate) fn watch_files(
+    file: &Path,
+    dirs: &[PathBuf],
     timing: Timing,
 ) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     let shown = file.display();
@@ -210,10 +232,18 @@ pub(crate) fn watch_with(
     let (stop_read, stop_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| format!("cannot watch {shown}: {e}"))?;
 
+    let mut extra = BTreeSet::new();
+    for dir in dirs {
+        extra.insert(
+            std::path::absolute(dir).map_err(|e| format!("cannot watch {}: {e}", dir.display()))?,
+        );
+    }
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let probe = Arc::new(Probe::default());
     let mut worker = Worker {
         file: file.clone(),
+        extra,
+        last_extra: Vec::new(),
         inotify,
         stop: stop_read,
         dirs: HashMap::new(),
@@ -236,7 +266,11 @@ pub(crate) fn watch_with(
     }
     worker.watched = resolution.dirs;
     worker.relevant = resolution.entries;
+    for dir in worker.extra.clone() {
+        worker.watch_extra(&dir);
+    }
     worker.last = fingerprint(&file);
+    worker.last_extra = worker.extra_fingerprints();
 
     let thread = std::thread::Builder::new()
         .name("rea-watch".into())
@@ -442,10 +476,22 @@ fn push_front(pending: &mut Vec<Step>, path: &Path) {
     pending.extend(steps.into_iter().rev());
 }
 
+/// Whether `name` is a job file of a drop-in or users' directory (what
+/// `rea_config::FileSet::parts` reads: `*.toml`, not hidden).
+fn is_part_name(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    !name.starts_with('.') && name.ends_with(".toml")
+}
+
 /// The watching thread's state.
 struct Worker {
     /// The job file as given, made absolute.
     file: PathBuf,
+    /// The directories of the other job files (absolute; each may be
+    /// missing).
+    extra: BTreeSet<PathBuf>,
+    /// Their job files as last reported (or the baseline), by path.
+    last_extra: Vec<(PathBuf, Fingerprint)>,
     inotify: OwnedFd,
     /// The read end of the stop pipe (see [`Watcher`]).
     stop: OwnedFd,
@@ -550,8 +596,12 @@ impl Worker {
             let hit = match event.file_name() {
                 Some(name) if !name.to_bytes().is_empty() => {
                     use std::os::unix::ffi::OsStrExt;
-                    let path = dir.join(OsStr::from_bytes(name.to_bytes()));
-                    self.relevant.contains(&path) || self.watched.contains(&path)
+                    let name = OsStr::from_bytes(name.to_bytes());
+                    let path = dir.join(name);
+                    self.relevant.contains(&path)
+                        || self.watched.contains(&path)
+                        || self.extra.contains(&path)
+                        || (self.extra.contains(dir) && is_part_name(name))
                 }
                 // The directory itself was deleted or moved.
                 _ => true,
@@ -572,7 +622,8 @@ impl Worker {
             }
         }
         let now = fingerprint(&self.file);
-        if now == self.last {
+        let extra = self.extra_fingerprints();
+        if now == self.last && extra == self.last_extra {
             self.missing_deadline = None;
             return true;
         }
@@ -591,7 +642,48 @@ impl Worker {
         }
         self.missing_deadline = None;
         self.last = now;
+        self.last_extra = extra;
         self.send(Change::Modified)
+    }
+
+    /// The job files of the other directories, each with its fingerprint,
+    /// in a stable order. A missing directory has none.
+    fn extra_fingerprints(&self) -> Vec<(PathBuf, Fingerprint)> {
+        let mut out = Vec::new();
+        for dir in &self.extra {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| is_part_name(&e.file_name()))
+                .map(|e| e.path())
+                .collect();
+            files.sort();
+            for f in files {
+                let print = fingerprint(&f);
+                out.push((f, print));
+            }
+        }
+        out
+    }
+
+    /// Watches one of the other job files' directories if it is there (its
+    /// creation is seen in the main file's directory). Returns why it could
+    /// not be watched, if it exists.
+    fn watch_extra(&mut self, dir: &Path) -> Option<String> {
+        match inotify::add_watch(&self.inotify, dir, watch_mask()) {
+            Ok(wd) => {
+                self.dirs.retain(|old, d| *old == wd || d != dir);
+                self.dirs.insert(wd, dir.to_path_buf());
+                None
+            }
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => None,
+            Err(e) => Some(format!(
+                "{}; changes to the job files in it may be missed",
+                describe(&e.into(), "watch", dir)
+            )),
+        }
     }
 
     /// Follows the path's current resolution: watches new directories,
@@ -620,10 +712,15 @@ impl Worker {
                 }
             }
         }
+        for dir in self.extra.clone() {
+            if let Some(problem) = self.watch_extra(&dir) {
+                failure.get_or_insert(problem);
+            }
+        }
         let stale: Vec<i32> = self
             .dirs
             .iter()
-            .filter(|(_, d)| !resolution.dirs.contains(*d))
+            .filter(|(_, d)| !resolution.dirs.contains(*d) && !self.extra.contains(*d))
             .map(|(wd, _)| *wd)
             .collect();
         for wd in stale {
@@ -693,6 +790,32 @@ mod tests {
         let tmp = dir.join(".jobs.toml.tmp");
         fs::write(&tmp, content).unwrap();
         fs::rename(&tmp, to).unwrap();
+    }
+
+    /// The drop-in directory's job files are watched with the main file,
+    /// also when the directory appears later; other files there are not.
+    #[tokio::test]
+    async fn drop_in_files_are_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jobs.toml");
+        fs::write(&file, "a = 1\n").unwrap();
+        let dropins = dir.path().join("jobs.d");
+        let (_w, mut rx) = watch_files(&file, &[dropins.clone()], Timing::default()).unwrap();
+        fs::create_dir(&dropins).unwrap();
+        expect_none(&mut rx).await;
+        fs::write(dropins.join("pkg.toml"), "b = 1\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+        fs::write(dropins.join("notes.txt"), "x").unwrap();
+        fs::write(dropins.join(".pkg.toml.swp"), "x").unwrap();
+        expect_none(&mut rx).await;
+        replace(&dropins, &dropins.join("pkg.toml"), "b = 2\n");
+        expect_one(&mut rx, Change::Modified).await;
+        fs::remove_file(dropins.join("pkg.toml")).unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+        fs::remove_dir_all(&dropins).unwrap();
+        expect_none(&mut rx).await;
+        fs::write(&file, "a = 2\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
     }
 
     #[tokio::test]

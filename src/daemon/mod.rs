@@ -173,7 +173,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             },
             Some(change) = inputs.changes.recv(), if watched => match change {
                 crate::watch::Change::Modified => {
-                    info!("the job file changed; reloading");
+                    info!("a job file changed; reloading");
                     let _ = d.reload(&mut actions, ReloadCause::Watcher);
                 }
                 crate::watch::Change::Missing => warn!(
