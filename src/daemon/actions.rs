@@ -121,7 +121,7 @@ impl Loop {
                 Def::OneShot(shot) => (
                     shot.program(),
                     &shot.env,
-                    Some(shot.dir.clone()),
+                    Some(shot.dir.to_path_buf()),
                     shot.timeout(),
                     rea_core::oneshot::KILL_GRACE,
                     rea_core::oneshot::OUTPUT_LIMIT,

@@ -275,6 +275,8 @@ struct Loop {
     metrics: Option<metrics::Metrics>,
     /// systemd's `NOTIFY_SOCKET`, if set.
     notify: crate::notify::Notifier,
+    /// The last submission's argv and directory (see `prepare_submission`).
+    last_shape: Option<(std::sync::Arc<[String]>, std::sync::Arc<std::path::Path>)>,
     stopping: Stopping,
     /// A change seen by the watcher that would remove more than half of the
     /// jobs, waiting to be seen unchanged: (its digest, when to look again).

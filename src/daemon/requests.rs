@@ -441,11 +441,22 @@ impl Loop {
             };
             return Err(Response::err(code, e.message()));
         }
+        // Submitters usually repeat the last command and directory: those
+        // one-shots share one copy.
+        let argv: std::sync::Arc<[String]> = match &self.last_shape {
+            Some((argv, _)) if **argv == *sub.argv => argv.clone(),
+            _ => sub.argv.into(),
+        };
+        let dir: std::sync::Arc<std::path::Path> = match &self.last_shape {
+            Some((_, dir)) if **dir == *sub.dir => dir.clone(),
+            _ => sub.dir.into(),
+        };
+        self.last_shape = Some((argv.clone(), dir.clone()));
         Ok(OneShot {
             id,
-            argv: sub.argv,
+            argv,
             shell: sub.shell,
-            dir: sub.dir,
+            dir,
             env: sub.env,
             due,
             submitted: now,

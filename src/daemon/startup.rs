@@ -154,6 +154,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         config_error: None,
         metrics,
         notify: crate::notify::Notifier::from_env(),
+        last_shape: None,
         stopping: Stopping::No,
         settling: None,
         files,

@@ -119,7 +119,7 @@ pub(super) fn oneshot_info(s: &OneShotStatus) -> OneShotInfo {
         state: if s.running { "running" } else { "pending" }.to_string(),
         due: Ts(d.due),
         next_attempt_at: s.next_attempt_at.map(Ts),
-        argv: d.argv.clone(),
+        argv: d.argv.to_vec(),
         shell: d.shell,
         dir: d.dir.display().to_string(),
         tags: d.tags.clone(),

@@ -143,9 +143,9 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
     let _ = engine.start(now, Recovered::default());
     let template = rea_core::oneshot::OneShot {
         id: String::new(),
-        argv: vec!["true".into()],
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
+        dir: std::path::Path::new("/").into(),
         env: Default::default(),
         due: now,
         submitted: now,

@@ -4,7 +4,8 @@
 //! (`rea-store`'s journal) keeps it, the program runs it.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -34,12 +35,14 @@ pub struct OneShot {
     /// pending one-shots and distinct from every job name.
     pub id: String,
     /// The program and its arguments, executed without a shell (with
-    /// `shell`, `argv[0]` is a script for `/bin/sh -c`).
-    pub argv: Vec<String>,
+    /// `shell`, `argv[0]` is a script for `/bin/sh -c`). Shared: a million
+    /// pending one-shots typically run a few commands (the journal's replay
+    /// and the daemon's submissions reuse equal ones).
+    pub argv: Arc<[String]>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shell: bool,
-    /// The submitter's working directory.
-    pub dir: PathBuf,
+    /// The submitter's working directory (shared like `argv`).
+    pub dir: Arc<Path>,
     /// Only what the submitter passed with `--env`; never its whole
     /// environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -138,7 +141,7 @@ impl OneShot {
                 script: self.argv.first().cloned().unwrap_or_default(),
             }
         } else {
-            crate::run::Program::Argv(self.argv.clone())
+            crate::run::Program::Argv(self.argv.to_vec())
         }
     }
 }

@@ -826,9 +826,9 @@ fn run_ids_are_unique_and_sort_by_time() {
 fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {
     crate::oneshot::OneShot {
         id: id.into(),
-        argv: vec!["true".into()],
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
+        dir: std::path::Path::new("/").into(),
         env: Default::default(),
         due: at(due),
         submitted: at("2026-11-29T00:00:00Z"),
@@ -1377,9 +1377,9 @@ fn cluster_manual_trigger_and_one_shots_go_through_the_store() {
     );
     let shot = OneShot {
         id: "s1".into(),
-        argv: vec!["true".into()],
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
+        dir: std::path::Path::new("/").into(),
         env: Default::default(),
         due: t0,
         submitted: t0,
