@@ -120,7 +120,7 @@ impl Loop {
                 ),
                 Def::OneShot(shot) => (
                     shot.program(),
-                    &shot.env,
+                    &shot.rare().env,
                     Some(shot.dir.to_path_buf()),
                     shot.timeout(),
                     rea_core::oneshot::KILL_GRACE,

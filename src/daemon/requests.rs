@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use rea_config::Config;
 use rea_core::engine::{Action, CancelResult, SubmitError, TriggerResult};
 use rea_core::job::name_problem;
-use rea_core::oneshot::OneShot;
+use rea_core::oneshot::{OneShot, OneShotRare};
 use rea_core::record::{Event, Record};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -457,13 +457,9 @@ impl Loop {
             argv,
             shell: sub.shell,
             dir,
-            env: sub.env,
             due,
             submitted: now,
-            expire_ms: sub.expire_ms,
-            timeout_ms: sub.timeout_ms,
-            retry: sub.retry,
-            tags: sub.tags,
+            rare: OneShotRare::boxed(sub.env, sub.expire_ms, sub.timeout_ms, sub.retry, sub.tags),
         })
     }
 

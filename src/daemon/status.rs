@@ -122,11 +122,11 @@ pub(super) fn oneshot_info(s: &OneShotStatus) -> OneShotInfo {
         argv: d.argv.to_vec(),
         shell: d.shell,
         dir: d.dir.display().to_string(),
-        tags: d.tags.clone(),
+        tags: d.rare().tags.clone(),
         submitted: Ts(d.submitted),
-        timeout_ms: d.timeout_ms,
-        expire_ms: d.expire_ms,
-        retry: d.retry.clone(),
+        timeout_ms: d.rare().timeout_ms,
+        expire_ms: d.rare().expire_ms,
+        retry: d.rare().retry.clone(),
     }
 }
 

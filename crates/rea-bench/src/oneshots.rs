@@ -146,13 +146,9 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
         argv: vec!["true".into()].into(),
         shell: false,
         dir: std::path::Path::new("/").into(),
-        env: Default::default(),
         due: now,
         submitted: now,
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: Vec::new(),
+        rare: None,
     };
     let ids: Vec<String> = (0..n).map(|i| format!("shot-{i:07}")).collect();
     let shots: Vec<rea_core::oneshot::OneShot> = ids

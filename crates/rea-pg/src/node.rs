@@ -1253,11 +1253,11 @@ impl Main {
 
     async fn submit(&mut self, shot: &OneShot) -> Result<(), String> {
         let spec = serde_json::to_value(shot).map_err(|e| e.to_string())?;
-        let retry = (shot.retry.attempts > 0).then(|| {
+        let retry = (shot.rare().retry.attempts > 0).then(|| {
             json!({
-                "attempts": shot.retry.attempts + 1,
-                "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
-                "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
+                "attempts": shot.rare().retry.attempts + 1,
+                "delay_ms": shot.rare().retry.delay_ms.unwrap_or(30_000),
+                "max_delay_ms": shot.rare().retry.max_delay_ms.unwrap_or(600_000),
                 "factor": 2.0,
                 "jitter": 0.0,
             })

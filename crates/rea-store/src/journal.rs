@@ -360,17 +360,19 @@ mod tests {
             argv: vec!["echo".into(), format!("hello \"{id}\"")].into(),
             shell: false,
             dir: std::path::Path::new("/tmp").into(),
-            env: BTreeMap::new(),
             due: DateTime::parse_from_rfc3339("2026-12-01T10:00:00+08:00")
                 .unwrap()
                 .with_timezone(&Utc),
             submitted: DateTime::parse_from_rfc3339("2026-11-29T00:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
-            expire_ms: None,
-            timeout_ms: Some(1000),
-            retry: OneShotRetry::default(),
-            tags: vec!["orders".into()],
+            rare: rea_core::oneshot::OneShotRare::boxed(
+                BTreeMap::new(),
+                None,
+                Some(1000),
+                OneShotRetry::default(),
+                vec!["orders".into()],
+            ),
         }
     }
 

@@ -262,7 +262,7 @@ impl Engine {
         let mut v: Vec<&ShotState> = self
             .oneshots
             .values()
-            .filter(|s| tag.is_none_or(|t| s.def.tags.iter().any(|x| x == t)))
+            .filter(|s| tag.is_none_or(|t| s.def.rare().tags.iter().any(|x| x == t)))
             .collect();
         let order = |a: &&ShotState, b: &&ShotState| {
             a.def

@@ -829,13 +829,9 @@ fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {
         argv: vec!["true".into()].into(),
         shell: false,
         dir: std::path::Path::new("/").into(),
-        env: Default::default(),
         due: at(due),
         submitted: at("2026-11-29T00:00:00Z"),
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: vec![],
+        rare: None,
     }
 }
 
@@ -879,7 +875,7 @@ fn restored_one_shots_catch_up_or_expire() {
     let now = at("2026-11-29T01:00:00Z");
     engine.start(now, Recovered::default());
     let mut stale = shot("stale", "2026-11-29T00:00:00Z");
-    stale.expire_ms = Some(60_000);
+    stale.rare_mut().expire_ms = Some(60_000);
     let a = engine.restore(
         vec![
             shot("late", "2026-11-29T00:00:00Z"),
@@ -945,7 +941,7 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
             &format!("2026-11-30T{:02}:{:02}:00Z", (i * 7) % 24, i % 60),
         );
         if i % 3 == 0 {
-            s.tags = vec!["orders".into()];
+            s.rare_mut().tags = vec!["orders".into()];
         }
         engine.submit(s, now).unwrap();
     }
@@ -957,7 +953,7 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
     let tagged: Vec<String> = engine
         .oneshots()
         .into_iter()
-        .filter(|s| s.def.tags.iter().any(|t| t == "orders"))
+        .filter(|s| s.def.rare().tags.iter().any(|t| t == "orders"))
         .map(|s| s.def.id.clone())
         .take(10)
         .collect();
@@ -1380,13 +1376,9 @@ fn cluster_manual_trigger_and_one_shots_go_through_the_store() {
         argv: vec!["true".into()].into(),
         shell: false,
         dir: std::path::Path::new("/").into(),
-        env: Default::default(),
         due: t0,
         submitted: t0,
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: vec![],
+        rare: None,
     };
     let s = starts(&e.adopt_oneshot(
         shot,
