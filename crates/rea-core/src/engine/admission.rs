@@ -224,13 +224,13 @@ impl Engine {
                 break;
             };
             let def = if p.oneshot {
-                match self.oneshots.get_mut(p.job.as_str()) {
-                    Some(shot) => {
-                        shot.running = true;
-                        Def::OneShot(shot.def.clone())
-                    }
-                    None => continue,
+                let Some(def) = self.shot_def(&p.job) else {
+                    continue;
+                };
+                if let Some(shot) = self.oneshots.get_mut(p.job.as_str()) {
+                    shot.running = true;
                 }
+                Def::OneShot(def)
             } else {
                 match self.jobs.get(p.job.as_str()) {
                     Some(state) => Def::Job(state.def.clone()),

@@ -172,7 +172,6 @@ impl Engine {
         self.oneshots.insert(
             ShotKey(def.clone()),
             ShotState {
-                def: def.clone(),
                 entry: None,
                 running: false,
             },

@@ -301,16 +301,17 @@ impl Engine {
     ) {
         let id = active.pending.job.clone();
         let mut done = true;
-        if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
+        let def = self.shot_def(&id);
+        if let (Some(shot), Some(def)) = (self.oneshots.get_mut(id.as_str()), def) {
             shot.running = false;
             // An operator's cancel --kill is final: no retry follows it.
             if is_failure(status) && !self.stopping && active.stop.is_none() {
+                let policy = def.retry_policy();
                 let retry = Due::OneShot {
-                    shot: shot.def.clone(),
+                    shot: def,
                     attempt: active.pending.attempt + 1,
                     trigger: Trigger::Retry,
                 };
-                let policy = shot.def.retry_policy();
                 if let Retry::Scheduled(entry) = plan_retry(
                     &mut self.heap,
                     &mut self.rng,
