@@ -427,7 +427,7 @@ impl Loop {
             }
             None => format!("oneshot-{}", self.engine.new_id(now)),
         };
-        if batch.iter().any(|(s, _)| s.id == id) {
+        if batch.iter().any(|(s, _)| *s.id == *id) {
             return Err(Response::err(
                 "duplicate",
                 format!("a one-shot named {id:?} is already pending"),
@@ -453,7 +453,7 @@ impl Loop {
         };
         self.last_shape = Some((argv.clone(), dir.clone()));
         Ok(OneShot {
-            id,
+            id: id.into_boxed_str(),
             argv,
             shell: sub.shell,
             dir,
@@ -486,7 +486,7 @@ impl Loop {
         }
         let now = Utc::now();
         for (shot, reply) in batch.drain(..) {
-            let id = shot.id.clone();
+            let id = shot.id.to_string();
             let due = shot.due;
             match self.engine.submit(shot, now) {
                 Ok(acts) => {

@@ -85,7 +85,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         config.daemon.history_files,
     )
     .map_err(|e| StartError::Other(e.to_string()))?;
-    let pending: HashSet<&str> = stores.pending.iter().map(|s| s.id.as_str()).collect();
+    let pending: HashSet<&str> = stores.pending.iter().map(|s| &*s.id).collect();
     super::requests::name_clashes(&config, |name| pending.contains(name))
         .map_err(StartError::Config)?;
     // Cluster mode: pauses are cluster-wide, in the database.

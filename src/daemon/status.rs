@@ -115,7 +115,7 @@ impl Loop {
 pub(super) fn oneshot_info(s: &OneShotStatus) -> OneShotInfo {
     let d = &s.def;
     OneShotInfo {
-        id: d.id.clone(),
+        id: d.id.to_string(),
         state: if s.running { "running" } else { "pending" }.to_string(),
         due: Ts(d.due),
         next_attempt_at: s.next_attempt_at.map(Ts),

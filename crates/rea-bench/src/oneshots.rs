@@ -142,7 +142,7 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
     let mut engine = Engine::new(&config.plan(), 2);
     let _ = engine.start(now, Recovered::default());
     let template = rea_core::oneshot::OneShot {
-        id: String::new(),
+        id: "".into(),
         argv: vec!["true".into()].into(),
         shell: false,
         dir: std::path::Path::new("/").into(),
@@ -155,7 +155,7 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
         .iter()
         .enumerate()
         .map(|(i, id)| rea_core::oneshot::OneShot {
-            id: id.clone(),
+            id: id.as_str().into(),
             due: now + chrono::Duration::seconds(3600 + (i % 82_800) as i64),
             ..template.clone()
         })

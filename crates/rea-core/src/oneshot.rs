@@ -82,8 +82,9 @@ impl OneShotRare {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OneShot {
     /// The name given at submission, or a generated id; unique among
-    /// pending one-shots and distinct from every job name.
-    pub id: String,
+    /// pending one-shots and distinct from every job name. A `Box<str>`:
+    /// 8 bytes less than a `String` per pending one-shot.
+    pub id: Box<str>,
     /// The program and its arguments, executed without a shell (with
     /// `shell`, `argv[0]` is a script for `/bin/sh -c`). Shared: a million
     /// pending one-shots typically run a few commands (the journal's replay
@@ -183,7 +184,7 @@ impl<'de> Deserialize<'de> for OneShot {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OneShot, D::Error> {
         let w = Wire::deserialize(d)?;
         Ok(OneShot {
-            id: w.id,
+            id: w.id.into_boxed_str(),
             argv: w.argv,
             shell: w.shell,
             dir: w.dir,

@@ -164,7 +164,7 @@ impl Journal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        adds.retain(|(line, job)| dels.get(&job.id).is_none_or(|del| del < line));
+        adds.retain(|(line, job)| dels.get(&*job.id).is_none_or(|del| del < line));
         drop(dels);
         // Two live adds of one id (never written by rea, which refuses a
         // duplicate while one is pending): the later one wins, in the
@@ -172,10 +172,10 @@ impl Journal {
         let mut first: HashMap<&str, usize> = HashMap::with_capacity(adds.len());
         let mut later: Vec<(usize, usize)> = Vec::new();
         for (k, (_, job)) in adds.iter().enumerate() {
-            if let Some(&at) = first.get(job.id.as_str()) {
+            if let Some(&at) = first.get(&*job.id) {
                 later.push((at, k));
             } else {
-                first.insert(job.id.as_str(), k);
+                first.insert(&*job.id, k);
             }
         }
         drop(first);
@@ -388,7 +388,7 @@ mod tests {
         j.add(&shot("never-committed"));
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["a", "c"]);
         assert_eq!(r.pending[0], shot("a"));
         // Replayed one-shots share what they repeat.
@@ -430,7 +430,7 @@ mod tests {
         j.commit().unwrap();
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["b", "a"]);
         assert_eq!(r.pending[1], again);
         assert_eq!(r.malformed, 0);
@@ -468,7 +468,7 @@ mod tests {
         j.commit().unwrap();
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["a", "b"]);
     }
 

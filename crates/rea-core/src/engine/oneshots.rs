@@ -58,7 +58,7 @@ impl std::borrow::Borrow<str> for ShotKey {
 impl std::hash::Hash for ShotKey {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         // Must hash exactly as `str` does, for lookups by `&str`.
-        self.0.id.as_str().hash(h)
+        (*self.0.id).hash(h)
     }
 }
 
@@ -127,7 +127,7 @@ impl Engine {
                 let late = (now - shot.due).to_std().unwrap_or_default();
                 if shot.expire().is_some_and(|e| late > e) {
                     let mut rec = Record::new(Event::Run, now);
-                    rec.job = Some(shot.id.clone());
+                    rec.job = Some(shot.id.to_string());
                     rec.trigger = Some(Trigger::Oneshot);
                     rec.status = Some(RunStatus::Skipped);
                     rec.scheduled = Some(shot.due);
@@ -137,7 +137,7 @@ impl Engine {
                         crate::duration::format(shot.expire().unwrap_or_default())
                     ));
                     out.push(Action::Record(Box::new(rec)));
-                    out.push(Action::OneShotDone { id: shot.id });
+                    out.push(Action::OneShotDone { id: shot.id.into() });
                     continue;
                 }
                 self.schedule_oneshot(shot, Trigger::CatchUp, now);
@@ -165,7 +165,7 @@ impl Engine {
         for id in ids {
             let problem = match self.oneshots.get(id.as_str()) {
                 None => {
-                    let known: Vec<&str> = self.oneshots.keys().map(|k| k.0.id.as_str()).collect();
+                    let known: Vec<&str> = self.oneshots.keys().map(|k| &*k.0.id).collect();
                     let mut msg = format!("no pending one-shot {id:?}");
                     if let Some(h) = crate::suggest::did_you_mean(id, known) {
                         msg.push_str(&format!(" ({h})"));

@@ -950,7 +950,7 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
     assert_eq!(ids(engine.oneshots_first(None, usize::MAX)), all);
     assert_eq!(ids(engine.oneshots_first(None, 5)), all[..5]);
     assert!(engine.oneshots_first(None, 0).is_empty());
-    let tagged: Vec<String> = engine
+    let tagged: Vec<Box<str>> = engine
         .oneshots()
         .into_iter()
         .filter(|s| s.def.rare().tags.iter().any(|t| t == "orders"))
