@@ -800,7 +800,8 @@ mod tests {
         let file = dir.path().join("jobs.toml");
         fs::write(&file, "a = 1\n").unwrap();
         let dropins = dir.path().join("jobs.d");
-        let (_w, mut rx) = watch_files(&file, &[dropins.clone()], Timing::default()).unwrap();
+        let (_w, mut rx) =
+            watch_files(&file, std::slice::from_ref(&dropins), Timing::default()).unwrap();
         fs::create_dir(&dropins).unwrap();
         expect_none(&mut rx).await;
         fs::write(dropins.join("pkg.toml"), "b = 1\n").unwrap();
