@@ -25,7 +25,7 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> Outcome {
                     "next": next.map(|t| super::rfc3339_in(t, j.timezone)),
                     "enabled": j.enabled,
                     "tags": j.tags,
-                    "description": j.description,
+                    "description": j.extras().description,
                 })
             })
             .collect();

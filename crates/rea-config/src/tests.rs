@@ -133,7 +133,7 @@ mod unit {
         assert!(a.env.is_empty());
         assert_eq!(a.dir, None);
         assert!(a.tags.is_empty());
-        assert_eq!(a.description, None);
+        assert_eq!(a.extras().description, None);
         assert!(a.enabled);
         assert_eq!(a.output_limit, 64 * 1024);
         assert!(a.kill_stragglers);
@@ -209,7 +209,7 @@ command = "date"
         assert_eq!(j.dir, Some(PathBuf::from("/srv/app")));
         assert_eq!(j.tags, ["billing"]);
         assert_eq!(
-            j.description.as_deref(),
+            j.extras().description.as_deref(),
             Some("pull orders from the shop API")
         );
         assert_eq!(j.output_limit, 65536);
@@ -284,6 +284,24 @@ retry = { jitter = 0, max_delay = "1h" }
     fn defaults_apply_wherever_the_section_is() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[defaults]\nshell = \"/bin/bash\"\n");
         assert_eq!(&*config.jobs[0].shell, "/bin/bash");
+    }
+
+    /// Mail, hooks and a description are boxed apart: a job without them
+    /// holds none, and one that spells out only defaults equals it.
+    #[test]
+    fn jobs_without_extras_hold_none() {
+        let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\nhook_timeout = \"5m\"\nmail_on = \"failure\"\n[jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\non_failure = \"page\"\n");
+        let (a, b, c) = (&config.jobs[0], &config.jobs[1], &config.jobs[2]);
+        assert!(a.extras.is_none() && b.extras.is_none());
+        assert_eq!(
+            Job {
+                name: "a".into(),
+                ..(**b).clone()
+            },
+            **a
+        );
+        assert_eq!(c.extras().on_failure.as_deref(), Some("page"));
+        assert_eq!(c.extras().hook_timeout, Duration::from_secs(300));
     }
 
     /// What many jobs repeat is held once: the inherited env map, the

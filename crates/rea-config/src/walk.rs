@@ -388,7 +388,7 @@ impl<'a> Ctx<'a> {
             // [defaults]): a position per field of a 100,000-job file would
             // cost more memory than the jobs themselves.
             if draft.job.user.is_some()
-                || !draft.job.mailto.is_empty()
+                || !draft.job.extras().mailto.is_empty()
                 || !draft.job.after.is_empty()
             {
                 let header = self.position(key.span().start);

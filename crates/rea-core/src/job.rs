@@ -73,7 +73,6 @@ pub struct Job {
     /// Working directory; None = the daemon's.
     pub dir: Option<PathBuf>,
     pub tags: Vec<String>,
-    pub description: Option<String>,
     pub enabled: bool,
     /// Bytes of stdout+stderr kept per run (head and tail). Default 64 KiB.
     pub output_limit: usize,
@@ -84,15 +83,10 @@ pub struct Job {
     /// leave it running and end the run (false, cron's way: `nohup cmd &`).
     /// Default true.
     pub kill_stragglers: bool,
-    /// Mail the run's output here through sendmail, as cron's MAILTO.
-    pub mailto: Vec<String>,
-    pub mail_on: MailOn,
-    /// Hook commands (run with the job's shell, user, dir and env).
-    pub on_failure: Option<String>,
-    pub on_success: Option<String>,
-    pub on_retry_exhausted: Option<String>,
-    /// A hook running longer is terminated. Default 5m.
-    pub hook_timeout: Duration,
+    /// `description`, mail and hooks (see [`JobExtras`]); None when all
+    /// have their defaults, as for most jobs. Read it with
+    /// [`Job::extras`].
+    pub extras: Option<Box<JobExtras>>,
     /// Run when each of these jobs has succeeded (since this job's last
     /// run so triggered).
     pub after: Vec<String>,
@@ -103,6 +97,40 @@ pub struct Job {
     /// Cluster mode: what happens to a running run when its node loses its
     /// lease. Default keep.
     pub on_lease_lost: crate::claim::OnLeaseLost,
+}
+
+/// The fields of a job that most jobs leave unset (a description, mail,
+/// hooks), boxed so that a job without them does not carry ~140 bytes of
+/// empty ones: a 100,000-job file is a case the daemon must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobExtras {
+    pub description: Option<String>,
+    /// Mail the run's output here through sendmail, as cron's MAILTO.
+    pub mailto: Vec<String>,
+    pub mail_on: MailOn,
+    /// Hook commands (run with the job's shell, user, dir and env).
+    pub on_failure: Option<String>,
+    pub on_success: Option<String>,
+    pub on_retry_exhausted: Option<String>,
+    /// A hook running longer is terminated. Default 5m.
+    pub hook_timeout: Duration,
+}
+
+/// Every extra at its default.
+static NO_EXTRAS: JobExtras = JobExtras {
+    description: None,
+    mailto: Vec::new(),
+    mail_on: MailOn::Failure,
+    on_failure: None,
+    on_success: None,
+    on_retry_exhausted: None,
+    hook_timeout: Duration::from_secs(300),
+};
+
+impl Default for JobExtras {
+    fn default() -> Self {
+        NO_EXTRAS.clone()
+    }
 }
 
 /// When `mailto` sends a mail.
@@ -118,6 +146,25 @@ pub enum MailOn {
 }
 
 impl Job {
+    /// The description, mail and hook settings (defaults when none is set).
+    pub fn extras(&self) -> &JobExtras {
+        self.extras.as_deref().unwrap_or(&NO_EXTRAS)
+    }
+
+    /// The same, to set them. A reader calls [`Job::settle`] once done, so
+    /// that a job with only default extras holds none (and compares equal
+    /// to one that never had them).
+    pub fn extras_mut(&mut self) -> &mut JobExtras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// Drops extras that are all defaults (see [`Job::extras_mut`]).
+    pub fn settle(&mut self) {
+        if self.extras.as_deref() == Some(&NO_EXTRAS) {
+            self.extras = None;
+        }
+    }
+
     /// The first fire strictly after `after`; None for `@reboot`, jobs
     /// without a schedule, and schedules that never fire again.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -160,17 +207,11 @@ impl Default for Job {
             env: Arc::default(),
             dir: None,
             tags: Vec::new(),
-            description: None,
             enabled: true,
             output_limit: 64 * 1024,
             user: None,
             kill_stragglers: true,
-            mailto: Vec::new(),
-            mail_on: MailOn::Failure,
-            on_failure: None,
-            on_success: None,
-            on_retry_exhausted: None,
-            hook_timeout: Duration::from_secs(300),
+            extras: None,
             after: Vec::new(),
             owner: None,
             on_lease_lost: crate::claim::OnLeaseLost::Keep,

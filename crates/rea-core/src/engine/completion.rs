@@ -61,22 +61,22 @@ fn plan_retry(
 fn after_run(def: &Arc<Job>, rec: &Record, status: RunStatus, exhausted: bool) -> Option<AfterRun> {
     let mut hooks = Vec::new();
     if status == RunStatus::Succeeded {
-        if let Some(h) = &def.on_success {
+        if let Some(h) = &def.extras().on_success {
             hooks.push((Hook::Success, h.clone()));
         }
     }
     if is_failure(status) {
-        if let Some(h) = &def.on_failure {
+        if let Some(h) = &def.extras().on_failure {
             hooks.push((Hook::Failure, h.clone()));
         }
         if exhausted {
-            if let Some(h) = &def.on_retry_exhausted {
+            if let Some(h) = &def.extras().on_retry_exhausted {
                 hooks.push((Hook::RetryExhausted, h.clone()));
             }
         }
     }
-    let mail = !def.mailto.is_empty()
-        && match def.mail_on {
+    let mail = !def.extras().mailto.is_empty()
+        && match def.extras().mail_on {
             crate::job::MailOn::Failure => {
                 matches!(
                     status,

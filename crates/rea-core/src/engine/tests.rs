@@ -1014,9 +1014,9 @@ fn a_lost_claim_drops_the_run_without_a_trace_and_frees_its_slot() {
 #[test]
 fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
     let mut hooked = job("h", "* * * * *");
-    hooked.on_success = Some("notify".to_string());
-    hooked.mailto = vec!["ops@example.com".to_string()];
-    hooked.mail_on = crate::job::MailOn::Always;
+    hooked.extras_mut().on_success = Some("notify".to_string());
+    hooked.extras_mut().mailto = vec!["ops@example.com".to_string()];
+    hooked.extras_mut().mail_on = crate::job::MailOn::Always;
     let cfg = config(vec![hooked, job("other", "* * * * *")], 2);
     let t0 = at("2026-11-29T00:00:00Z");
     let mut engine = Engine::new(&cfg.plan(), 1);
@@ -1074,7 +1074,7 @@ fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
 #[test]
 fn hooks_of_runs_ending_while_stopping_are_handed_back_not_started() {
     let mut hooked = job("h", "* * * * *");
-    hooked.on_failure = Some("page".to_string());
+    hooked.extras_mut().on_failure = Some("page".to_string());
     let cfg = config(vec![hooked], 2);
     let t0 = at("2026-11-29T00:00:00Z");
     let mut engine = Engine::new(&cfg.plan(), 1);
