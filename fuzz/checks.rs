@@ -128,7 +128,7 @@ fn accepted(config: &Config) {
         // Everything handed to exec must be free of NUL, or the spawn fails.
         assert!(!job.command.trim().is_empty() && !job.command.contains('\0'));
         assert!(!job.shell.is_empty() && !job.shell.contains('\0'));
-        for (k, v) in &job.env {
+        for (k, v) in job.env.iter() {
             assert!(!k.is_empty() && !k.contains(['=', '\0']) && !v.contains('\0'));
         }
         if let Some(dir) = &job.dir {

@@ -255,7 +255,7 @@ pub(crate) fn check(cfg: &Config) -> Check {
                 Ok(_) => {}
             }
         }
-        if !job.mailto.is_empty() && !mail_warned && sendmail_for(cfg).is_none() {
+        if !job.extras().mailto.is_empty() && !mail_warned && sendmail_for(cfg).is_none() {
             mail_warned = true;
             out.warnings.push(cfg.diagnostic_at(
                 &job.name,

@@ -108,8 +108,16 @@ impl JobFiles {
                 c.as_ref().map(|c| c.digest)
             }
         };
-        let main = rea_config::load_if_changed(&self.set.main, self.options, known(&self.main))
-            .and_then(|c| c.map(|c| self.checks.apply(c)).transpose())?;
+        // The last good version of each file is passed along: its jobs that
+        // did not change are reused instead of copied (see
+        // `rea_config::load_if_changed`).
+        let main = rea_config::load_if_changed(
+            &self.set.main,
+            self.options,
+            known(&self.main),
+            self.main.as_ref(),
+        )
+        .and_then(|c| c.map(|c| self.checks.apply(c)).transpose())?;
         let mut changed = main.is_some();
         if let Some(main) = main {
             self.main = Some(main);
@@ -124,7 +132,9 @@ impl JobFiles {
             let last = self.parts.get(path);
             let known = if force { None } else { last.map(|c| c.digest) };
             let loaded = check_user_file(path, kind)
-                .and_then(|()| rea_config::load_as_if_changed(path, kind, self.options, known))
+                .and_then(|()| {
+                    rea_config::load_as_if_changed(path, kind, self.options, known, last)
+                })
                 .and_then(|c| c.map(|c| self.checks.apply(c)).transpose());
             match loaded {
                 Ok(Some(cfg)) => {

@@ -1,7 +1,7 @@
 //! Watching the job file for changes, so `rea run` can hot-reload it.
 //!
-//! What lives here: turning the kernel's directory events (inotify, through
-//! `notify`) into at most one [`Change`] per edit. What does not: reading or
+//! What lives here: turning the kernel's directory events (inotify) into at
+//! most one [`Change`] per edit. What does not: reading or
 //! applying the config (the daemon does that when it receives a change).
 //!
 //! Almost nobody edits a config file in place. Editors rename the original
@@ -21,28 +21,41 @@
 //! with what was last reported, so touching another file in the directory,
 //! an editor's swap file, or rewriting identical bytes reports nothing.
 //!
-//! Idle costs nothing: notify's inotify thread blocks in `epoll_wait` without
-//! a timeout, and our thread blocks on its channel with a deadline only while
-//! a burst (or a missing file's grace) is pending. `notify-debouncer-full`
-//! was not used for that reason: its thread wakes every quarter of the
-//! timeout whether or not anything happened, and it has no cap for a file
-//! that never goes quiet.
+//! Only events that can change what the path holds are asked of the kernel
+//! (writes, creations, deletions, renames, attribute changes): opening or
+//! reading a neighbour of the job file (a `cat`, a backup tool, a log
+//! shipper) does not wake the daemon at all. The `notify` crate was used
+//! before and cannot be told so: it always asks for `IN_OPEN`, which woke
+//! two threads for every read in the directory.
+//!
+//! The directories of the job files beside the main one (`jobs.d/` and, for
+//! a root daemon, `users/`) are watched too, when they exist (their
+//! creation in the main file's directory is seen): an event for one of
+//! their `*.toml` files starts a burst like an event for the job file, and
+//! a check compares each of those files' content with what was last
+//! reported. A drop-in that is a symlink is seen when the link changes, not
+//! when its target is edited in another directory.
+//!
+//! Idle costs nothing: one thread blocks in `poll` on the inotify descriptor
+//! and a stop pipe, with a timeout only while a burst (or a missing file's
+//! grace) is pending.
 
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::hash::Hasher;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use notify::event::{AccessKind, AccessMode};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
 use tokio::sync::mpsc;
 
 /// What the daemon is told about the job file.
@@ -88,7 +101,8 @@ impl Default for Timing {
 /// the watching thread (it waits for the thread, which at worst is finishing
 /// one read of the job file).
 pub(crate) struct Watcher {
-    stop: std_mpsc::Sender<Input>,
+    /// The write end of the thread's stop pipe: closing it stops the thread.
+    stop: Option<OwnedFd>,
     thread: Option<JoinHandle<()>>,
     /// Shared with the thread for tests: how many checks it ran, and its
     /// kernel thread id (to count its wakeups).
@@ -104,9 +118,9 @@ impl std::fmt::Debug for Watcher {
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        // The notify callback holds another sender, so closing ours is not
-        // enough: say stop. If the thread already ended, sending fails; fine.
-        let _ = self.stop.send(Input::Stop);
+        // The thread polls the pipe's read end, which reports a hang-up
+        // once this end is closed.
+        drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -132,10 +146,20 @@ impl Probe {
     }
 }
 
-/// What the watching thread receives: notify's events, and the order to stop.
-enum Input {
-    Event(notify::Result<notify::Event>),
-    Stop,
+/// What the kernel is asked to report for each watched directory: what
+/// can change which file a name leads to, or its content or mode. Not
+/// opens, reads or closes without a write.
+fn watch_mask() -> WatchFlags {
+    WatchFlags::ATTRIB
+        | WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::MODIFY
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
 }
 
 /// Starts watching `file` (relative paths are taken from the current
@@ -151,13 +175,27 @@ enum Input {
 /// last good config; `Warning(m)` → log `m`. Keep the `Watcher` alive for as
 /// long as the receiver is polled: once it is dropped the channel closes and
 /// `recv()` returns `None` at once, every time.
+#[cfg(test)]
 pub(crate) fn watch(file: &Path) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     watch_with(file, Timing::default())
 }
 
 /// [`watch`] with explicit timing.
+#[cfg(test)]
 pub(crate) fn watch_with(
     file: &Path,
+    timing: Timing,
+) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
+    watch_files(file, &[], timing)
+}
+
+/// [`watch`] for the main job file and the directories of the job files
+/// beside it (`dirs`: `jobs.d/`, `users/`; each may be missing, now or
+/// later). A change to one of their `*.toml` files is reported as
+/// `Modified` too.
+pub(crate) fn watch_files(
+    file: &Path,
+    dirs: &[PathBuf],
     timing: Timing,
 ) -> Result<(Watcher, mpsc::UnboundedReceiver<Change>), String> {
     let shown = file.display();
@@ -189,23 +227,26 @@ pub(crate) fn watch_with(
         }
     }
 
-    let (input_tx, input_rx) = std_mpsc::channel::<Input>();
-    let events_tx = input_tx.clone();
-    // RecommendedWatcher is inotify on Linux: event-driven, never the
-    // polling watcher.
-    let watcher = RecommendedWatcher::new(
-        move |event| {
-            let _ = events_tx.send(Input::Event(event));
-        },
-        notify::Config::default(),
-    )
-    .map_err(|e| describe(&e, "start watching", &file))?;
+    let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+        .map_err(|e| describe(&e.into(), "start watching", &file))?;
+    let (stop_read, stop_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("cannot watch {shown}: {e}"))?;
 
+    let mut extra = BTreeSet::new();
+    for dir in dirs {
+        extra.insert(
+            std::path::absolute(dir).map_err(|e| format!("cannot watch {}: {e}", dir.display()))?,
+        );
+    }
     let (changes_tx, changes_rx) = mpsc::unbounded_channel();
     let probe = Arc::new(Probe::default());
     let mut worker = Worker {
         file: file.clone(),
-        watcher,
+        extra,
+        last_extra: Vec::new(),
+        inotify,
+        stop: stop_read,
+        dirs: HashMap::new(),
         watched: BTreeSet::new(),
         relevant: BTreeSet::new(),
         timing,
@@ -219,22 +260,25 @@ pub(crate) fn watch_with(
     // event and compared against the baseline, never lost.
     let resolution = resolve(&file);
     for dir in &resolution.dirs {
-        worker
-            .watcher
-            .watch(dir, RecursiveMode::NonRecursive)
-            .map_err(|e| describe(&e, "watch", dir))?;
+        let wd = inotify::add_watch(&worker.inotify, dir.as_path(), watch_mask())
+            .map_err(|e| describe(&e.into(), "watch", dir))?;
+        worker.dirs.insert(wd, dir.clone());
     }
     worker.watched = resolution.dirs;
     worker.relevant = resolution.entries;
+    for dir in worker.extra.clone() {
+        worker.watch_extra(&dir);
+    }
     worker.last = fingerprint(&file);
+    worker.last_extra = worker.extra_fingerprints();
 
     let thread = std::thread::Builder::new()
         .name("rea-watch".into())
-        .spawn(move || worker.run(input_rx))
+        .spawn(move || worker.run())
         .map_err(|e| format!("cannot watch {shown}: cannot start a thread ({e})"))?;
     Ok((
         Watcher {
-            stop: input_tx,
+            stop: Some(stop_write),
             thread: Some(thread),
             probe,
         },
@@ -242,31 +286,24 @@ pub(crate) fn watch_with(
     ))
 }
 
-/// A notify error as a sentence for people; `doing` is e.g. "watch".
-fn describe(err: &notify::Error, doing: &str, path: &Path) -> String {
+/// An inotify error as a sentence for people; `doing` is e.g. "watch".
+fn describe(err: &io::Error, doing: &str, path: &Path) -> String {
     let path = path.display();
-    match &err.kind {
-        notify::ErrorKind::MaxFilesWatch => format!(
+    match err.raw_os_error() {
+        // inotify_add_watch says ENOSPC when max_user_watches is reached.
+        Some(libc::ENOSPC) => format!(
             "cannot {doing} {path}: the system limit on inotify watches is reached; \
              raise it (for example `sysctl fs.inotify.max_user_watches=524288`) \
              or stop programs that watch many files"
         ),
-        notify::ErrorKind::Io(e)
-            if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) =>
-        {
-            format!(
-                "cannot {doing} {path}: the system limit on inotify instances (or open files) \
-                 is reached; raise it (for example `sysctl fs.inotify.max_user_instances=1024`) \
-                 or stop programs that watch files"
-            )
-        }
-        notify::ErrorKind::Io(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            format!("cannot {doing} {path}: permission denied")
-        }
-        notify::ErrorKind::PathNotFound => format!("cannot {doing} {path}: it does not exist"),
-        notify::ErrorKind::Io(e) => format!("cannot {doing} {path}: {e}"),
-        notify::ErrorKind::Generic(m) => format!("cannot {doing} {path}: {m}"),
-        other => format!("cannot {doing} {path}: {other:?}"),
+        Some(libc::EMFILE) | Some(libc::ENFILE) => format!(
+            "cannot {doing} {path}: the system limit on inotify instances (or open files) \
+             is reached; raise it (for example `sysctl fs.inotify.max_user_instances=1024`) \
+             or stop programs that watch files"
+        ),
+        Some(libc::EACCES) => format!("cannot {doing} {path}: permission denied"),
+        Some(libc::ENOENT) => format!("cannot {doing} {path}: it does not exist"),
+        _ => format!("cannot {doing} {path}: {err}"),
     }
 }
 
@@ -439,11 +476,27 @@ fn push_front(pending: &mut Vec<Step>, path: &Path) {
     pending.extend(steps.into_iter().rev());
 }
 
+/// Whether `name` is a job file of a drop-in or users' directory (what
+/// `rea_config::FileSet::parts` reads: `*.toml`, not hidden).
+fn is_part_name(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    !name.starts_with('.') && name.ends_with(".toml")
+}
+
 /// The watching thread's state.
 struct Worker {
     /// The job file as given, made absolute.
     file: PathBuf,
-    watcher: RecommendedWatcher,
+    /// The directories of the other job files (absolute; each may be
+    /// missing).
+    extra: BTreeSet<PathBuf>,
+    /// Their job files as last reported (or the baseline), by path.
+    last_extra: Vec<(PathBuf, Fingerprint)>,
+    inotify: OwnedFd,
+    /// The read end of the stop pipe (see [`Watcher`]).
+    stop: OwnedFd,
+    /// Watch descriptor → the directory it watches.
+    dirs: HashMap<i32, PathBuf>,
     /// Directories currently watched.
     watched: BTreeSet<PathBuf>,
     /// Entries whose events start a burst (see [`Resolution::entries`]).
@@ -459,34 +512,49 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(mut self, input: std_mpsc::Receiver<Input>) {
+    fn run(mut self) {
         #[cfg(test)]
         self.probe.record_tid();
+        // Room for a few hundred events per read.
+        let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
         loop {
             let deadline = match (self.burst.deadline(&self.timing), self.missing_deadline) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
             // Without a deadline, block without a timeout: no idle wakeups.
-            let received = match deadline {
-                None => input
-                    .recv()
-                    .map_err(|_| std_mpsc::RecvTimeoutError::Disconnected),
-                Some(at) => input.recv_timeout(at.saturating_duration_since(Instant::now())),
-            };
-            match received {
-                Ok(Input::Stop) | Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-                Ok(Input::Event(event)) => {
-                    if let Some(warning) = self.matters(&event) {
-                        self.burst.event(Instant::now());
-                        if let Some(w) = warning {
-                            self.send(Change::Warning(w));
-                        }
+            let timeout = deadline.map(|at| {
+                let left = at.saturating_duration_since(Instant::now());
+                rustix::event::Timespec {
+                    tv_sec: left.as_secs() as i64,
+                    tv_nsec: i64::from(left.subsec_nanos()),
+                }
+            });
+            let mut fds = [
+                PollFd::new(&self.inotify, PollFlags::IN),
+                PollFd::new(&self.stop, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => {
+                    self.send(Change::Warning(format!(
+                        "watching the job file stopped: {e}; reload with SIGHUP or `rea reload`"
+                    )));
+                    return;
+                }
+            }
+            if !fds[1].revents().is_empty() {
+                return;
+            }
+            if !fds[0].revents().is_empty() {
+                if let Some(warning) = self.read_events(&mut buf) {
+                    self.burst.event(Instant::now());
+                    if let Some(w) = warning {
+                        self.send(Change::Warning(w));
                     }
                 }
-                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
             }
-            // Checked after every input, so a burst that never goes quiet is
+            // Checked after every wakeup, so a burst that never goes quiet is
             // still cut at the cap.
             let now = Instant::now();
             let ok = if self.burst.take_due(now, &self.timing) {
@@ -502,28 +570,46 @@ impl Worker {
         }
     }
 
-    /// Whether an event can concern the job file (`Some`), with a warning to
-    /// pass on. Opens and reads (including our own) never do.
-    fn matters(&self, event: &notify::Result<notify::Event>) -> Option<Option<String>> {
-        let event = match event {
-            Ok(e) => e,
-            // An inotify read error: we may have lost events, so check.
-            Err(e) => return Some(Some(format!("watching the job file: {e}"))),
-        };
-        match event.kind {
-            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-            EventKind::Access(_) => return None,
-            _ => {}
+    /// Reads every queued event; `Some` when one of them can concern the
+    /// job file, with a warning to pass on.
+    fn read_events(&self, buf: &mut [std::mem::MaybeUninit<u8>]) -> Option<Option<String>> {
+        let mut reader = inotify::Reader::new(&self.inotify, buf);
+        let mut found: Option<Option<String>> = None;
+        loop {
+            let event = match reader.next() {
+                Ok(e) => e,
+                Err(rustix::io::Errno::AGAIN) => return found,
+                Err(rustix::io::Errno::INTR) => continue,
+                // A read error: we may have lost events, so check.
+                Err(e) => return Some(Some(format!("watching the job file: {e}"))),
+            };
+            let flags = event.events();
+            // A queue overflow may hide anything.
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                found.get_or_insert(None);
+                continue;
+            }
+            let Some(dir) = self.dirs.get(&event.wd()) else {
+                // A watch we removed ourselves (its IGNORED event).
+                continue;
+            };
+            let hit = match event.file_name() {
+                Some(name) if !name.to_bytes().is_empty() => {
+                    use std::os::unix::ffi::OsStrExt;
+                    let name = OsStr::from_bytes(name.to_bytes());
+                    let path = dir.join(name);
+                    self.relevant.contains(&path)
+                        || self.watched.contains(&path)
+                        || self.extra.contains(&path)
+                        || (self.extra.contains(dir) && is_part_name(name))
+                }
+                // The directory itself was deleted or moved.
+                _ => true,
+            };
+            if hit {
+                found.get_or_insert(None);
+            }
         }
-        // A queue overflow (no paths) may hide anything.
-        if event.need_rescan() || event.paths.is_empty() {
-            return Some(None);
-        }
-        let hit = event
-            .paths
-            .iter()
-            .any(|p| self.relevant.contains(p) || self.watched.contains(p));
-        hit.then_some(None)
     }
 
     /// Re-resolves and re-watches, then compares the file with what was
@@ -536,7 +622,8 @@ impl Worker {
             }
         }
         let now = fingerprint(&self.file);
-        if now == self.last {
+        let extra = self.extra_fingerprints();
+        if now == self.last && extra == self.last_extra {
             self.missing_deadline = None;
             return true;
         }
@@ -555,7 +642,48 @@ impl Worker {
         }
         self.missing_deadline = None;
         self.last = now;
+        self.last_extra = extra;
         self.send(Change::Modified)
+    }
+
+    /// The job files of the other directories, each with its fingerprint,
+    /// in a stable order. A missing directory has none.
+    fn extra_fingerprints(&self) -> Vec<(PathBuf, Fingerprint)> {
+        let mut out = Vec::new();
+        for dir in &self.extra {
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| is_part_name(&e.file_name()))
+                .map(|e| e.path())
+                .collect();
+            files.sort();
+            for f in files {
+                let print = fingerprint(&f);
+                out.push((f, print));
+            }
+        }
+        out
+    }
+
+    /// Watches one of the other job files' directories if it is there (its
+    /// creation is seen in the main file's directory). Returns why it could
+    /// not be watched, if it exists.
+    fn watch_extra(&mut self, dir: &Path) -> Option<String> {
+        match inotify::add_watch(&self.inotify, dir, watch_mask()) {
+            Ok(wd) => {
+                self.dirs.retain(|old, d| *old == wd || d != dir);
+                self.dirs.insert(wd, dir.to_path_buf());
+                None
+            }
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => None,
+            Err(e) => Some(format!(
+                "{}; changes to the job files in it may be missed",
+                describe(&e.into(), "watch", dir)
+            )),
+        }
     }
 
     /// Follows the path's current resolution: watches new directories,
@@ -566,19 +694,39 @@ impl Worker {
         let resolution = resolve(&self.file);
         let mut failure = None;
         for dir in &resolution.dirs {
-            if let Err(e) = self.watcher.watch(dir, RecursiveMode::NonRecursive) {
-                failure.get_or_insert_with(|| {
-                    format!(
-                        "{}; changes to {} made there may be missed",
-                        describe(&e, "watch", dir),
-                        self.file.display()
-                    )
-                });
+            match inotify::add_watch(&self.inotify, dir.as_path(), watch_mask()) {
+                Ok(wd) => {
+                    // A re-created directory gets a new descriptor; the old
+                    // one is dead.
+                    self.dirs.retain(|old, d| *old == wd || d != dir);
+                    self.dirs.insert(wd, dir.clone());
+                }
+                Err(e) => {
+                    failure.get_or_insert_with(|| {
+                        format!(
+                            "{}; changes to {} made there may be missed",
+                            describe(&e.into(), "watch", dir),
+                            self.file.display()
+                        )
+                    });
+                }
             }
         }
-        for stale in self.watched.difference(&resolution.dirs) {
+        for dir in self.extra.clone() {
+            if let Some(problem) = self.watch_extra(&dir) {
+                failure.get_or_insert(problem);
+            }
+        }
+        let stale: Vec<i32> = self
+            .dirs
+            .iter()
+            .filter(|(_, d)| !resolution.dirs.contains(*d) && !self.extra.contains(*d))
+            .map(|(wd, _)| *wd)
+            .collect();
+        for wd in stale {
             // Already gone if the directory was deleted or moved.
-            let _ = self.watcher.unwatch(stale);
+            let _ = inotify::remove_watch(&self.inotify, wd);
+            self.dirs.remove(&wd);
         }
         self.watched = resolution.dirs;
         self.relevant = resolution.entries;
@@ -642,6 +790,33 @@ mod tests {
         let tmp = dir.join(".jobs.toml.tmp");
         fs::write(&tmp, content).unwrap();
         fs::rename(&tmp, to).unwrap();
+    }
+
+    /// The drop-in directory's job files are watched with the main file,
+    /// also when the directory appears later; other files there are not.
+    #[tokio::test]
+    async fn drop_in_files_are_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jobs.toml");
+        fs::write(&file, "a = 1\n").unwrap();
+        let dropins = dir.path().join("jobs.d");
+        let (_w, mut rx) =
+            watch_files(&file, std::slice::from_ref(&dropins), Timing::default()).unwrap();
+        fs::create_dir(&dropins).unwrap();
+        expect_none(&mut rx).await;
+        fs::write(dropins.join("pkg.toml"), "b = 1\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+        fs::write(dropins.join("notes.txt"), "x").unwrap();
+        fs::write(dropins.join(".pkg.toml.swp"), "x").unwrap();
+        expect_none(&mut rx).await;
+        replace(&dropins, &dropins.join("pkg.toml"), "b = 2\n");
+        expect_one(&mut rx, Change::Modified).await;
+        fs::remove_file(dropins.join("pkg.toml")).unwrap();
+        expect_one(&mut rx, Change::Modified).await;
+        fs::remove_dir_all(&dropins).unwrap();
+        expect_none(&mut rx).await;
+        fs::write(&file, "a = 2\n").unwrap();
+        expect_one(&mut rx, Change::Modified).await;
     }
 
     #[tokio::test]
@@ -918,6 +1093,37 @@ mod tests {
         assert_eq!(before, switches());
     }
 
+    /// Opening and reading a neighbour of the job file wakes nothing (the
+    /// kernel is not asked for opens and reads), and neither does a write
+    /// to a neighbour reach a check.
+    #[tokio::test]
+    async fn neighbour_reads_do_not_wake_the_watcher() {
+        let s = setup("a = 1\n");
+        let neighbour = s.dir.path().join("notes.txt");
+        fs::write(&neighbour, "hello\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let tid = s.watcher.probe.tid.load(Ordering::Relaxed);
+        let switches = || fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+        let switches = || {
+            switches()
+                .lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let checks = s.watcher.probe.checks.load(Ordering::Relaxed);
+        let before = switches();
+        for _ in 0..10 {
+            fs::read(&neighbour).unwrap();
+            fs::read(&s.file).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(before, switches());
+        fs::write(&neighbour, "changed\n").unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(s.watcher.probe.checks.load(Ordering::Relaxed), checks);
+    }
+
     #[test]
     fn missing_directory_is_an_error_for_people() {
         let dir = tempfile::tempdir().unwrap();
@@ -936,18 +1142,14 @@ mod tests {
     #[test]
     fn inotify_limits_suggest_sysctl() {
         let dir = Path::new("/etc/rea");
-        let watches = describe(
-            &notify::Error::new(notify::ErrorKind::MaxFilesWatch),
-            "watch",
-            dir,
-        );
+        let watches = describe(&io::Error::from_raw_os_error(libc::ENOSPC), "watch", dir);
         assert!(
             watches.starts_with("cannot watch /etc/rea: the system limit on inotify watches")
                 && watches.contains("sysctl fs.inotify.max_user_watches="),
             "{watches}"
         );
         let instances = describe(
-            &notify::Error::io(io::Error::from_raw_os_error(libc::EMFILE)),
+            &io::Error::from_raw_os_error(libc::EMFILE),
             "start watching",
             dir,
         );

@@ -318,12 +318,16 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         };
         let job = cfg.jobs.iter().find(|j| &j.name == name).expect("job");
         let zone = cron_tz.unwrap_or_else(|| "UTC".to_string());
-        assert_eq!(job.timezone_name, zone, "{rel}:{n}");
+        assert_eq!(&*job.timezone_name, zone.as_str(), "{rel}:{n}");
         let user = system.then_some(sixth);
         assert_eq!(job.user, user, "{rel}:{n}");
-        assert_eq!(job.mailto, mailto, "{rel}:{n}");
+        assert_eq!(job.extras().mailto, mailto, "{rel}:{n}");
         if !mailto.is_empty() {
-            assert_eq!(job.mail_on, rea_core::job::MailOn::Output, "{rel}:{n}");
+            assert_eq!(
+                job.extras().mail_on,
+                rea_core::job::MailOn::Output,
+                "{rel}:{n}"
+            );
         }
         if fields.first().map(String::as_str) == Some("@reboot") {
             assert!(job.is_reboot(), "{rel}:{n}");
@@ -469,8 +473,11 @@ fn mailto_becomes_mailto_and_users_become_user() {
     let cfg = rea_config::parse(text.as_bytes(), Path::new(out)).expect("valid");
     let users: Vec<Option<&str>> = cfg.jobs.iter().map(|j| j.user.as_deref()).collect();
     assert_eq!(users, [Some("root"), Some("www-data"), Some("nobody")]);
-    assert_eq!(cfg.jobs[1].mailto, ["ops@example.com", "dev@example.com"]);
-    assert!(cfg.jobs[2].mailto.is_empty());
+    assert_eq!(
+        cfg.jobs[1].extras().mailto,
+        ["ops@example.com", "dev@example.com"]
+    );
+    assert!(cfg.jobs[2].extras().mailto.is_empty());
 }
 
 #[test]

@@ -279,6 +279,28 @@ fn drop_in_files_are_read_and_refused_one_by_one() {
     assert_eq!(d.stop(), 0);
 }
 
+/// A drop-in written while the daemon runs is picked up without a reload,
+/// as an edit of the main file is, even when `jobs.d` did not exist when
+/// the daemon started; its removal takes its jobs away.
+#[test]
+fn drop_in_files_are_watched() {
+    let env = Env::new();
+    env.jobs("[jobs.main]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let names = || job_names(&env.rea(&["status", "--json"]).ok().json());
+    // Written aside and renamed in, as packages and tools do.
+    let tmp = env.write(
+        "jobs.d/.late.toml.tmp",
+        "[jobs.late]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600)).expect("chmod");
+    fs::rename(&tmp, env.path("jobs.d/late.toml")).expect("rename");
+    env.wait_until("the drop-in's job", || names() == ["main", "late"]);
+    fs::remove_file(env.path("jobs.d/late.toml")).expect("rm");
+    env.wait_until("the drop-in's job to go", || names() == ["main"]);
+    assert_eq!(d.stop(), 0);
+}
+
 /// `crontab -l | rea import --user --install -` as a user: their crontab
 /// becomes their own job file, through the daemon.
 #[test]

@@ -219,7 +219,8 @@ pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> Outcome {
             p.due.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             super::relative(p.due, now),
             shot.map(|s| {
-                s.tags
+                s.rare()
+                    .tags
                     .iter()
                     .map(|t| format!("#{t}"))
                     .collect::<Vec<_>>()

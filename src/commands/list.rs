@@ -20,12 +20,12 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> Outcome {
                     "name": j.name,
                     "schedule": j.schedule_text(),
                     "after": j.after,
-                    "timezone": j.timezone_name,
+                    "timezone": &*j.timezone_name,
                     "command": j.command,
                     "next": next.map(|t| super::rfc3339_in(t, j.timezone)),
                     "enabled": j.enabled,
                     "tags": j.tags,
-                    "description": j.description,
+                    "description": j.extras().description,
                 })
             })
             .collect();
@@ -60,7 +60,7 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> Outcome {
         table.row([
             j.name.clone(),
             j.schedule_text(),
-            j.timezone_name.clone(),
+            j.timezone_name.to_string(),
             abs,
             rel,
             flags.join(" "),

@@ -62,7 +62,7 @@ pub(crate) fn run(global: &Global, args: &NextArgs) -> Outcome {
             if args.json {
                 println!(
                     "{}",
-                    json!({ "job": job.name, "after": job.after, "timezone": job.timezone_name, "fires": [] })
+                    json!({ "job": job.name, "after": job.after, "timezone": &*job.timezone_name, "fires": [] })
                 );
             } else {
                 eprintln!(
@@ -76,7 +76,7 @@ pub(crate) fn run(global: &Global, args: &NextArgs) -> Outcome {
         (
             schedule,
             job.timezone,
-            job.timezone_name.clone(),
+            job.timezone_name.to_string(),
             Some(job.name.clone()),
         )
     };

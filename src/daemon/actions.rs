@@ -111,10 +111,10 @@ impl Loop {
             match &start.def {
                 Def::Job(job) => (
                     Program::Shell {
-                        shell: job.shell.clone(),
+                        shell: job.shell.to_string(),
                         script: job.command.clone(),
                     },
-                    &job.env,
+                    &*job.env,
                     job.dir.clone(),
                     job.timeout,
                     job.kill_grace,
@@ -123,8 +123,8 @@ impl Loop {
                 ),
                 Def::OneShot(shot) => (
                     shot.program(),
-                    &shot.env,
-                    Some(shot.dir.clone()),
+                    &shot.rare().env,
+                    Some(shot.dir.to_path_buf()),
                     shot.timeout(),
                     rea_core::oneshot::KILL_GRACE,
                     rea_core::oneshot::OUTPUT_LIMIT,
@@ -134,7 +134,7 @@ impl Loop {
         let (user, shell) = match &start.def {
             Def::Job(job) => (
                 job.user.as_deref().map(host::user).transpose()?,
-                job.shell.as_str(),
+                &*job.shell,
             ),
             Def::OneShot(_) => (None, "/bin/sh"),
         };

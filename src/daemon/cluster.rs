@@ -227,7 +227,7 @@ impl Loop {
 
     fn cluster_submit(&mut self, shot: OneShot, reply: oneshot::Sender<Reply>) {
         let Some(cl) = &self.cluster else { return };
-        let (id, due) = (shot.id.clone(), shot.due);
+        let (id, due) = (shot.id.to_string(), shot.due);
         let (tx, rx) = oneshot::channel();
         cl.node.submit(shot, tx);
         tokio::spawn(async move {

@@ -158,7 +158,7 @@ impl Loop {
                 run,
                 hook,
                 "hook timed out after {}",
-                rea_core::duration::format(batch.job.hook_timeout)
+                rea_core::duration::format(batch.job.extras().hook_timeout)
             ),
             (_, t) => warn!(job, run, hook, output = first, "hook failed ({t:?})"),
         }
@@ -181,13 +181,13 @@ impl Loop {
             let job = &batch.job;
             let spec = RunSpec {
                 program: Program::Shell {
-                    shell: job.shell.clone(),
+                    shell: job.shell.to_string(),
                     script: command,
                 },
                 env,
                 inherit_env: batch.inherit_env,
                 dir: run_dir(job.dir.as_ref(), batch.user.as_ref()),
-                timeout: Some(job.hook_timeout),
+                timeout: Some(job.extras().hook_timeout),
                 kill_grace: job.kill_grace,
                 output_limit: 16 * 1024,
                 stdin: None,
@@ -255,7 +255,7 @@ impl Loop {
                 run = run.as_str(),
                 "no sendmail ({}): mail to {} not sent",
                 host::sendmail_places(),
-                job.mailto.join(", ")
+                job.extras().mailto.join(", ")
             );
             return;
         };
@@ -264,7 +264,7 @@ impl Loop {
             "-i".to_string(),
             "--".to_string(),
         ];
-        argv.extend(job.mailto.iter().cloned());
+        argv.extend(job.extras().mailto.iter().cloned());
         let spec = RunSpec {
             program: Program::Argv(argv),
             env: Vec::new(),
@@ -315,7 +315,7 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     };
     let output = rec.output.as_deref().unwrap_or("");
     let mut m = String::new();
-    m.push_str(&format!("To: {}\n", job.mailto.join(", ")));
+    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
     m.push_str(&format!(
         "Subject: rea: {} {status}{how} on {host}\n",
         job.name

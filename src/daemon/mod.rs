@@ -177,7 +177,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             },
             Some(change) = inputs.changes.recv(), if watched => match change {
                 crate::watch::Change::Modified => {
-                    info!("the job file changed; reloading");
+                    info!("a job file changed; reloading");
                     let _ = d.reload(&mut actions, ReloadCause::Watcher);
                 }
                 crate::watch::Change::Missing => warn!(
@@ -285,6 +285,8 @@ struct Loop {
     metrics: Option<metrics::Metrics>,
     /// systemd's `NOTIFY_SOCKET`, if set.
     notify: crate::notify::Notifier,
+    /// The last submission's argv and directory (see `prepare_submission`).
+    last_shape: Option<(std::sync::Arc<[String]>, std::sync::Arc<std::path::Path>)>,
     stopping: Stopping,
     /// A change seen by the watcher that would remove more than half of the
     /// jobs, waiting to be seen unchanged: (its digest, when to look again).

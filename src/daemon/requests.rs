@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use rea_config::Config;
 use rea_core::engine::{Action, CancelResult, SubmitError, TriggerResult};
 use rea_core::job::name_problem;
-use rea_core::oneshot::OneShot;
+use rea_core::oneshot::{OneShot, OneShotRare};
 use rea_core::record::{Event, Record};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -442,7 +442,7 @@ impl Loop {
             }
             None => format!("oneshot-{}", self.engine.new_id(now)),
         };
-        if batch.iter().any(|(s, _)| s.id == id) {
+        if batch.iter().any(|(s, _)| *s.id == *id) {
             return Err(Response::err(
                 "duplicate",
                 format!("a one-shot named {id:?} is already pending"),
@@ -456,18 +456,25 @@ impl Loop {
             };
             return Err(Response::err(code, e.message()));
         }
+        // Submitters usually repeat the last command and directory: those
+        // one-shots share one copy.
+        let argv: std::sync::Arc<[String]> = match &self.last_shape {
+            Some((argv, _)) if **argv == *sub.argv => argv.clone(),
+            _ => sub.argv.into(),
+        };
+        let dir: std::sync::Arc<std::path::Path> = match &self.last_shape {
+            Some((_, dir)) if **dir == *sub.dir => dir.clone(),
+            _ => sub.dir.into(),
+        };
+        self.last_shape = Some((argv.clone(), dir.clone()));
         Ok(OneShot {
-            id,
-            argv: sub.argv,
+            id: id.into_boxed_str(),
+            argv,
             shell: sub.shell,
-            dir: sub.dir,
-            env: sub.env,
+            dir,
             due,
             submitted: now,
-            expire_ms: sub.expire_ms,
-            timeout_ms: sub.timeout_ms,
-            retry: sub.retry,
-            tags: sub.tags,
+            rare: OneShotRare::boxed(sub.env, sub.expire_ms, sub.timeout_ms, sub.retry, sub.tags),
         })
     }
 
@@ -494,7 +501,7 @@ impl Loop {
         }
         let now = Utc::now();
         for (shot, reply) in batch.drain(..) {
-            let id = shot.id.clone();
+            let id = shot.id.to_string();
             let due = shot.due;
             match self.engine.submit(shot, now) {
                 Ok(acts) => {

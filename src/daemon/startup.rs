@@ -54,14 +54,18 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         state_dir::LockError::Io(m) => StartError::Other(m),
     })?;
     // Watch before the first load: an edit in between then causes one
-    // harmless extra reload instead of being lost.
-    let (watcher, changes) = match crate::watch::watch(&opts.file) {
-        Ok((w, rx)) => (Some(w), rx),
-        Err(e) => {
-            warn!("{e}; the job file is not watched (reload with SIGHUP or `rea reload`)");
-            (None, mpsc::unbounded_channel().1)
-        }
-    };
+    // harmless extra reload instead of being lost. The drop-ins and the
+    // users' files are watched with the main file.
+    let set = rea_config::FileSet::of(&opts.file, crate::host::is_root());
+    let others: Vec<std::path::PathBuf> = std::iter::once(set.dropins).chain(set.users).collect();
+    let (watcher, changes) =
+        match crate::watch::watch_files(&opts.file, &others, crate::watch::Timing::default()) {
+            Ok((w, rx)) => (Some(w), rx),
+            Err(e) => {
+                warn!("{e}; the job file is not watched (reload with SIGHUP or `rea reload`)");
+                (None, mpsc::unbounded_channel().1)
+            }
+        };
     let mut files = JobFiles::new(
         &opts.file,
         rea_config::LoadOptions {
@@ -81,7 +85,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         config.daemon.history_files,
     )
     .map_err(|e| StartError::Other(e.to_string()))?;
-    let pending: HashSet<&str> = stores.pending.iter().map(|s| s.id.as_str()).collect();
+    let pending: HashSet<&str> = stores.pending.iter().map(|s| &*s.id).collect();
     super::requests::name_clashes(&config, |name| pending.contains(name))
         .map_err(StartError::Config)?;
     // Cluster mode: pauses are cluster-wide, in the database.
@@ -155,6 +159,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         config_error: None,
         metrics,
         notify: crate::notify::Notifier::from_env(),
+        last_shape: None,
         stopping: Stopping::No,
         settling: None,
         files,

@@ -116,18 +116,18 @@ impl Loop {
 pub(super) fn oneshot_info(s: &OneShotStatus) -> OneShotInfo {
     let d = &s.def;
     OneShotInfo {
-        id: d.id.clone(),
+        id: d.id.to_string(),
         state: if s.running { "running" } else { "pending" }.to_string(),
         due: Ts(d.due),
         next_attempt_at: s.next_attempt_at.map(Ts),
-        argv: d.argv.clone(),
+        argv: d.argv.to_vec(),
         shell: d.shell,
         dir: d.dir.display().to_string(),
-        tags: d.tags.clone(),
+        tags: d.rare().tags.clone(),
         submitted: Ts(d.submitted),
-        timeout_ms: d.timeout_ms,
-        expire_ms: d.expire_ms,
-        retry: d.retry.clone(),
+        timeout_ms: d.rare().timeout_ms,
+        expire_ms: d.rare().expire_ms,
+        retry: d.rare().retry.clone(),
     }
 }
 

@@ -65,6 +65,19 @@ struct Args {
     /// Jobs in the scale test's job file [default: 100000]
     #[arg(long)]
     scale_jobs: Option<usize>,
+    /// The scale file's shape: realistic (lists, ranges, steps, names,
+    /// zones, about a third of the schedules distinct), easy (`m h * * *`)
+    /// or both
+    #[arg(long, value_enum, default_value = "both")]
+    scale_shape: scale::Shape,
+    /// Reloads (each a SIGHUP after a one-line edit) after which the scale
+    /// part reads the daemon's RSS (after the first and the last)
+    #[arg(long, default_value_t = 10)]
+    scale_reloads: usize,
+    /// Write the scale part's generated job file (of --scale-shape,
+    /// realistic for both) here and exit
+    #[arg(long)]
+    dump_scale_file: Option<PathBuf>,
     /// Entries in the dispatcher heap benchmark [default: 1000000]
     #[arg(long)]
     heap_entries: Option<usize>,
@@ -103,6 +116,8 @@ pub(crate) struct Settings {
     pub(crate) precision_secs: u64,
     pub(crate) idle_secs: u64,
     pub(crate) scale_jobs: usize,
+    pub(crate) scale_shape: scale::Shape,
+    pub(crate) scale_reloads: usize,
     pub(crate) heap_entries: usize,
     pub(crate) throughput_runs: usize,
     pub(crate) history_lines: usize,
@@ -125,6 +140,8 @@ impl Settings {
             precision_secs: pick(a.precision_secs, 25, 10),
             idle_secs: pick(a.idle_secs, 60, 10),
             scale_jobs: picku(a.scale_jobs, 100_000, 100_000),
+            scale_shape: a.scale_shape,
+            scale_reloads: a.scale_reloads,
             heap_entries: picku(a.heap_entries, 1_000_000, 1_000_000),
             throughput_runs: picku(a.throughput_runs, 10_000, 2_000),
             history_lines: picku(a.history_lines, 1_000_000, 200_000).max(20),
@@ -145,6 +162,18 @@ fn main() {
     }
     let args = Args::parse();
     let s = Settings::from(&args);
+    if let Some(path) = &args.dump_scale_file {
+        let text = scale::big_file(s.scale_jobs, s.scale_shape);
+        util::write_file(path, text.as_bytes());
+        eprintln!(
+            "{}: {} jobs, {} distinct schedules, {} bytes",
+            path.display(),
+            s.scale_jobs,
+            scale::distinct_schedules(&text),
+            text.len()
+        );
+        return;
+    }
     util::rea_bin();
     let began = Instant::now();
     let date = chrono::Utc::now();

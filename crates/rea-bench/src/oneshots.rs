@@ -142,24 +142,20 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
     let mut engine = Engine::new(&config.plan(), 2);
     let _ = engine.start(now, Recovered::default());
     let template = rea_core::oneshot::OneShot {
-        id: String::new(),
-        argv: vec!["true".into()],
+        id: "".into(),
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
-        env: Default::default(),
+        dir: std::path::Path::new("/").into(),
         due: now,
         submitted: now,
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: Vec::new(),
+        rare: None,
     };
     let ids: Vec<String> = (0..n).map(|i| format!("shot-{i:07}")).collect();
     let shots: Vec<rea_core::oneshot::OneShot> = ids
         .iter()
         .enumerate()
         .map(|(i, id)| rea_core::oneshot::OneShot {
-            id: id.clone(),
+            id: id.as_str().into(),
             due: now + chrono::Duration::seconds(3600 + (i % 82_800) as i64),
             ..template.clone()
         })

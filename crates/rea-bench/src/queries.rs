@@ -181,14 +181,58 @@ pub(crate) fn queries(s: &Settings) -> Vec<Figure> {
             "queries: {files} history file(s); timing, {} runs each",
             s.reps
         );
-        let per: Vec<(Duration, u64)> = commands
+        let mut per: Vec<(Duration, u64)> = commands
             .iter()
             .map(|(_, args)| time_cmd(&dir, args, s.reps))
             .collect();
+        // What the daemon writes when it rotates a file: its index. The
+        // files above were generated, not rotated, so they have none yet.
+        let t = std::time::Instant::now();
+        let mut indexed = 0u64;
+        for n in 1..=99 {
+            let path = dir.state().join(format!("history.jsonl.{n}"));
+            if path.exists() {
+                rea_store::history::index_file(&dir.state(), &path)
+                    .unwrap_or_else(|e| util::die(e));
+                indexed += 1;
+            }
+        }
+        let index_time = t.elapsed();
+        per.push(time_cmd(&dir, commands[2].1, s.reps));
+        per.push((index_time, indexed));
         results.push((lines, files, per));
     }
     let mut out = Vec::new();
     let (small, big) = (&results[0], &results[1]);
+    let (indexed, n_indexed) = big.2[4];
+    let (indexed_small, _) = small.2[4];
+    out.push(Figure::check(
+        "queries",
+        format!(
+            "`rea history {RARE} --failed` with the rotated files indexed (as rotation leaves them), {} lines, median of {}",
+            big.0, s.reps
+        ),
+        format!(
+            "{} ({} at {} lines)",
+            util::ms(big.2[3].0),
+            util::ms(small.2[3].0),
+            small.0
+        ),
+        "≤ 100 ms",
+        big.2[3].0 <= Duration::from_millis(100),
+    ));
+    out.push(Figure::info(
+        "queries",
+        format!(
+            "  indexing the {n_indexed} rotated file(s) (once each, at rotation, off the loop)"
+        ),
+        format!(
+            "{} ({} at {} lines)",
+            util::ms(indexed),
+            util::ms(indexed_small),
+            small.0
+        ),
+    ));
     for (i, (label, _)) in commands.iter().enumerate() {
         let (wall, rss_big) = big.2[i];
         let (wall_small, rss_small) = small.2[i];

@@ -55,7 +55,7 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         inheritable: false,
         apply: |ctx, v, d| {
             if let Some(s) = ctx.string(v, "a string") {
-                d.job.description = Some(s.to_string());
+                d.job.extras_mut().description = Some(s.to_string());
             }
         },
     },
@@ -78,7 +78,7 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         inheritable: true,
         apply: |ctx, v, d| {
             if let Some(s) = ctx.text_field(v, "shell") {
-                d.job.shell = s;
+                d.job.shell = ctx.intern(&s);
             }
         },
     },
@@ -234,24 +234,26 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
                 ("always", MailOn::Always),
             ];
             if let Some(m) = ctx.choice(v, "mail_on", &choices) {
-                d.job.mail_on = m;
+                d.job.extras_mut().mail_on = m;
             }
         },
     },
     Field {
         name: "on_failure",
         inheritable: true,
-        apply: |ctx, v, d| d.job.on_failure = ctx.text_field(v, "on_failure"),
+        apply: |ctx, v, d| d.job.extras_mut().on_failure = ctx.text_field(v, "on_failure"),
     },
     Field {
         name: "on_success",
         inheritable: true,
-        apply: |ctx, v, d| d.job.on_success = ctx.text_field(v, "on_success"),
+        apply: |ctx, v, d| d.job.extras_mut().on_success = ctx.text_field(v, "on_success"),
     },
     Field {
         name: "on_retry_exhausted",
         inheritable: true,
-        apply: |ctx, v, d| d.job.on_retry_exhausted = ctx.text_field(v, "on_retry_exhausted"),
+        apply: |ctx, v, d| {
+            d.job.extras_mut().on_retry_exhausted = ctx.text_field(v, "on_retry_exhausted")
+        },
     },
     Field {
         name: "hook_timeout",
@@ -265,7 +267,7 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
                         None,
                     );
                 } else {
-                    d.job.hook_timeout = t;
+                    d.job.extras_mut().hook_timeout = t;
                 }
             }
         },
@@ -339,7 +341,7 @@ fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
         }
         _ => ctx.type_error(v, "a mail address or a list of them", None),
     }
-    d.job.mailto = out;
+    d.job.extras_mut().mailto = out;
 }
 
 /// Fields whose positions `Config::positions` keeps (see `host::check` and
@@ -635,10 +637,12 @@ impl Draft {
         if self.job.schedule.is_none() && self.job.after.is_empty() || self.job.command.is_empty() {
             return None;
         }
-        Some(Job {
+        let mut job = Job {
             name: name.to_string(),
             ..self.job
-        })
+        };
+        job.settle();
+        Some(job)
     }
 }
 
@@ -701,7 +705,7 @@ fn apply_timezone(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
     match crate::zone::resolve(name) {
         Ok(tz) => {
             d.job.timezone = tz;
-            d.job.timezone_name = name.to_string();
+            d.job.timezone_name = ctx.intern(name);
         }
         Err(e) => {
             let hint = Some(e.hint());
@@ -773,7 +777,7 @@ fn apply_env(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
                 );
             }
             DeValue::String(s) => {
-                d.job.env.insert(name.to_string(), s.to_string());
+                std::sync::Arc::make_mut(&mut d.job.env).insert(name.to_string(), s.to_string());
             }
             DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_) => {
                 let raw = ctx.raw(value.span()).to_string();

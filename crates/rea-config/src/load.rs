@@ -34,17 +34,21 @@ pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
 /// problem does not hide problems in the contents.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
-    finish_load(path, &bytes, &facts, &FileKind::Main, options)
+    finish_load(path, &bytes, &facts, &FileKind::Main, options, None)
 }
 
 /// `load_with`, reading the file once: `Ok(None)` when its bytes are those
 /// `known` (a `Config::digest`) was computed from, so nothing is parsed.
+/// Jobs equal to one of `previous` (the configuration in force) are that
+/// job's `Arc`: a reload keeps the memory of what did not change, and the
+/// new copies are freed as soon as they are compared.
 pub fn load_if_changed(
     path: &Path,
     options: LoadOptions,
     known: Option<u64>,
+    previous: Option<&Config>,
 ) -> Result<Option<Config>, Vec<Diagnostic>> {
-    load_as_if_changed(path, &FileKind::Main, options, known)
+    load_as_if_changed(path, &FileKind::Main, options, known, previous)
 }
 
 /// [`load_if_changed`] for a job file of any kind (a drop-in, a user's).
@@ -53,6 +57,7 @@ pub fn load_as_if_changed(
     kind: &FileKind,
     options: LoadOptions,
     known: Option<u64>,
+    previous: Option<&Config>,
 ) -> Result<Option<Config>, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
     if known == Some(digest(&bytes))
@@ -60,7 +65,7 @@ pub fn load_as_if_changed(
     {
         return Ok(None);
     }
-    finish_load(path, &bytes, &facts, kind, options).map(Some)
+    finish_load(path, &bytes, &facts, kind, options, previous).map(Some)
 }
 
 /// A hash of a job file's bytes (see `Config::digest`).
@@ -77,13 +82,14 @@ fn finish_load(
     facts: &FileFacts,
     kind: &FileKind,
     options: LoadOptions,
+    previous: Option<&Config>,
 ) -> Result<Config, Vec<Diagnostic>> {
     let mut denied = if options.allow_insecure_permissions {
         Vec::new()
     } else {
         check_ownership(path, facts)
     };
-    match crate::parse_as(bytes, path, kind) {
+    match crate::walk::parse_reusing(bytes, path, kind, previous) {
         Ok(config) if denied.is_empty() => Ok(config),
         Ok(_) => Err(denied),
         Err(diags) => {

@@ -119,9 +119,9 @@ mod unit {
         assert_eq!(a.name, "a");
         assert_eq!(a.schedule.as_ref().unwrap().source(), "* * * * *");
         assert_eq!(a.command, "true");
-        assert_eq!(a.shell, "/bin/sh");
+        assert_eq!(&*a.shell, "/bin/sh");
         assert_eq!(a.timezone, Tz::UTC);
-        assert_eq!(a.timezone_name, "UTC");
+        assert_eq!(&*a.timezone_name, "UTC");
         assert_eq!(a.timeout, None);
         assert_eq!(a.kill_grace, Duration::from_secs(10));
         assert_eq!(a.overlap, Overlap::Skip);
@@ -133,7 +133,7 @@ mod unit {
         assert!(a.env.is_empty());
         assert_eq!(a.dir, None);
         assert!(a.tags.is_empty());
-        assert_eq!(a.description, None);
+        assert_eq!(a.extras().description, None);
         assert!(a.enabled);
         assert_eq!(a.output_limit, 64 * 1024);
         assert!(a.kill_stragglers);
@@ -191,7 +191,7 @@ command = "date"
         );
         let j = job(&config, "sync-orders");
         assert_eq!(j.timezone, chrono_tz::Asia::Shanghai);
-        assert_eq!(j.timezone_name, "Asia/Shanghai");
+        assert_eq!(&*j.timezone_name, "Asia/Shanghai");
         assert_eq!(j.timeout, Some(Duration::from_secs(600)));
         assert_eq!(j.overlap, Overlap::Queue);
         assert_eq!(
@@ -210,7 +210,7 @@ command = "date"
         assert_eq!(j.dir, Some(PathBuf::from("/srv/app")));
         assert_eq!(j.tags, ["billing"]);
         assert_eq!(
-            j.description.as_deref(),
+            j.extras().description.as_deref(),
             Some("pull orders from the shop API")
         );
         assert_eq!(j.output_limit, 65536);
@@ -284,7 +284,40 @@ retry = { jitter = 0, max_delay = "1h" }
     #[test]
     fn defaults_apply_wherever_the_section_is() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[defaults]\nshell = \"/bin/bash\"\n");
-        assert_eq!(config.jobs[0].shell, "/bin/bash");
+        assert_eq!(&*config.jobs[0].shell, "/bin/bash");
+    }
+
+    /// Mail, hooks and a description are boxed apart: a job without them
+    /// holds none, and one that spells out only defaults equals it.
+    #[test]
+    fn jobs_without_extras_hold_none() {
+        let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\nhook_timeout = \"5m\"\nmail_on = \"failure\"\n[jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\non_failure = \"page\"\n");
+        let (a, b, c) = (&config.jobs[0], &config.jobs[1], &config.jobs[2]);
+        assert!(a.extras.is_none() && b.extras.is_none());
+        assert_eq!(
+            Job {
+                name: "a".into(),
+                ..(**b).clone()
+            },
+            **a
+        );
+        assert_eq!(c.extras().on_failure.as_deref(), Some("page"));
+        assert_eq!(c.extras().hook_timeout, Duration::from_secs(300));
+    }
+
+    /// What many jobs repeat is held once: the inherited env map, the
+    /// shell and the zone name; a job's own env is its own copy.
+    #[test]
+    fn jobs_share_what_they_repeat() {
+        let config = ok("[defaults]\nenv = { PATH = \"/bin\" }\ntimezone = \"Europe/Berlin\"\n[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n[jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\nshell = \"/bin/sh\"\n[jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\nenv = { X = \"1\" }\n");
+        let (a, b, c) = (&config.jobs[0], &config.jobs[1], &config.jobs[2]);
+        assert!(std::sync::Arc::ptr_eq(&a.env, &b.env));
+        assert!(std::sync::Arc::ptr_eq(&a.timezone_name, &c.timezone_name));
+        assert!(!std::sync::Arc::ptr_eq(&a.env, &c.env));
+        assert_eq!(c.env.len(), 2);
+        assert_eq!(a.env.len(), 1);
+        assert!(std::sync::Arc::ptr_eq(&a.shell, &c.shell));
+        assert_eq!(&*b.shell, "/bin/sh");
     }
 
     #[test]
@@ -867,6 +900,40 @@ retry = { attempts = 101 }
             allow_insecure_permissions: true,
         };
         assert_eq!(load_with(&link, relaxed).expect("allowed").jobs.len(), 1);
+    }
+
+    /// A reload keeps the `Arc` of every job that did not change (as
+    /// written: a respelled schedule is a new job, so `rea list` shows the
+    /// new spelling).
+    #[test]
+    fn a_reload_reuses_the_jobs_that_did_not_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("jobs.toml");
+        let relaxed = LoadOptions {
+            allow_insecure_permissions: true,
+        };
+        let job = |name: &str, expr: &str| {
+            format!("[jobs.{name}]\nschedule = \"{expr}\"\ncommand = \"true\"\n")
+        };
+        std::fs::write(
+            &path,
+            job("a", "0 0 * * 1") + &job("b", "0 0 * * 1") + &job("c", "@daily"),
+        )
+        .expect("write");
+        let old = load_with(&path, relaxed).expect("valid");
+        std::fs::write(
+            &path,
+            job("a", "0 0 * * 1") + &job("b", "0 0 * * MON") + &job("c", "@hourly"),
+        )
+        .expect("write");
+        let new = load_if_changed(&path, relaxed, Some(old.digest), Some(&old))
+            .expect("valid")
+            .expect("changed");
+        assert!(std::sync::Arc::ptr_eq(&old.jobs[0], &new.jobs[0]));
+        assert!(!std::sync::Arc::ptr_eq(&old.jobs[1], &new.jobs[1]));
+        assert_eq!(new.jobs[1].schedule_text(), "0 0 * * MON");
+        assert!(!std::sync::Arc::ptr_eq(&old.jobs[2], &new.jobs[2]));
+        assert_eq!(new.jobs[2].schedule_text(), "@hourly");
     }
 
     #[test]

@@ -24,6 +24,17 @@ pub fn parse(src: &[u8], path: &Path) -> Result<Config, Vec<Diagnostic>> {
 
 /// Validates the contents of a job file of `kind`.
 pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<Diagnostic>> {
+    parse_reusing(src, path, kind, None)
+}
+
+/// [`parse_as`], sharing the jobs that equal one of `previous` (see
+/// `load_if_changed`).
+pub(crate) fn parse_reusing(
+    src: &[u8],
+    path: &Path,
+    kind: &FileKind,
+    previous: Option<&Config>,
+) -> Result<Config, Vec<Diagnostic>> {
     let file = path.display().to_string();
     let text = match std::str::from_utf8(src) {
         Ok(text) => text,
@@ -49,6 +60,9 @@ pub fn parse_as(src: &[u8], path: &Path, kind: &FileKind) -> Result<Config, Vec<
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut ctx = Ctx::new(file, text);
     ctx.kind = kind.clone();
+    ctx.previous = previous
+        .map(|p| p.jobs.iter().map(|j| (j.name.as_str(), j)).collect())
+        .unwrap_or_default();
     let config = match DeTable::parse(text) {
         Ok(doc) => {
             let (daemon, cluster, jobs) = ctx.document(doc.get_ref());
@@ -95,8 +109,12 @@ pub(crate) struct Ctx<'a> {
     pub(crate) positions: BTreeMap<(String, String), (usize, usize)>,
     /// Expressions already parsed in this file.
     pub(crate) schedules: std::collections::HashMap<String, Schedule>,
+    /// Shells and zone names already seen, so jobs share one copy.
+    strings: std::collections::HashSet<std::sync::Arc<str>>,
     /// What kind of job file this is.
     pub(crate) kind: FileKind,
+    /// The jobs of the configuration in force, by name (reloads only).
+    previous: std::collections::HashMap<&'a str, &'a std::sync::Arc<Job>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -112,8 +130,20 @@ impl<'a> Ctx<'a> {
             warnings: Vec::new(),
             positions: BTreeMap::new(),
             schedules: std::collections::HashMap::new(),
+            strings: std::collections::HashSet::new(),
             kind: FileKind::Main,
+            previous: std::collections::HashMap::new(),
         }
+    }
+
+    /// One shared copy of a string that many jobs repeat.
+    pub(crate) fn intern(&mut self, s: &str) -> std::sync::Arc<str> {
+        if let Some(known) = self.strings.get(s) {
+            return known.clone();
+        }
+        let new: std::sync::Arc<str> = s.into();
+        self.strings.insert(new.clone());
+        new
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -358,7 +388,7 @@ impl<'a> Ctx<'a> {
             // [defaults]): a position per field of a 100,000-job file would
             // cost more memory than the jobs themselves.
             if draft.job.user.is_some()
-                || !draft.job.mailto.is_empty()
+                || !draft.job.extras().mailto.is_empty()
                 || !draft.job.after.is_empty()
             {
                 let header = self.position(key.span().start);
@@ -405,7 +435,17 @@ impl<'a> Ctx<'a> {
                 draft.job.owner = Some(owner.clone());
             }
             if let Some(job) = draft.into_job(name) {
-                jobs.push(std::sync::Arc::new(job));
+                // Equal as written: schedules compare by meaning, and the
+                // spelling shown by `rea list` must be the new one.
+                let same = |old: &Job| {
+                    *old == job
+                        && old.schedule.as_ref().map(Schedule::source)
+                            == job.schedule.as_ref().map(Schedule::source)
+                };
+                match self.previous.get(name) {
+                    Some(old) if same(old) => jobs.push(std::sync::Arc::clone(old)),
+                    _ => jobs.push(std::sync::Arc::new(job)),
+                }
             }
         }
         jobs

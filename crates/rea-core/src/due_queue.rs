@@ -18,8 +18,19 @@ use chrono::{DateTime, Utc};
 /// tells a live entry from a later one that reuses its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EntryId {
-    seq: u64,
+    /// Never zero (sequence numbers start at 1), so `Option<EntryId>` is
+    /// 16 bytes, not 24: the engine keeps one per job and per one-shot.
+    seq: std::num::NonZeroU64,
     slot: u32,
+}
+
+impl EntryId {
+    fn new(seq: u64, slot: u32) -> EntryId {
+        EntryId {
+            seq: std::num::NonZeroU64::new(seq).unwrap_or(std::num::NonZeroU64::MIN),
+            slot,
+        }
+    }
 }
 
 /// Where a payload waits. Slots are reused through a free list, so finding
@@ -52,7 +63,7 @@ impl<T> Default for DueQueue<T> {
             slots: Vec::new(),
             free: Vec::new(),
             live: 0,
-            next_seq: 0,
+            next_seq: 1,
         }
     }
 }
@@ -85,19 +96,19 @@ impl<T> DueQueue<T> {
         };
         self.heap.push(Reverse((due, seq, slot)));
         self.live += 1;
-        EntryId { seq, slot }
+        EntryId::new(seq, slot)
     }
 
     fn slot(&self, id: EntryId) -> Option<&Slot<T>> {
         self.slots
             .get(id.slot as usize)
-            .filter(|s| s.seq == id.seq && s.payload.is_some())
+            .filter(|s| s.seq == id.seq.get() && s.payload.is_some())
     }
 
     /// Empties a live slot and returns its payload.
     fn take(&mut self, id: EntryId) -> Option<T> {
         let s = self.slots.get_mut(id.slot as usize)?;
-        if s.seq != id.seq {
+        if s.seq != id.seq.get() {
             return None;
         }
         let payload = s.payload.take()?;
@@ -140,7 +151,7 @@ impl<T> DueQueue<T> {
             return None;
         }
         self.heap.pop();
-        let id = EntryId { seq, slot };
+        let id = EntryId::new(seq, slot);
         let payload = self.take(id)?;
         Some((id, due, payload))
     }
@@ -157,16 +168,9 @@ impl<T> DueQueue<T> {
     /// Pending entries in no particular order (status views).
     pub fn iter(&self) -> impl Iterator<Item = (EntryId, DateTime<Utc>, &T)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.payload.as_ref().map(|p| {
-                (
-                    EntryId {
-                        seq: s.seq,
-                        slot: i as u32,
-                    },
-                    s.due,
-                    p,
-                )
-            })
+            s.payload
+                .as_ref()
+                .map(|p| (EntryId::new(s.seq, i as u32), s.due, p))
         })
     }
 
@@ -196,6 +200,12 @@ impl<T> DueQueue<T> {
 mod tests {
     use super::*;
     use chrono::{Duration, TimeZone};
+
+    /// What the engine keeps per job and per pending one-shot.
+    #[test]
+    fn an_optional_entry_id_is_two_words() {
+        assert_eq!(std::mem::size_of::<Option<EntryId>>(), 16);
+    }
 
     fn t(s: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_800_000_000 + s, 0).unwrap()

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -48,11 +49,13 @@ pub struct Job {
     pub schedule: Option<Schedule>,
     pub command: String,
     /// Shell that runs `command` as `shell -c command`. Default `/bin/sh`.
-    pub shell: String,
+    /// Shared: jobs that inherit it (or write the same) hold one copy.
+    pub shell: Arc<str>,
     /// Zone the schedule is evaluated in. Default UTC.
     pub timezone: Tz,
-    /// The zone as written (`"local"` stays `"local"` for display).
-    pub timezone_name: String,
+    /// The zone as written (`"local"` stays `"local"` for display); shared
+    /// like `shell`.
+    pub timezone_name: Arc<str>,
     /// None = no timeout.
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL on timeout/replace/shutdown. Default 10s.
@@ -64,12 +67,12 @@ pub struct Job {
     pub catch_up_limit: u32,
     /// Random start delay in [0, jitter]. Default 0.
     pub jitter: Duration,
-    /// defaults.env overlaid with the job's env.
-    pub env: BTreeMap<String, String>,
+    /// defaults.env overlaid with the job's env. Shared with `[defaults]`
+    /// by every job that sets no env of its own (copied on write).
+    pub env: Arc<BTreeMap<String, String>>,
     /// Working directory; None = the daemon's.
     pub dir: Option<PathBuf>,
     pub tags: Vec<String>,
-    pub description: Option<String>,
     pub enabled: bool,
     /// Bytes of stdout+stderr kept per run (head and tail). Default 64 KiB.
     pub output_limit: usize,
@@ -80,15 +83,10 @@ pub struct Job {
     /// leave it running and end the run (false, cron's way: `nohup cmd &`).
     /// Default true.
     pub kill_stragglers: bool,
-    /// Mail the run's output here through sendmail, as cron's MAILTO.
-    pub mailto: Vec<String>,
-    pub mail_on: MailOn,
-    /// Hook commands (run with the job's shell, user, dir and env).
-    pub on_failure: Option<String>,
-    pub on_success: Option<String>,
-    pub on_retry_exhausted: Option<String>,
-    /// A hook running longer is terminated. Default 5m.
-    pub hook_timeout: Duration,
+    /// `description`, mail and hooks (see [`JobExtras`]); None when all
+    /// have their defaults, as for most jobs. Read it with
+    /// [`Job::extras`].
+    pub extras: Option<Box<JobExtras>>,
     /// Run when each of these jobs has succeeded (since this job's last
     /// run so triggered).
     pub after: Vec<String>,
@@ -99,6 +97,40 @@ pub struct Job {
     /// Cluster mode: what happens to a running run when its node loses its
     /// lease. Default keep.
     pub on_lease_lost: crate::claim::OnLeaseLost,
+}
+
+/// The fields of a job that most jobs leave unset (a description, mail,
+/// hooks), boxed so that a job without them does not carry ~140 bytes of
+/// empty ones: a 100,000-job file is a case the daemon must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobExtras {
+    pub description: Option<String>,
+    /// Mail the run's output here through sendmail, as cron's MAILTO.
+    pub mailto: Vec<String>,
+    pub mail_on: MailOn,
+    /// Hook commands (run with the job's shell, user, dir and env).
+    pub on_failure: Option<String>,
+    pub on_success: Option<String>,
+    pub on_retry_exhausted: Option<String>,
+    /// A hook running longer is terminated. Default 5m.
+    pub hook_timeout: Duration,
+}
+
+/// Every extra at its default.
+static NO_EXTRAS: JobExtras = JobExtras {
+    description: None,
+    mailto: Vec::new(),
+    mail_on: MailOn::Failure,
+    on_failure: None,
+    on_success: None,
+    on_retry_exhausted: None,
+    hook_timeout: Duration::from_secs(300),
+};
+
+impl Default for JobExtras {
+    fn default() -> Self {
+        NO_EXTRAS.clone()
+    }
 }
 
 /// When `mailto` sends a mail.
@@ -114,6 +146,25 @@ pub enum MailOn {
 }
 
 impl Job {
+    /// The description, mail and hook settings (defaults when none is set).
+    pub fn extras(&self) -> &JobExtras {
+        self.extras.as_deref().unwrap_or(&NO_EXTRAS)
+    }
+
+    /// The same, to set them. A reader calls [`Job::settle`] once done, so
+    /// that a job with only default extras holds none (and compares equal
+    /// to one that never had them).
+    pub fn extras_mut(&mut self) -> &mut JobExtras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// Drops extras that are all defaults (see [`Job::extras_mut`]).
+    pub fn settle(&mut self) {
+        if self.extras.as_deref() == Some(&NO_EXTRAS) {
+            self.extras = None;
+        }
+    }
+
     /// The first fire strictly after `after`; None for `@reboot`, jobs
     /// without a schedule, and schedules that never fire again.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -143,9 +194,9 @@ impl Default for Job {
             name: String::new(),
             schedule: None,
             command: String::new(),
-            shell: "/bin/sh".to_string(),
+            shell: "/bin/sh".into(),
             timezone: Tz::UTC,
-            timezone_name: "UTC".to_string(),
+            timezone_name: "UTC".into(),
             timeout: None,
             kill_grace: Duration::from_secs(10),
             overlap: Overlap::Skip,
@@ -153,20 +204,14 @@ impl Default for Job {
             catch_up: CatchUp::None,
             catch_up_limit: 10,
             jitter: Duration::ZERO,
-            env: BTreeMap::new(),
+            env: Arc::default(),
             dir: None,
             tags: Vec::new(),
-            description: None,
             enabled: true,
             output_limit: 64 * 1024,
             user: None,
             kill_stragglers: true,
-            mailto: Vec::new(),
-            mail_on: MailOn::Failure,
-            on_failure: None,
-            on_success: None,
-            on_retry_exhausted: None,
-            hook_timeout: Duration::from_secs(300),
+            extras: None,
             after: Vec::new(),
             owner: None,
             on_lease_lost: crate::claim::OnLeaseLost::Keep,

@@ -36,6 +36,20 @@ pub enum Event {
     ConfigRejected,
 }
 
+impl Event {
+    /// The name the history uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Run => "run",
+            Event::Missed => "missed",
+            Event::DaemonStarted => "daemon_started",
+            Event::DaemonStopped => "daemon_stopped",
+            Event::ConfigLoaded => "config_loaded",
+            Event::ConfigRejected => "config_rejected",
+        }
+    }
+}
+
 /// Why a run started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

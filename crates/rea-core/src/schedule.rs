@@ -9,13 +9,14 @@
 //!    one bit set per field, with Vixie's rules already applied (`7` is Sunday,
 //!    a day-of-month or day-of-week field that *starts with* `*` makes a day
 //!    match both fields, otherwise either).
-//! 2. `croner` is used only as a calendar matcher on naive wall-clock times. It
-//!    is fed a canonical expression built from the bit sets (explicit lists, so
-//!    its own notion of "`*` means ignore this field" never applies, and a `+`
-//!    on the day-of-week field when Vixie asks for AND).
+//! 2. The next matching wall-clock time is found on the bit sets directly
+//!    (`Fields::next_local`): a day that matches, then the first allowed
+//!    hour, minute and second on it. The bit sets are the whole compiled
+//!    schedule (56 bytes), so a file with tens of thousands of distinct
+//!    expressions costs a few megabytes, not a calendar object each.
+//!    (`croner`, the matcher used before, is the reference of a test.)
 //! 3. The mapping of wall-clock matches to UTC instants (gaps and folds) is
-//!    written once, below, in [`Schedule::next_after`]; croner's own DST
-//!    handling is never used.
+//!    written once, below, in [`Schedule::next_after`].
 //!
 //! What does not live here: jobs, jitter decisions, the clock.
 
@@ -23,17 +24,21 @@ use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
-use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
+use chrono::{
+    DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeZone, Timelike, Utc,
+};
 use chrono_tz::Tz;
-use croner::parser::{CronParser, Seconds};
-use croner::Cron;
 
 /// A parsed, validated schedule. Equality is by meaning (two spellings of the
 /// same schedule are equal), used by reload to tell a changed job from an
-/// unchanged one.
+/// unchanged one. A pointer: jobs with the same expression share one (the
+/// job-file reader parses each distinct expression once).
 #[derive(Debug, Clone)]
-pub struct Schedule {
-    source: String,
+pub struct Schedule(std::sync::Arc<Compiled>);
+
+#[derive(Debug)]
+struct Compiled {
+    source: Box<str>,
     kind: Kind,
     /// What cron accepts but probably does not mean what it says (a step
     /// larger than its field): the schedule works, `rea check` warns.
@@ -42,18 +47,10 @@ pub struct Schedule {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    /// Shared: jobs with the same expression share one compiled matcher.
-    Cron(std::sync::Arc<CronSchedule>),
+    Cron(Fields),
     /// `@every`: whole seconds, at least one.
     Every(u64),
     Reboot,
-}
-
-#[derive(Debug, Clone)]
-struct CronSchedule {
-    fields: Fields,
-    /// The calendar matcher, built from `fields` (see the module doc).
-    cron: Cron,
 }
 
 /// The meaning of a cron expression: one bit per allowed value.
@@ -78,8 +75,11 @@ struct Fields {
 
 impl PartialEq for Schedule {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.kind, &other.kind) {
-            (Kind::Cron(a), Kind::Cron(b)) => a.fields == b.fields,
+        if std::sync::Arc::ptr_eq(&self.0, &other.0) {
+            return true;
+        }
+        match (&self.0.kind, &other.0.kind) {
+            (Kind::Cron(a), Kind::Cron(b)) => a == b,
             (Kind::Every(a), Kind::Every(b)) => a == b,
             (Kind::Reboot, Kind::Reboot) => true,
             _ => false,
@@ -212,45 +212,45 @@ impl Schedule {
         let kind = if trimmed.starts_with('@') {
             parse_macro(trimmed, lead)?
         } else {
-            Kind::Cron(std::sync::Arc::new(parse_cron(expr, &mut warnings)?))
+            Kind::Cron(parse_cron(expr, &mut warnings)?)
         };
-        Ok(Schedule {
-            source: expr.to_string(),
+        Ok(Schedule(std::sync::Arc::new(Compiled {
+            source: expr.into(),
             kind,
             warnings,
-        })
+        })))
     }
 
     /// What cron accepts in this expression but the reader probably did not
     /// mean: a step larger than its field's range (`*/61`, `1-7/9`), which
     /// cron takes as "only the first value". Empty for most expressions.
     pub fn warnings(&self) -> &[ScheduleWarning] {
-        &self.warnings
+        &self.0.warnings
     }
 
     /// The expression as written.
     pub fn source(&self) -> &str {
-        &self.source
+        &self.0.source
     }
 
     /// `@reboot`: fires once when the daemon starts, never from the clock.
     pub fn is_reboot(&self) -> bool {
-        matches!(self.kind, Kind::Reboot)
+        matches!(self.0.kind, Kind::Reboot)
     }
 
     /// cronie's notion of a fixed-time job: neither the minute nor the hour
     /// field starts with `*` (`@daily`, `@weekly`, ... are fixed; `@hourly`
     /// and `@every` are not). Fixed-time jobs fire once across DST changes.
     pub fn is_fixed_time(&self) -> bool {
-        match &self.kind {
-            Kind::Cron(c) => c.fields.fixed,
+        match &self.0.kind {
+            Kind::Cron(c) => c.fixed,
             Kind::Every(_) | Kind::Reboot => false,
         }
     }
 
     /// The spacing of an `@every` schedule.
     pub fn every(&self) -> Option<Duration> {
-        match self.kind {
+        match self.0.kind {
             Kind::Every(secs) => Some(Duration::from_secs(secs)),
             _ => None,
         }
@@ -259,7 +259,7 @@ impl Schedule {
     /// The first fire instant strictly after `after`, in `tz`. None when the
     /// schedule never fires again (or is `@reboot`).
     pub fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
-        match &self.kind {
+        match &self.0.kind {
             Kind::Reboot => None,
             Kind::Every(period) => next_every(*period, after),
             Kind::Cron(c) => c.next_after(after, tz),
@@ -334,10 +334,7 @@ fn parse_macro(trimmed: &str, lead: usize) -> Result<Kind, ScheduleError> {
         ));
     }
     match known {
-        Some((_, expansion)) => Ok(Kind::Cron(std::sync::Arc::new(parse_cron(
-            expansion,
-            &mut Vec::new(),
-        )?))),
+        Some((_, expansion)) => Ok(Kind::Cron(parse_cron(expansion, &mut Vec::new())?)),
         None => Ok(Kind::Reboot),
     }
 }
@@ -362,10 +359,7 @@ fn split_fields(expr: &str) -> Vec<(&str, Range<usize>)> {
     out
 }
 
-fn parse_cron(
-    expr: &str,
-    warnings: &mut Vec<ScheduleWarning>,
-) -> Result<CronSchedule, ScheduleError> {
+fn parse_cron(expr: &str, warnings: &mut Vec<ScheduleWarning>) -> Result<Fields, ScheduleError> {
     let parts = split_fields(expr);
     let layout: &[Field] = match parts.len() {
         5 => &[Field::Minute, Field::Hour, Field::DayOfMonth, Field::Month, Field::DayOfWeek],
@@ -414,12 +408,7 @@ fn parse_cron(
         satisfiable: true,
     };
     fields.satisfiable = satisfiable(&fields);
-    let cron = to_croner(&fields).map_err(|e| ScheduleError {
-        message: format!("internal error: the calendar matcher refused {expr:?}: {e}"),
-        hint: None,
-        span: None,
-    })?;
-    Ok(CronSchedule { fields, cron })
+    Ok(fields)
 }
 
 /// With OR semantics every month has every weekday, so only AND can make a
@@ -434,34 +423,6 @@ fn satisfiable(f: &Fields) -> bool {
     (1..=12u32).any(|m| {
         f.months & (1 << m) != 0 && (1..=LENGTHS[m as usize - 1]).any(|d| f.days & (1 << d) != 0)
     })
-}
-
-fn list(bits: u64, lo: u32, hi: u32) -> String {
-    (lo..=hi)
-        .filter(|v| bits & (1 << v) != 0)
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn to_croner(f: &Fields) -> Result<Cron, croner::errors::CronError> {
-    // Explicit lists everywhere: croner treats a field that is exactly `*` as
-    // "ignore it" for the day rule, which is not Vixie's rule. The `+` forces
-    // AND; without it croner ORs two non-`*` day fields, as Vixie does.
-    let pattern = format!(
-        "{} {} {} {} {} {}{}",
-        list(f.seconds, 0, 59),
-        list(f.minutes, 0, 59),
-        list(f.hours, 0, 23),
-        list(f.days, 1, 31),
-        list(f.months, 1, 12),
-        if f.days_and { "+" } else { "" },
-        list(f.weekdays, 0, 6),
-    );
-    CronParser::builder()
-        .seconds(Seconds::Required)
-        .build()
-        .parse(&pattern)
 }
 
 fn parse_field(
@@ -755,11 +716,78 @@ fn end_of_gap(tz: Tz, local: &NaiveDateTime) -> DateTime<Utc> {
     }))
 }
 
-impl CronSchedule {
+/// The smallest value at or above `from` whose bit is set.
+fn next_bit(bits: u64, from: u32) -> Option<u32> {
+    let rest = bits.checked_shr(from)?;
+    (rest != 0).then(|| from + rest.trailing_zeros())
+}
+
+/// Searches stop here, as the calendar matcher used before did: a schedule
+/// that is satisfiable at all fires within 28 years of any date.
+const YEAR_HORIZON: i32 = 5000;
+
+impl Fields {
     /// The next wall-clock time matching the expression, after `from` (or at
-    /// it when `inclusive`). None past croner's search horizon (year 5000).
+    /// it when `inclusive`); `from`'s fraction of a second is ignored. None
+    /// past the year 5000.
     fn next_local(&self, from: &NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
-        self.cron.find_next_occurrence(from, inclusive).ok()
+        let mut t = from.with_nanosecond(0)?;
+        if !inclusive {
+            t = t.checked_add_signed(chrono::TimeDelta::seconds(1))?;
+        }
+        let mut date = t.date();
+        let mut time = (t.hour(), t.minute(), t.second());
+        loop {
+            if date.year() > YEAR_HORIZON {
+                return None;
+            }
+            if self.months & (1 << date.month()) == 0 {
+                // The first day of the next month.
+                let (y, m) = if date.month() == 12 {
+                    (date.year() + 1, 1)
+                } else {
+                    (date.year(), date.month() + 1)
+                };
+                date = NaiveDate::from_ymd_opt(y, m, 1)?;
+                time = (0, 0, 0);
+                continue;
+            }
+            if self.day_matches(date) {
+                if let Some((h, m, s)) = self.first_time(time) {
+                    return date.and_hms_opt(h, m, s);
+                }
+            }
+            date = date.succ_opt()?;
+            time = (0, 0, 0);
+        }
+    }
+
+    /// Vixie's day rule on one date.
+    fn day_matches(&self, date: NaiveDate) -> bool {
+        let dom = self.days & (1 << date.day()) != 0;
+        let dow = self.weekdays & (1 << date.weekday().num_days_from_sunday()) != 0;
+        if self.days_and {
+            dom && dow
+        } else {
+            dom || dow
+        }
+    }
+
+    /// The first allowed time of day at or after `(h, m, s)`.
+    fn first_time(&self, (h, m, s): (u32, u32, u32)) -> Option<(u32, u32, u32)> {
+        let mut hour = next_bit(self.hours, h)?;
+        loop {
+            let from_minute = if hour == h { m } else { 0 };
+            let mut minute = next_bit(self.minutes, from_minute);
+            while let Some(mi) = minute {
+                let from_second = if hour == h && mi == m { s } else { 0 };
+                if let Some(se) = next_bit(self.seconds, from_second) {
+                    return Some((hour, mi, se));
+                }
+                minute = next_bit(self.minutes, mi + 1);
+            }
+            hour = next_bit(self.hours, hour + 1)?;
+        }
     }
 
     /// Walks matching wall-clock times from `from` and returns the first fire
@@ -784,9 +812,9 @@ impl CronSchedule {
             let fire = match resolve(tz, &m) {
                 Local::Single(t) => Some(t),
                 Local::Twice(first, _) if first > after => Some(first),
-                Local::Twice(_, second) if !self.fields.fixed => Some(second),
+                Local::Twice(_, second) if !self.fixed => Some(second),
                 Local::Twice(..) => None,
-                Local::Never if self.fields.fixed => Some(end_of_gap(tz, &m)),
+                Local::Never if self.fixed => Some(end_of_gap(tz, &m)),
                 Local::Never => None,
             };
             match fire {
@@ -797,7 +825,7 @@ impl CronSchedule {
     }
 
     fn next_after(&self, after: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
-        if !self.fields.satisfiable {
+        if !self.satisfiable {
             return None;
         }
         // Fires are whole seconds: strictly after `after` is strictly after
@@ -810,7 +838,7 @@ impl CronSchedule {
         // job's second pass over the earlier part of the fold (wall times
         // before `here`) comes after the rest of the first pass but before
         // anything past the fold.
-        if self.fields.fixed {
+        if self.fixed {
             return found;
         }
         let Local::Twice(first, second) = resolve(tz, &here) else {
@@ -839,12 +867,13 @@ impl CronSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{NaiveDate, TimeDelta};
+    use chrono::TimeDelta;
     use chrono_tz::Tz::{
         America__New_York as NEW_YORK, America__Santiago as SANTIAGO,
         Australia__Lord_Howe as LORD_HOWE, Australia__Sydney as SYDNEY, Europe__Berlin as BERLIN,
         Pacific__Chatham as CHATHAM, UTC,
     };
+    use croner::parser::{CronParser, Seconds};
 
     fn instant(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s)
@@ -1253,10 +1282,89 @@ mod tests {
         assert_eq!(p("0 0 * * *").source(), "0 0 * * *");
     }
 
-    /// croner is only a matcher here, but its field syntax is checked against
-    /// ours so a croner upgrade that changes it shows up: dow 7, names, ranges
-    /// and steps agree; the day rule differs (croner ANDs only for a field that
-    /// is exactly `*`) and croner refuses `*` inside a list, which is why it is fed canonical lists and a `+`.
+    fn list(bits: u64, lo: u32, hi: u32) -> String {
+        (lo..=hi)
+            .filter(|v| bits & (1 << v) != 0)
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// `croner` (the matcher rea used before its own, now a reference in
+    /// tests) fed the canonical form of `f`: explicit lists, so its notion
+    /// of "`*` means ignore this field" never applies, and a `+` where Vixie
+    /// ANDs the day fields.
+    fn to_croner(f: &Fields) -> croner::Cron {
+        let pattern = format!(
+            "{} {} {} {} {} {}{}",
+            list(f.seconds, 0, 59),
+            list(f.minutes, 0, 59),
+            list(f.hours, 0, 23),
+            list(f.days, 1, 31),
+            list(f.months, 1, 12),
+            if f.days_and { "+" } else { "" },
+            list(f.weekdays, 0, 6),
+        );
+        CronParser::builder()
+            .seconds(Seconds::Required)
+            .build()
+            .parse(&pattern)
+            .unwrap_or_else(|e| panic!("croner refused {pattern:?}: {e}"))
+    }
+
+    /// The bit-set matcher against croner's on the canonical form, from
+    /// random instants (croner's search is the reference for plain calendar
+    /// matching; DST is ours alone and tested below).
+    #[test]
+    fn next_local_agrees_with_croner() {
+        let exprs = [
+            "0 0 29 2 *",
+            "0 0 31 * *",
+            "0 0 1 * MON",
+            "0 0 */2 * 1",
+            "*/7 * * * *",
+            "30 15 10 1-10/3 JAN,JUL *",
+            "0 12 * * sun",
+            "0 0 * * 1-7/2",
+            "0 0 13 * 5",
+            "5,35 */3 * * *",
+            "0 9-17 * * MON-FRI",
+            "59 23 31 12 *",
+            "0 0 30 2 *",
+            "0 0 */28 2 1",
+            "15 30 0 * * *",
+            "*/20 5-59/10 8,20 1,15 * *",
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        let base = NaiveDate::from_ymd_opt(2024, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap();
+        for expr in exprs {
+            let Kind::Cron(f) = &Schedule::parse(expr).unwrap().0.kind else {
+                unreachable!()
+            };
+            let theirs = f.satisfiable.then(|| to_croner(f));
+            for i in 0..400 {
+                let from = base + TimeDelta::seconds(rng.i64(0..10 * 366 * 86_400));
+                let inclusive = i % 2 == 0;
+                let want = theirs
+                    .as_ref()
+                    .and_then(|c| c.find_next_occurrence(&from, inclusive).ok());
+                let got = if f.satisfiable {
+                    f.next_local(&from, inclusive)
+                } else {
+                    None
+                };
+                assert_eq!(got, want, "{expr} from {from} inclusive {inclusive}");
+            }
+        }
+    }
+
+    /// croner's field syntax is checked against ours (it is the reference of
+    /// `next_local_agrees_with_croner`): dow 7, names, ranges and steps
+    /// agree; the day rule differs (croner ANDs only for a field that is
+    /// exactly `*`) and croner refuses `*` inside a list, which is why it is
+    /// fed canonical lists and a `+`.
     #[test]
     fn croner_field_syntax_agrees_and_day_rule_differs() {
         let plain = |expr: &str| {
@@ -1287,15 +1395,14 @@ mod tests {
             (0..24 * 120).map(|h| start + TimeDelta::hours(h)).collect();
         let mismatches = |expr: &str| {
             let ours = Schedule::parse(expr).unwrap();
-            let Kind::Cron(c) = &ours.kind else {
+            let Kind::Cron(c) = &ours.0.kind else {
                 unreachable!()
             };
+            let c = to_croner(c);
             let theirs = plain(expr);
             hours
                 .iter()
-                .filter(|t| {
-                    c.cron.is_time_matching(*t).unwrap() != theirs.is_time_matching(*t).unwrap()
-                })
+                .filter(|t| c.is_time_matching(*t).unwrap() != theirs.is_time_matching(*t).unwrap())
                 .count()
         };
         for expr in agree {

@@ -1613,16 +1613,16 @@ impl Main {
                     continue;
                 }
             };
-            retries.push((shot.retry.attempts > 0).then(|| {
+            retries.push((shot.rare().retry.attempts > 0).then(|| {
                 json!({
-                    "attempts": shot.retry.attempts + 1,
-                    "delay_ms": shot.retry.delay_ms.unwrap_or(30_000),
-                    "max_delay_ms": shot.retry.max_delay_ms.unwrap_or(600_000),
+                    "attempts": shot.rare().retry.attempts + 1,
+                    "delay_ms": shot.rare().retry.delay_ms.unwrap_or(30_000),
+                    "max_delay_ms": shot.rare().retry.max_delay_ms.unwrap_or(600_000),
                     "factor": 2.0,
                     "jitter": 0.0,
                 })
             }));
-            ids.push(shot.id.clone());
+            ids.push(shot.id.to_string());
             dues.push(shot.due);
             specs.push(spec);
             replies.push(reply);

@@ -241,7 +241,7 @@ impl Reader {
                 tag.is_none_or(|t| {
                     p.shot
                         .as_ref()
-                        .is_some_and(|s| s.tags.iter().any(|x| x == t))
+                        .is_some_and(|s| s.rare().tags.iter().any(|x| x == t))
                 })
             })
             .collect();

@@ -18,11 +18,12 @@
 //! ever submitted). A torn last line (kill -9 mid-write) was never
 //! acknowledged and is ignored.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rea_core::oneshot::OneShot;
 use serde::{Deserialize, Serialize};
@@ -103,6 +104,15 @@ pub struct Replayed {
     pub malformed: u64,
 }
 
+/// The shared copy of `value` in `seen`, adding it if new.
+fn intern<T: ?Sized + Eq + std::hash::Hash>(seen: &mut HashSet<Arc<T>>, value: &Arc<T>) -> Arc<T> {
+    if let Some(known) = seen.get(value) {
+        return known.clone();
+    }
+    seen.insert(value.clone());
+    value.clone()
+}
+
 impl Journal {
     /// Opens (creating) the journal and replays it into the pending set.
     pub fn open(state_dir: &Path) -> io::Result<Replayed> {
@@ -115,6 +125,9 @@ impl Journal {
         let mut dels: HashMap<String, u64> = HashMap::new();
         let mut lines = 0u64;
         let mut malformed = 0u64;
+        // Replayed one-shots that repeat a command or a directory share it.
+        let mut argvs: HashSet<Arc<[String]>> = HashSet::new();
+        let mut dirs: HashSet<Arc<Path>> = HashSet::new();
         let mut ends_clean = true;
         match crate::files::open_owned(&path, OpenOptions::new().read(true)) {
             Ok(f) => {
@@ -130,9 +143,13 @@ impl Journal {
                     match serde_json::from_slice::<RawLine>(&buf) {
                         Ok(RawLine {
                             op: Op::Add,
-                            job: Some(job),
+                            job: Some(mut job),
                             ..
-                        }) => adds.push((lines, job)),
+                        }) => {
+                            job.argv = intern(&mut argvs, &job.argv);
+                            job.dir = intern(&mut dirs, &job.dir);
+                            adds.push((lines, job))
+                        }
                         Ok(RawLine {
                             op: Op::Del,
                             id: Some(id),
@@ -147,7 +164,7 @@ impl Journal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        adds.retain(|(line, job)| dels.get(&job.id).is_none_or(|del| del < line));
+        adds.retain(|(line, job)| dels.get(&*job.id).is_none_or(|del| del < line));
         drop(dels);
         // Two live adds of one id (never written by rea, which refuses a
         // duplicate while one is pending): the later one wins, in the
@@ -155,10 +172,10 @@ impl Journal {
         let mut first: HashMap<&str, usize> = HashMap::with_capacity(adds.len());
         let mut later: Vec<(usize, usize)> = Vec::new();
         for (k, (_, job)) in adds.iter().enumerate() {
-            if let Some(&at) = first.get(job.id.as_str()) {
+            if let Some(&at) = first.get(&*job.id) {
                 later.push((at, k));
             } else {
-                first.insert(job.id.as_str(), k);
+                first.insert(&*job.id, k);
             }
         }
         drop(first);
@@ -340,20 +357,22 @@ mod tests {
     fn shot(id: &str) -> OneShot {
         OneShot {
             id: id.into(),
-            argv: vec!["echo".into(), format!("hello \"{id}\"")],
+            argv: vec!["echo".into(), format!("hello \"{id}\"")].into(),
             shell: false,
-            dir: "/tmp".into(),
-            env: BTreeMap::new(),
+            dir: std::path::Path::new("/tmp").into(),
             due: DateTime::parse_from_rfc3339("2026-12-01T10:00:00+08:00")
                 .unwrap()
                 .with_timezone(&Utc),
             submitted: DateTime::parse_from_rfc3339("2026-11-29T00:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
-            expire_ms: None,
-            timeout_ms: Some(1000),
-            retry: OneShotRetry::default(),
-            tags: vec!["orders".into()],
+            rare: rea_core::oneshot::OneShotRare::boxed(
+                BTreeMap::new(),
+                None,
+                Some(1000),
+                OneShotRetry::default(),
+                vec!["orders".into()],
+            ),
         }
     }
 
@@ -369,9 +388,32 @@ mod tests {
         j.add(&shot("never-committed"));
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["a", "c"]);
         assert_eq!(r.pending[0], shot("a"));
+        // Replayed one-shots share what they repeat.
+        assert!(Arc::ptr_eq(&r.pending[0].dir, &r.pending[1].dir));
+    }
+
+    #[test]
+    fn replayed_one_shots_share_equal_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path()).unwrap().journal;
+        let same = |id: &str| OneShot {
+            argv: vec!["true".into()].into(),
+            ..shot(id)
+        };
+        j.add(&same("a"));
+        j.add(&same("b"));
+        j.add(&shot("c"));
+        j.commit().unwrap();
+        drop(j);
+        let r = Journal::open(dir.path()).unwrap();
+        assert!(Arc::ptr_eq(&r.pending[0].argv, &r.pending[1].argv));
+        assert_eq!(
+            *r.pending[2].argv,
+            ["echo".to_string(), "hello \"c\"".to_string()]
+        );
     }
 
     #[test]
@@ -382,13 +424,13 @@ mod tests {
         j.add(&shot("b"));
         j.del("a");
         let mut again = shot("a");
-        again.argv = vec!["second".into()];
+        again.argv = vec!["second".into()].into();
         j.add(&again);
         j.del("gone-already");
         j.commit().unwrap();
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["b", "a"]);
         assert_eq!(r.pending[1], again);
         assert_eq!(r.malformed, 0);
@@ -426,7 +468,7 @@ mod tests {
         j.commit().unwrap();
         drop(j);
         let r = Journal::open(dir.path()).unwrap();
-        let ids: Vec<_> = r.pending.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<_> = r.pending.iter().map(|s| &*s.id).collect();
         assert_eq!(ids, vec!["a", "b"]);
     }
 

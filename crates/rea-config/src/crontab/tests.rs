@@ -435,11 +435,11 @@ fn rendered_file_passes_check_and_round_trips() {
     );
     assert_eq!(j.env["X"], "q\"uote \\ back ☃");
     assert_eq!(j.env["WEIRD KEY"], "1");
-    assert_eq!(j.shell, "/bin/bash");
-    assert_eq!(j.description.as_deref(), Some("say \"hi\""));
-    assert_eq!(cfg.jobs[1].timezone_name, "America/New_York");
-    assert_eq!(j.mailto, ["a@b"]);
-    assert_eq!(j.mail_on, rea_core::job::MailOn::Output);
+    assert_eq!(&*j.shell, "/bin/bash");
+    assert_eq!(j.extras().description.as_deref(), Some("say \"hi\""));
+    assert_eq!(&*cfg.jobs[1].timezone_name, "America/New_York");
+    assert_eq!(j.extras().mailto, ["a@b"]);
+    assert_eq!(j.extras().mail_on, rea_core::job::MailOn::Output);
     assert_eq!(j.user, None);
     assert!(
         toml.contains("[defaults]\ntimezone = \"UTC\"\nshell = \"/bin/bash\"\nmailto = [\"a@b\"]   # MAILTO\nmail_on = \"output\"   # as cron: mail whenever a job prints something\n"),
@@ -463,10 +463,10 @@ fn users_and_mail_render_as_fields() {
     let cfg = crate::parse(toml.as_bytes(), std::path::Path::new("out.toml"))
         .unwrap_or_else(|d| panic!("{toml}\n{d:#?}"));
     assert_eq!(cfg.jobs[0].user.as_deref(), Some("root"));
-    assert!(cfg.jobs[0].mailto.is_empty());
+    assert!(cfg.jobs[0].extras().mailto.is_empty());
     assert_eq!(cfg.jobs[1].user.as_deref(), Some("www-data"));
-    assert_eq!(cfg.jobs[1].mailto, ["ops@x", "dev@x"]);
-    assert_eq!(cfg.jobs[1].mail_on, rea_core::job::MailOn::Output);
+    assert_eq!(cfg.jobs[1].extras().mailto, ["ops@x", "dev@x"]);
+    assert_eq!(cfg.jobs[1].extras().mail_on, rea_core::job::MailOn::Output);
     assert!(
         toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
         "{toml}"

@@ -27,7 +27,7 @@ impl Engine {
         self.advance(now, &mut out);
         let known = self.jobs.get(name).is_some_and(|s| !s.removed);
         if !known {
-            let names: Vec<&str> = self.order.iter().map(String::as_str).collect();
+            let names: Vec<&str> = self.order.iter().map(|n| &**n).collect();
             let suggestions = crate::suggest::closest(name, names, 3);
             return (TriggerResult::UnknownJob { suggestions }, out);
         }
@@ -197,7 +197,7 @@ impl Engine {
 
     /// Into the global queue (counts as active for the job's overlap).
     pub(super) fn enqueue(&mut self, mut p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        if let Some(state) = self.jobs.get_mut(&p.job) {
+        if let Some(state) = self.jobs.get_mut(p.job.as_str()) {
             state.active += 1;
         }
         p.ready_at = now;
@@ -224,15 +224,15 @@ impl Engine {
                 break;
             };
             let def = if p.oneshot {
-                match self.oneshots.get_mut(p.job.as_str()) {
-                    Some(shot) => {
-                        shot.running = true;
-                        Def::OneShot(shot.def.clone())
-                    }
-                    None => continue,
+                let Some(def) = self.shot_def(&p.job) else {
+                    continue;
+                };
+                if let Some(shot) = self.oneshots.get_mut(p.job.as_str()) {
+                    shot.running = true;
                 }
+                Def::OneShot(def)
             } else {
-                match self.jobs.get(&p.job) {
+                match self.jobs.get(p.job.as_str()) {
                     Some(state) => Def::Job(state.def.clone()),
                     None => continue,
                 }

@@ -39,7 +39,7 @@ impl Engine {
     ) {
         let retry = self
             .jobs
-            .get(&p.job)
+            .get(p.job.as_str())
             .map(|s| s.def.retry.clone())
             .filter(|r| r.attempts > 0);
         out.push(Action::Claim(ClaimRequest {
@@ -112,7 +112,7 @@ impl Engine {
     /// daemon is stopping (the store must not keep a `started` run nobody
     /// runs).
     fn start_granted(&mut self, p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let known = p.oneshot || self.jobs.get(&p.job).is_some_and(|s| !s.removed);
+        let known = p.oneshot || self.jobs.get(p.job.as_str()).is_some_and(|s| !s.removed);
         if self.stopping || !known {
             let why = if self.stopping {
                 "the daemon is shutting down"
@@ -172,7 +172,6 @@ impl Engine {
         self.oneshots.insert(
             ShotKey(def.clone()),
             ShotState {
-                def: def.clone(),
                 entry: None,
                 running: false,
             },
@@ -231,7 +230,7 @@ impl Engine {
         for (name, at) in std::mem::take(&mut self.unclaimed) {
             let Some(def) = self
                 .jobs
-                .get(&name)
+                .get(name.as_str())
                 .filter(|s| !s.removed)
                 .map(|s| s.def.clone())
             else {

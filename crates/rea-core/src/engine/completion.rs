@@ -61,22 +61,22 @@ fn plan_retry(
 fn after_run(def: &Arc<Job>, rec: &Record, status: RunStatus, exhausted: bool) -> Option<AfterRun> {
     let mut hooks = Vec::new();
     if status == RunStatus::Succeeded {
-        if let Some(h) = &def.on_success {
+        if let Some(h) = &def.extras().on_success {
             hooks.push((Hook::Success, h.clone()));
         }
     }
     if is_failure(status) {
-        if let Some(h) = &def.on_failure {
+        if let Some(h) = &def.extras().on_failure {
             hooks.push((Hook::Failure, h.clone()));
         }
         if exhausted {
-            if let Some(h) = &def.on_retry_exhausted {
+            if let Some(h) = &def.extras().on_retry_exhausted {
                 hooks.push((Hook::RetryExhausted, h.clone()));
             }
         }
     }
-    let mail = !def.mailto.is_empty()
-        && match def.mail_on {
+    let mail = !def.extras().mailto.is_empty()
+        && match def.extras().mail_on {
             crate::job::MailOn::Failure => {
                 matches!(
                     status,
@@ -140,10 +140,10 @@ impl Engine {
                 if let Some(shot) = self.oneshots.get_mut(name.as_str()) {
                     shot.running = false;
                 }
-            } else if let Some(state) = self.jobs.get_mut(&name) {
+            } else if let Some(state) = self.jobs.get_mut(name.as_str()) {
                 state.active = state.active.saturating_sub(1);
                 if state.removed && state.active == 0 {
-                    self.jobs.remove(&name);
+                    self.jobs.remove(name.as_str());
                 } else {
                     self.kick(&name, now, &mut out);
                 }
@@ -211,7 +211,7 @@ impl Engine {
             self.fill_slots(now, out);
             return;
         }
-        let Some(state) = self.jobs.get_mut(&name) else {
+        let Some(state) = self.jobs.get_mut(name.as_str()) else {
             out.push(Action::Record(Box::new(rec)));
             return;
         };
@@ -233,7 +233,7 @@ impl Engine {
         let mut exhausted = false;
         if is_failure(status) && !state.removed && !self.stopping {
             let retry = Due::Retry {
-                job: name.clone(),
+                job: state.name.clone(),
                 scheduled: active.pending.scheduled,
                 attempt: active.pending.attempt + 1,
             };
@@ -279,11 +279,11 @@ impl Engine {
         if status == RunStatus::Succeeded {
             self.dependents_of(&name, now, out);
         }
-        let Some(state) = self.jobs.get_mut(&name) else {
+        let Some(state) = self.jobs.get_mut(name.as_str()) else {
             return;
         };
         if state.removed && state.active == 0 {
-            self.jobs.remove(&name);
+            self.jobs.remove(name.as_str());
         } else {
             self.kick(&name, now, out);
         }
@@ -301,16 +301,17 @@ impl Engine {
     ) {
         let id = active.pending.job.clone();
         let mut done = true;
-        if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
+        let def = self.shot_def(&id);
+        if let (Some(shot), Some(def)) = (self.oneshots.get_mut(id.as_str()), def) {
             shot.running = false;
             // An operator's cancel --kill is final: no retry follows it.
             if is_failure(status) && !self.stopping && active.stop.is_none() {
+                let policy = def.retry_policy();
                 let retry = Due::OneShot {
-                    shot: shot.def.clone(),
+                    shot: def,
                     attempt: active.pending.attempt + 1,
                     trigger: Trigger::Retry,
                 };
-                let policy = shot.def.retry_policy();
                 if let Retry::Scheduled(entry) = plan_retry(
                     &mut self.heap,
                     &mut self.rng,

@@ -13,7 +13,7 @@ impl Engine {
                 self.dependents
                     .entry(dep.clone())
                     .or_default()
-                    .push(name.clone());
+                    .push(name.to_string());
             }
         }
     }
@@ -27,7 +27,7 @@ impl Engine {
         };
         let mut ready = Vec::new();
         for dep_name in candidates {
-            let Some(state) = self.jobs.get_mut(dep_name) else {
+            let Some(state) = self.jobs.get_mut(dep_name.as_str()) else {
                 continue;
             };
             if state.removed || !state.def.enabled {

@@ -199,12 +199,12 @@ enum Due {
     /// A schedule occurrence; `at` is the occurrence, the entry is due at
     /// `at + jitter`.
     Occurrence {
-        job: String,
+        job: Arc<str>,
         at: DateTime<Utc>,
         jitter: Duration,
     },
     Retry {
-        job: String,
+        job: Arc<str>,
         scheduled: DateTime<Utc>,
         attempt: u32,
     },
@@ -245,6 +245,9 @@ struct Active {
 
 #[derive(Debug)]
 struct JobState {
+    /// The name, shared with the map's key, `order` and heap entries (one
+    /// allocation per job instead of a copy in each).
+    name: Arc<str>,
     def: Arc<Job>,
     /// No longer in the file (kept while a run of it finishes).
     removed: bool,
@@ -284,9 +287,12 @@ pub struct Recovered {
 
 /// The state machine. See the module documentation.
 pub struct Engine {
-    jobs: BTreeMap<String, JobState>,
-    /// File order, for display.
-    order: Vec<String>,
+    /// Boxed: a B-tree node holds 11 entries inline and sequential inserts
+    /// leave nodes half full, so an inline state of a few hundred bytes
+    /// cost ~500 bytes per job; a pointer costs ~100.
+    jobs: BTreeMap<Arc<str>, Box<JobState>>,
+    /// File order, for display (the names held by `jobs`).
+    order: Vec<Arc<str>>,
     heap: DueQueue<Due>,
     runs: HashMap<String, Active>,
     /// Runs waiting for a global slot, in due order.
@@ -346,10 +352,11 @@ impl Engine {
             unclaimed: BTreeMap::new(),
         };
         for job in plan.jobs {
-            engine.order.push(job.name.clone());
+            let name: Arc<str> = job.name.as_str().into();
+            engine.order.push(name.clone());
             engine
                 .jobs
-                .insert(job.name.clone(), JobState::new(job.clone()));
+                .insert(name.clone(), JobState::new(name, job.clone()));
         }
         engine.rebuild_dependents();
         engine
@@ -376,7 +383,7 @@ impl Engine {
     pub fn pause(&mut self, names: &[String]) -> Vec<String> {
         names
             .iter()
-            .filter(|n| self.jobs.contains_key(*n) && self.paused.insert((*n).clone()))
+            .filter(|n| self.jobs.contains_key(n.as_str()) && self.paused.insert((*n).clone()))
             .cloned()
             .collect()
     }
@@ -400,7 +407,7 @@ impl Engine {
     pub fn shutdown(&mut self) -> Vec<Action> {
         self.stopping = true;
         for p in self.ready.drain(..) {
-            if let Some(s) = self.jobs.get_mut(&p.job) {
+            if let Some(s) = self.jobs.get_mut(p.job.as_str()) {
                 s.active = s.active.saturating_sub(1);
             }
         }
@@ -533,8 +540,9 @@ impl Engine {
 }
 
 impl JobState {
-    fn new(def: Arc<Job>) -> JobState {
-        JobState {
+    fn new(name: Arc<str>, def: Arc<Job>) -> Box<JobState> {
+        Box::new(JobState {
+            name,
             def,
             removed: false,
             next: None,
@@ -545,7 +553,7 @@ impl JobState {
             consecutive_failures: 0,
             last: None,
             deps_done: BTreeSet::new(),
-        }
+        })
     }
 }
 

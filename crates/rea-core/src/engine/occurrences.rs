@@ -51,7 +51,7 @@ impl Engine {
         self.paused = recovered
             .paused
             .into_iter()
-            .filter(|n| self.jobs.contains_key(n))
+            .filter(|n| self.jobs.contains_key(n.as_str()))
             .collect();
         for started in recovered.unfinished {
             let mut rec = started.clone();
@@ -91,7 +91,7 @@ impl Engine {
             }
             let horizon = recovered
                 .last_occurrences
-                .get(&name)
+                .get(&*name)
                 .copied()
                 .or(recovered.previous_start);
             if let Some(since) = horizon {
@@ -259,7 +259,7 @@ impl Engine {
     }
 
     pub(super) fn replan_after_clock_change(&mut self, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let due: Vec<(String, EntryId, DateTime<Utc>)> = self
+        let due: Vec<(Arc<str>, EntryId, DateTime<Utc>)> = self
             .jobs
             .iter()
             .filter_map(|(name, s)| {
@@ -308,7 +308,7 @@ impl Engine {
         let id = self.heap.insert(
             due,
             Due::Occurrence {
-                job: name.to_string(),
+                job: state.name.clone(),
                 at,
                 jitter,
             },

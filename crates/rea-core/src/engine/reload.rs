@@ -14,17 +14,23 @@ impl Engine {
         let removed: Vec<String> = self
             .jobs
             .keys()
-            .filter(|n| !new_names.contains(n.as_str()))
-            .cloned()
+            .filter(|n| !new_names.contains(&***n))
+            .map(|n| n.to_string())
             .collect();
         for name in &removed {
             self.retire(name);
         }
-        self.order = plan.jobs.iter().map(|j| j.name.clone()).collect();
         for job in plan.jobs {
             let name = job.name.clone();
-            match self.jobs.get_mut(&name) {
-                Some(state) if !state.removed && *state.def == **job => unchanged += 1,
+            match self.jobs.get_mut(name.as_str()) {
+                Some(state) if !state.removed && *state.def == **job => {
+                    // Same definition: keep its schedule, but hold the new
+                    // plan's copy, so the old configuration's jobs (and
+                    // compiled schedules) are freed when it is dropped
+                    // instead of living on beside the new ones.
+                    state.def = job.clone();
+                    unchanged += 1;
+                }
                 Some(state) => {
                     let was_removed = state.removed;
                     state.def = job.clone();
@@ -47,11 +53,20 @@ impl Engine {
                 }
                 None => {
                     added += 1;
-                    self.jobs.insert(name.clone(), JobState::new(job.clone()));
+                    let key: Arc<str> = name.as_str().into();
+                    self.jobs
+                        .insert(key.clone(), JobState::new(key, job.clone()));
                     self.schedule_next(&name, now);
                 }
             }
         }
+        // The names already held, in the new file order: no new strings for
+        // the jobs that stayed.
+        self.order = plan
+            .jobs
+            .iter()
+            .filter_map(|j| self.jobs.get(j.name.as_str()).map(|s| s.name.clone()))
+            .collect();
         self.paused.retain(|n| new_names.contains(n.as_str()));
         self.rebuild_dependents();
         self.max_concurrent = plan.max_concurrent.max(1);

@@ -60,8 +60,8 @@ impl Engine {
         self.order
             .iter()
             .filter_map(|name| {
-                let runs = running.remove(name.as_str()).unwrap_or_default();
-                let in_ready = queued.get(name.as_str()).copied().unwrap_or(0);
+                let runs = running.remove(&**name).unwrap_or_default();
+                let in_ready = queued.get(&**name).copied().unwrap_or(0);
                 self.job_status_with(name, runs, in_ready)
             })
             .collect()

@@ -628,6 +628,28 @@ fn reload_keeps_unchanged_reschedules_changed_and_cancels_removed() {
     assert_eq!(names, vec!["keep", "change", "add"]);
 }
 
+/// After a reload the engine holds the new plan's copy of an unchanged job,
+/// so the old configuration is freed with its last owner.
+#[test]
+fn reload_holds_the_new_plans_copy_of_an_unchanged_job() {
+    let cfg = config(vec![job("keep", "0 * * * *")], 8);
+    let now = at("2026-11-29T00:10:00Z");
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(now, Recovered::default());
+    let new = config(vec![job("keep", "0 * * * *")], 8);
+    engine.reload(&new.plan(), now);
+    drop(cfg);
+    assert_eq!(
+        Arc::strong_count(&new.jobs[0]),
+        2,
+        "the plan's and the engine's"
+    );
+    assert_eq!(
+        engine.job_status("keep").unwrap().next_fire,
+        Some(at("2026-11-29T01:00:00Z"))
+    );
+}
+
 #[test]
 fn a_job_due_in_the_same_instant_as_a_reload_runs_exactly_once() {
     let cfg = config(vec![job("x", "0 * * * *")], 8);
@@ -804,16 +826,12 @@ fn run_ids_are_unique_and_sort_by_time() {
 fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {
     crate::oneshot::OneShot {
         id: id.into(),
-        argv: vec!["true".into()],
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
-        env: Default::default(),
+        dir: std::path::Path::new("/").into(),
         due: at(due),
         submitted: at("2026-11-29T00:00:00Z"),
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: vec![],
+        rare: None,
     }
 }
 
@@ -857,7 +875,7 @@ fn restored_one_shots_catch_up_or_expire() {
     let now = at("2026-11-29T01:00:00Z");
     engine.start(now, Recovered::default());
     let mut stale = shot("stale", "2026-11-29T00:00:00Z");
-    stale.expire_ms = Some(60_000);
+    stale.rare_mut().expire_ms = Some(60_000);
     let a = engine.restore(
         vec![
             shot("late", "2026-11-29T00:00:00Z"),
@@ -923,7 +941,7 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
             &format!("2026-11-30T{:02}:{:02}:00Z", (i * 7) % 24, i % 60),
         );
         if i % 3 == 0 {
-            s.tags = vec!["orders".into()];
+            s.rare_mut().tags = vec!["orders".into()];
         }
         engine.submit(s, now).unwrap();
     }
@@ -932,10 +950,10 @@ fn the_first_pending_one_shots_are_the_earliest_of_the_tag() {
     assert_eq!(ids(engine.oneshots_first(None, usize::MAX)), all);
     assert_eq!(ids(engine.oneshots_first(None, 5)), all[..5]);
     assert!(engine.oneshots_first(None, 0).is_empty());
-    let tagged: Vec<String> = engine
+    let tagged: Vec<Box<str>> = engine
         .oneshots()
         .into_iter()
-        .filter(|s| s.def.tags.iter().any(|t| t == "orders"))
+        .filter(|s| s.def.rare().tags.iter().any(|t| t == "orders"))
         .map(|s| s.def.id.clone())
         .take(10)
         .collect();
@@ -996,9 +1014,9 @@ fn a_lost_claim_drops_the_run_without_a_trace_and_frees_its_slot() {
 #[test]
 fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
     let mut hooked = job("h", "* * * * *");
-    hooked.on_success = Some("notify".to_string());
-    hooked.mailto = vec!["ops@example.com".to_string()];
-    hooked.mail_on = crate::job::MailOn::Always;
+    hooked.extras_mut().on_success = Some("notify".to_string());
+    hooked.extras_mut().mailto = vec!["ops@example.com".to_string()];
+    hooked.extras_mut().mail_on = crate::job::MailOn::Always;
     let cfg = config(vec![hooked, job("other", "* * * * *")], 2);
     let t0 = at("2026-11-29T00:00:00Z");
     let mut engine = Engine::new(&cfg.plan(), 1);
@@ -1056,7 +1074,7 @@ fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
 #[test]
 fn hooks_of_runs_ending_while_stopping_are_handed_back_not_started() {
     let mut hooked = job("h", "* * * * *");
-    hooked.on_failure = Some("page".to_string());
+    hooked.extras_mut().on_failure = Some("page".to_string());
     let cfg = config(vec![hooked], 2);
     let t0 = at("2026-11-29T00:00:00Z");
     let mut engine = Engine::new(&cfg.plan(), 1);
@@ -1355,16 +1373,12 @@ fn cluster_manual_trigger_and_one_shots_go_through_the_store() {
     );
     let shot = OneShot {
         id: "s1".into(),
-        argv: vec!["true".into()],
+        argv: vec!["true".into()].into(),
         shell: false,
-        dir: "/".into(),
-        env: Default::default(),
+        dir: std::path::Path::new("/").into(),
         due: t0,
         submitted: t0,
-        expire_ms: None,
-        timeout_ms: None,
-        retry: Default::default(),
-        tags: vec![],
+        rare: None,
     };
     let s = starts(&e.adopt_oneshot(
         shot,

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
 use serde::Deserialize;
 
+use super::index::{narrow, rev_lines_containing, Window};
 use super::jsonl_writer::rotated_files;
 use super::{
     log_path, HistoryReader, JobSummary, LastOccurrences, Query, RevLines, RunSummary,
@@ -84,8 +85,9 @@ impl JsonlReader {
     /// notes their lengths: renames don't affect open files, so a rotation
     /// while a query runs can't make it read a file twice or lines written
     /// later. A rotation between two opens can show the same file under two
-    /// names; the (device, inode) check drops the second.
-    fn open_files(&self) -> io::Result<Vec<(File, u64)>> {
+    /// names; the (device, inode) check drops the second. Each file comes
+    /// with its metadata (its length, and what finds its index).
+    fn open_files(&self) -> io::Result<Vec<(File, std::fs::Metadata)>> {
         let mut paths = vec![log_path(&self.dir)];
         paths.extend(rotated_files(&self.dir)?.into_iter().map(|(_, path)| path));
         let mut seen = HashSet::new();
@@ -103,7 +105,7 @@ impl JsonlReader {
             };
             let meta = file.metadata()?;
             if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
-                files.push((file, meta.len()));
+                files.push((file, meta));
             }
         }
         Ok(files)
@@ -112,30 +114,67 @@ impl JsonlReader {
     fn scan<T: serde::de::DeserializeOwned>(
         &self,
         pre: impl Fn(&str) -> Pre,
+        visit: impl FnMut(T) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        self.scan_narrowed(|_, meta| Some((0, meta.len())), None, pre, visit)
+    }
+
+    /// [`Self::scan`] reading of each file only the range `part(is_live,
+    /// metadata)` says (`None`: none of it), and, with a
+    /// `needle`, seeing only the lines that contain it (found by a search
+    /// over whole chunks, so the other lines are never cut out or copied).
+    fn scan_narrowed<T: serde::de::DeserializeOwned>(
+        &self,
+        part: impl Fn(bool, &std::fs::Metadata) -> Option<(u64, u64)>,
+        needle: Option<&[u8]>,
+        pre: impl Fn(&str) -> Pre,
         mut visit: impl FnMut(T) -> ControlFlow<()>,
     ) -> io::Result<()> {
         self.malformed.store(0, Ordering::Relaxed);
-        for (file, len) in self.open_files()? {
-            for line in RevLines::new(file, len, self.chunk) {
-                let line = line?;
-                let Ok(line) = std::str::from_utf8(&line) else {
+        let live = log_path(&self.dir);
+        let live_ino = std::fs::symlink_metadata(&live).ok().map(|m| m.ino());
+        // One line: UTF-8, the pre-filter, the parse, the visit.
+        let mut one = |line: &[u8]| -> ControlFlow<()> {
+            let Ok(line) = std::str::from_utf8(line) else {
+                self.malformed.fetch_add(1, Ordering::Relaxed);
+                return ControlFlow::Continue(());
+            };
+            match pre(line) {
+                Pre::Parse => {}
+                Pre::Skip => return ControlFlow::Continue(()),
+                Pre::Stop => return ControlFlow::Break(()),
+            }
+            match serde_json::from_str::<T>(line) {
+                Ok(record) => visit(record),
+                Err(_) => {
                     self.malformed.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                };
-                match pre(line) {
-                    Pre::Parse => {}
-                    Pre::Skip => continue,
-                    Pre::Stop => return Ok(()),
+                    ControlFlow::Continue(())
                 }
-                match serde_json::from_str::<T>(line) {
-                    Ok(record) => {
-                        if visit(record).is_break() {
-                            return Ok(());
-                        }
-                    }
-                    Err(_) => {
-                        self.malformed.fetch_add(1, Ordering::Relaxed);
-                    }
+            }
+        };
+        for (file, meta) in self.open_files()? {
+            // The live file is never indexed: `part` narrows only files
+            // with a valid index.
+            let Some((start, end)) = part(live_ino == Some(meta.ino()), &meta) else {
+                continue;
+            };
+            let window = Window { file: &file, start };
+            let len = end.saturating_sub(start);
+            if let Some(needle) = needle {
+                let mut stop = false;
+                rev_lines_containing(window, len, self.chunk, needle, |line| {
+                    let flow = one(line);
+                    stop = flow.is_break();
+                    flow
+                })?;
+                if stop {
+                    return Ok(());
+                }
+                continue;
+            }
+            for line in RevLines::new(window, len, self.chunk) {
+                if one(&line?).is_break() {
+                    return Ok(());
                 }
             }
         }
@@ -179,7 +218,18 @@ impl HistoryReader for JsonlReader {
         if query.with_missed && !statuses.is_empty() {
             statuses.push("\"missed\"".to_string());
         }
-        self.scan(
+        // What the rotated files' indexes are asked for.
+        let mut keys: Vec<&str> = query.statuses.iter().map(|s| s.as_str()).collect();
+        if query.with_missed && !keys.is_empty() {
+            keys.push(Event::Missed.as_str());
+        }
+        let part = |live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
+            Some(job) if !live => narrow(&self.dir, meta, job, &keys),
+            _ => Some((0, meta.len())),
+        };
+        self.scan_narrowed(
+            part,
+            job.as_deref().map(str::as_bytes),
             |line| {
                 if let Some(ts) = fast_ts(line) {
                     if query.since.is_some_and(|since| ts < since) {

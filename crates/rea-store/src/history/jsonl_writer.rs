@@ -287,7 +287,11 @@ impl JsonlHistory {
                 rotated_path(&self.dir, n + 1),
             ))?;
         }
-        ignore_not_found(fs::rename(&self.path, rotated_path(&self.dir, 1)))
+        ignore_not_found(fs::rename(&self.path, rotated_path(&self.dir, 1)))?;
+        // The file just rotated is never written again: it gets its index
+        // (see `index`), off this thread.
+        super::index::index_in_background(&self.dir, rotated_path(&self.dir, 1));
+        Ok(())
     }
 }
 

@@ -18,10 +18,12 @@ use chrono::{DateTime, Utc};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
 use serde::Serialize;
 
+mod index;
 mod jsonl_reader;
 mod jsonl_writer;
 mod rev_lines;
 
+pub use index::index_file;
 pub use jsonl_reader::JsonlReader;
 pub use jsonl_writer::JsonlHistory;
 pub use rev_lines::{ReadAt, RevLines};

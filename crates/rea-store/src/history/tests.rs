@@ -418,6 +418,32 @@ mod jsonl {
                 .collect();
             prop_assert_eq!(rev_lines_of(&bytes, chunk), want);
         }
+
+        /// The needle search sees exactly the lines of a plain reverse
+        /// read that contain the needle, at any chunk size.
+        #[test]
+        fn rev_lines_containing_is_a_filtered_rev_read(
+            lines in prop::collection::vec(prop::collection::vec(prop::sample::select(b"ab\nx".to_vec()), 0..40), 0..30),
+            trailing in any::<bool>(),
+            chunk in 1usize..60,
+            needle in prop::sample::select(vec![b"a".to_vec(), b"ab".to_vec(), b"aab".to_vec(), b"xbx".to_vec()]),
+        ) {
+            let mut bytes = lines.concat();
+            if trailing {
+                bytes.push(b'\n');
+            }
+            let want: Vec<Vec<u8>> = rev_lines_of(&bytes, 1000)
+                .into_iter()
+                .filter(|l| l.windows(needle.len()).any(|w| w == needle.as_slice()))
+                .collect();
+            let mut got = Vec::new();
+            super::index::rev_lines_containing(&bytes[..], bytes.len() as u64, chunk, &needle, |l| {
+                got.push(l.to_vec());
+                std::ops::ControlFlow::Continue(())
+            })
+            .expect("read");
+            prop_assert_eq!(got, want);
+        }
     }
 
     /// The conformance kit, on files rotated at different sizes and read
@@ -440,6 +466,137 @@ mod jsonl {
                 keep: Box::new(dir),
             }
         });
+    }
+
+    /// A reader that indexes every rotated file before each query, as
+    /// rotation does in the background: the kit must pass through the
+    /// indexes too.
+    struct Indexing(JsonlReader, PathBuf);
+
+    impl HistoryReader for Indexing {
+        fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
+            for (_, path) in rotated_files(&self.1)? {
+                index_file(&self.1, &path)?;
+            }
+            self.0.query(query)
+        }
+        fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+            self.0.find_run(run_id)
+        }
+        fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+            self.0.latest_final_run(job)
+        }
+        fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+            self.0.unfinished_runs()
+        }
+        fn last_occurrences(&self, jobs: &HashSet<String>) -> io::Result<LastOccurrences> {
+            self.0.last_occurrences(jobs)
+        }
+        fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+            self.0.job_summaries()
+        }
+    }
+
+    #[test]
+    fn the_jsonl_backend_conforms_with_every_rotated_file_indexed() {
+        let n = std::cell::Cell::new(0usize);
+        crate::conformance::history_backend(30, || {
+            let i = n.get();
+            n.set(i + 1);
+            let max_bytes = [300u64, 2_000][i % 2];
+            let chunk = [7usize, 64, 1000][(i / 2) % 3];
+            let dir = tempfile::tempdir().expect("tempdir");
+            let writer = JsonlHistory::open(dir.path(), max_bytes, 1000).expect("open");
+            let reader = JsonlReader::new(dir.path()).with_chunk_size(chunk);
+            crate::conformance::Fresh {
+                writer: Box::new(writer),
+                reader: Box::new(Indexing(reader, dir.path().to_path_buf())),
+                keep: Box::new(dir),
+            }
+        });
+    }
+
+    /// A rotated file without the job is not read at all: its index says
+    /// so; an index that no longer describes the file is ignored.
+    #[test]
+    fn an_index_lets_a_query_skip_files_without_the_job() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = dir.path().join("history.jsonl.1");
+        let mut r = Record::new(Event::Run, Utc::now());
+        r.job = Some("other".into());
+        r.status = Some(RunStatus::Failed);
+        fs::write(&old, format!("{}\n", line_of(&r))).expect("write");
+        index_file(dir.path(), &old).expect("index");
+        let q = Query {
+            job: Some("other".into()),
+            statuses: vec![RunStatus::Failed],
+            ..Query::default()
+        };
+        let reader = JsonlReader::new(dir.path());
+        assert_eq!(reader.query(&q).expect("query").len(), 1);
+        // Garbage in the file is never read when the index rules it out
+        // (same length, same modification time)...
+        let mtime = fs::metadata(&old).expect("stat").modified().expect("mtime");
+        let len = fs::metadata(&old).expect("stat").len() as usize;
+        fs::write(&old, vec![b'x'; len]).expect("write");
+        File::options()
+            .write(true)
+            .open(&old)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("touch");
+        let q2 = Query {
+            job: Some("absent".into()),
+            ..Query::default()
+        };
+        assert!(reader.query(&q2).expect("query").is_empty());
+        assert_eq!(reader.malformed(), 0);
+        // ...and an index whose file changed is ignored.
+        fs::write(&old, b"\"absent\" x\n").expect("write");
+        assert!(reader.query(&q2).expect("query").is_empty());
+        assert_eq!(reader.malformed(), 1);
+    }
+
+    /// Rotation indexes the rotated file in the background.
+    #[test]
+    fn rotation_writes_the_index_of_the_rotated_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut h = JsonlHistory::open(dir.path(), 200, 3).expect("open");
+        for i in 0..20 {
+            h.append(&run(
+                i,
+                "a",
+                &format!("r{i}"),
+                RunStatus::Failed,
+                Trigger::Schedule,
+            ))
+            .expect("append");
+        }
+        let ino = fs::metadata(rotated_path(dir.path(), 1))
+            .expect("stat")
+            .ino();
+        let index = dir.path().join(format!("history.idx.{ino}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !index.exists() {
+            assert!(std::time::Instant::now() < deadline, "no index written");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn event_names_are_the_ones_the_history_writes() {
+        for e in [
+            Event::Run,
+            Event::Missed,
+            Event::DaemonStarted,
+            Event::DaemonStopped,
+            Event::ConfigLoaded,
+            Event::ConfigRejected,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&e).expect("json"),
+                format!("\"{}\"", e.as_str())
+            );
+        }
     }
 
     #[test]
