@@ -19,7 +19,7 @@ use tracing::{error, info, warn};
 use super::startup::load;
 use super::status::oneshot_info;
 use super::users::Scope;
-use super::{metrics, release_freed_memory, Loop};
+use super::{free_in_background, metrics, Loop};
 use crate::control::protocol::{
     CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, ReloadReply,
     SubmitReply, TriggerReply, Ts,
@@ -142,13 +142,13 @@ impl Loop {
                 rea_config::JobOutput::History => None,
             };
         }
-        self.config = cfg;
+        let old = std::mem::replace(&mut self.config, cfg);
         self.last_reload = now;
         if cluster_changed {
             warn!("[cluster] changed: the new settings take effect when the daemon restarts");
         }
         self.cluster_publish();
-        release_freed_memory();
+        free_in_background(old);
         info!(jobs = self.config.jobs.len(), "job file reloaded");
         ReloadReply {
             jobs: self.config.jobs.len(),

@@ -34,7 +34,8 @@ pub fn load(path: &Path) -> Result<Config, Vec<Diagnostic>> {
 /// problem does not hide problems in the contents.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Config, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
-    finish_load(path, &bytes, &facts, &FileKind::Main, options, None)
+    let d = digest(&bytes);
+    finish_load(path, &bytes, d, &facts, &FileKind::Main, options, None)
 }
 
 /// `load_with`, reading the file once: `Ok(None)` when its bytes are those
@@ -60,12 +61,13 @@ pub fn load_as_if_changed(
     previous: Option<&Config>,
 ) -> Result<Option<Config>, Vec<Diagnostic>> {
     let (bytes, facts) = read_limited(path)?;
-    if known == Some(digest(&bytes))
+    let d = digest(&bytes);
+    if known == Some(d)
         && (options.allow_insecure_permissions || check_ownership(path, &facts).is_empty())
     {
         return Ok(None);
     }
-    finish_load(path, &bytes, &facts, kind, options, previous).map(Some)
+    finish_load(path, &bytes, d, &facts, kind, options, previous).map(Some)
 }
 
 /// A hash of a job file's bytes (see `Config::digest`).
@@ -79,6 +81,7 @@ pub fn digest(bytes: &[u8]) -> u64 {
 fn finish_load(
     path: &Path,
     bytes: &[u8],
+    bytes_digest: u64,
     facts: &FileFacts,
     kind: &FileKind,
     options: LoadOptions,
@@ -89,7 +92,7 @@ fn finish_load(
     } else {
         check_ownership(path, facts)
     };
-    match crate::walk::parse_reusing(bytes, path, kind, previous) {
+    match crate::walk::parse_reusing(bytes, bytes_digest, path, kind, previous) {
         Ok(config) if denied.is_empty() => Ok(config),
         Ok(_) => Err(denied),
         Err(diags) => {

@@ -90,6 +90,9 @@ fn toml_files(dir: &Path) -> Vec<PathBuf> {
 /// configuration and the parts left out.
 pub fn combine(main: Config, parts: Vec<Config>) -> (Config, Vec<(PathBuf, Vec<Diagnostic>)>) {
     let mut combined = main;
+    if parts.is_empty() {
+        return (combined, Vec::new());
+    }
     let mut owner_of: HashMap<String, Arc<Path>> = HashMap::new();
     let main_path: Arc<Path> = Arc::from(combined.path.as_path());
     for job in &combined.jobs {

@@ -251,6 +251,9 @@ struct JobState {
     def: Arc<Job>,
     /// No longer in the file (kept while a run of it finishes).
     removed: bool,
+    /// Seen in the plan being applied (`reload`'s mark, so it needs no set
+    /// of 100,000 names).
+    listed: bool,
     next: Option<EntryId>,
     /// The latest occurrence already dealt with (fired, skipped or missed):
     /// occurrences at or before it are never run again, which is what keeps
@@ -545,6 +548,7 @@ impl JobState {
             name,
             def,
             removed: false,
+            listed: false,
             next: None,
             last_occurrence: None,
             retry: None,

@@ -10,31 +10,30 @@ impl Engine {
         let mut out = Vec::new();
         self.advance(now, &mut out);
         let (mut added, mut changed, mut unchanged) = (0u64, 0u64, 0u64);
-        let new_names: BTreeSet<&str> = plan.jobs.iter().map(|j| j.name.as_str()).collect();
-        let removed: Vec<String> = self
-            .jobs
-            .keys()
-            .filter(|n| !new_names.contains(&***n))
-            .map(|n| n.to_string())
-            .collect();
-        for name in &removed {
-            self.retire(name);
+        for state in self.jobs.values_mut() {
+            state.listed = false;
         }
         for job in plan.jobs {
-            let name = job.name.clone();
-            match self.jobs.get_mut(name.as_str()) {
-                Some(state) if !state.removed && *state.def == **job => {
+            let name: &str = &job.name;
+            match self.jobs.get_mut(name) {
+                // The job file's reader hands back the very `Arc` of a job
+                // that did not change: no need to compare it field by field.
+                Some(state)
+                    if !state.removed && (Arc::ptr_eq(&state.def, job) || *state.def == **job) =>
+                {
                     // Same definition: keep its schedule, but hold the new
                     // plan's copy, so the old configuration's jobs (and
                     // compiled schedules) are freed when it is dropped
                     // instead of living on beside the new ones.
                     state.def = job.clone();
+                    state.listed = true;
                     unchanged += 1;
                 }
                 Some(state) => {
                     let was_removed = state.removed;
                     state.def = job.clone();
                     state.removed = false;
+                    state.listed = true;
                     if let Some(id) = state.next.take() {
                         self.heap.cancel(id);
                     }
@@ -49,16 +48,27 @@ impl Engine {
                     } else {
                         changed += 1;
                     }
-                    self.schedule_next(&name, now);
+                    self.schedule_next(name, now);
                 }
                 None => {
                     added += 1;
-                    let key: Arc<str> = name.as_str().into();
-                    self.jobs
-                        .insert(key.clone(), JobState::new(key, job.clone()));
-                    self.schedule_next(&name, now);
+                    let key: Arc<str> = name.into();
+                    let mut state = JobState::new(key.clone(), job.clone());
+                    state.listed = true;
+                    self.jobs.insert(key, state);
+                    self.schedule_next(name, now);
                 }
             }
+        }
+        // The jobs the plan did not list left the file.
+        let removed: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(_, s)| !s.listed)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        for name in &removed {
+            self.retire(name);
         }
         // The names already held, in the new file order: no new strings for
         // the jobs that stayed.
@@ -67,7 +77,9 @@ impl Engine {
             .iter()
             .filter_map(|j| self.jobs.get(j.name.as_str()).map(|s| s.name.clone()))
             .collect();
-        self.paused.retain(|n| new_names.contains(n.as_str()));
+        let jobs = &self.jobs;
+        self.paused
+            .retain(|n| jobs.get(n.as_str()).is_some_and(|s| s.listed));
         self.rebuild_dependents();
         self.max_concurrent = plan.max_concurrent.max(1);
         self.file = plan.source.to_string();

@@ -628,6 +628,45 @@ fn reload_keeps_unchanged_reschedules_changed_and_cancels_removed() {
     assert_eq!(names, vec!["keep", "change", "add"]);
 }
 
+/// A reload keeps the pauses of the jobs still listed and forgets those of
+/// jobs that left; a job removed while it runs and listed again comes back
+/// with its run still counted (one copy, not two).
+#[test]
+fn reload_keeps_pauses_of_listed_jobs_and_a_job_listed_again_keeps_its_run() {
+    let cfg = config(vec![job("a", "* * * * *"), job("b", "* * * * *")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    engine.pause(&["a".into(), "b".into()]);
+    let (r, _) = engine.trigger("b", false, at("2026-11-29T00:00:40Z"));
+    assert!(matches!(r, TriggerResult::Started { .. }));
+    let only_a = config(vec![job("a", "* * * * *")], 8);
+    engine.reload(&only_a.plan(), at("2026-11-29T00:00:41Z"));
+    assert_eq!(engine.paused().iter().collect::<Vec<_>>(), ["a"]);
+    assert_eq!(
+        engine.job_status("b").unwrap().next_fire,
+        None,
+        "b left the file"
+    );
+    let both = config(vec![job("a", "* * * * *"), job("b", "* * * * *")], 8);
+    let a = engine.reload(&both.plan(), at("2026-11-29T00:00:42Z"));
+    let d = records(&a)
+        .into_iter()
+        .find(|r| r.event == Event::ConfigLoaded)
+        .unwrap()
+        .detail
+        .unwrap();
+    assert_eq!(
+        (d["added"].as_u64(), d["unchanged"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(engine.paused().iter().collect::<Vec<_>>(), ["a"]);
+    assert_eq!(
+        engine.job_status("b").unwrap().running.len(),
+        1,
+        "its run still counts"
+    );
+}
+
 /// After a reload the engine holds the new plan's copy of an unchanged job,
 /// so the old configuration is freed with its last owner.
 #[test]
