@@ -639,18 +639,10 @@ async fn main_loop(
                 None => return,
                 Some(Cmd::Claim(req)) => {
                     // Claims that arrived together go out pipelined.
-                    let mut batch = vec![req];
-                    let mut next = None;
-                    while batch.len() < 64 {
-                        match rx.try_recv() {
-                            Ok(Cmd::Claim(r)) => batch.push(r),
-                            Ok(other) => {
-                                next = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
-                    }
+                    let (batch, next) = gather(&mut rx, req, 64, |c| match c {
+                        Cmd::Claim(r) => Ok(r),
+                        other => Err(Box::new(other)),
+                    });
                     m.claims(batch).await;
                     if let Some(cmd) = next {
                         m.handle(cmd).await;
@@ -659,18 +651,10 @@ async fn main_loop(
                 Some(Cmd::Submit { shot, reply }) => {
                     // Submissions that arrived together are made durable
                     // by one statement (one commit, one WAL flush).
-                    let mut batch = vec![(shot, reply)];
-                    let mut next = None;
-                    while batch.len() < SUBMIT_BATCH {
-                        match rx.try_recv() {
-                            Ok(Cmd::Submit { shot, reply }) => batch.push((shot, reply)),
-                            Ok(other) => {
-                                next = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
-                    }
+                    let (batch, next) = gather(&mut rx, (shot, reply), SUBMIT_BATCH, |c| match c {
+                        Cmd::Submit { shot, reply } => Ok((shot, reply)),
+                        other => Err(Box::new(other)),
+                    });
                     m.submit(batch).await;
                     if let Some(cmd) = next {
                         m.handle(cmd).await;
@@ -679,17 +663,13 @@ async fn main_loop(
                 Some(Cmd::Record(rec)) => {
                     // Starts and ends that arrived together are written
                     // pipelined (in order: a run's start before its end).
-                    let mut any = m.enqueue(&rec);
-                    let mut next = None;
-                    for _ in 1..FLUSH_BATCH {
-                        match rx.try_recv() {
-                            Ok(Cmd::Record(rec)) => any |= m.enqueue(&rec),
-                            Ok(other) => {
-                                next = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
-                        }
+                    let (batch, next) = gather(&mut rx, rec, FLUSH_BATCH, |c| match c {
+                        Cmd::Record(rec) => Ok(rec),
+                        other => Err(Box::new(other)),
+                    });
+                    let mut any = false;
+                    for rec in &batch {
+                        any |= m.enqueue(rec);
                     }
                     if any {
                         m.flush().await;
@@ -707,6 +687,26 @@ async fn main_loop(
             () = slots.notified() => {}
         }
     }
+}
+
+/// `first` and the commands of its kind already waiting behind it (at most
+/// `max` in all), to be sent together; and the first command of another
+/// kind, which ends the batch and is handled after it.
+fn gather<T>(
+    rx: &mut mpsc::UnboundedReceiver<Cmd>,
+    first: T,
+    max: usize,
+    same: impl Fn(Cmd) -> Result<T, Box<Cmd>>,
+) -> (Vec<T>, Option<Cmd>) {
+    let mut batch = vec![first];
+    while batch.len() < max {
+        match rx.try_recv().map(&same) {
+            Ok(Ok(t)) => batch.push(t),
+            Ok(Err(other)) => return (batch, Some(*other)),
+            Err(_) => break,
+        }
+    }
+    (batch, None)
 }
 
 impl Main {
