@@ -453,6 +453,14 @@ fn every_second(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
     let one = lateness(pg, 1, jobs, "@every 1s", secs, "every-1");
     eprintln!("cluster: {jobs} jobs @every 1s for {secs} s: 3 nodes");
     let three = lateness(pg, 3, jobs, "@every 1s", secs, "every-3");
+    // The floor: the same number of processes started at one instant by a
+    // program that does nothing else (each probe's first clock read −
+    // the instant), one round per second.
+    eprintln!(
+        "cluster: {jobs} probes spawned directly at once, {} rounds",
+        secs / 2
+    );
+    let direct = crate::daemon_parts::exec_baseline(jobs, (secs / 2) as usize);
     let expected = jobs * secs as usize;
     let p99 = if three.is_empty() {
         f64::NAN
@@ -476,6 +484,11 @@ fn every_second(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
             "cluster",
             format!("  the same {jobs} jobs on 1 cluster node (a claim before each start)"),
             describe(&one),
+        ),
+        Figure::info(
+            "cluster",
+            format!("  floor, same run: {jobs} probes spawned directly at one instant, no rea (first clock read − instant)"),
+            describe(&direct),
         ),
     ]
 }

@@ -100,7 +100,7 @@ fn precision_phase(jobs: usize, secs: u64) -> (Vec<f64>, Vec<f64>) {
 /// The same probe spawned directly by rea-bench, `jobs` at a time, `rounds`
 /// times: what fork+exec of the probe costs on this machine without rea, so
 /// the daemon's share of the lateness can be told apart.
-fn exec_baseline(jobs: usize, rounds: usize) -> Vec<f64> {
+pub(crate) fn exec_baseline(jobs: usize, rounds: usize) -> Vec<f64> {
     let dir = TempDir::new("baseline");
     let exe = std::env::current_exe().unwrap_or_else(|e| util::die(e));
     let mut late = Vec::new();
