@@ -101,11 +101,47 @@ fn precision_phase(jobs: usize, secs: u64) -> (Vec<f64>, Vec<f64>) {
 /// times: what fork+exec of the probe costs on this machine without rea, so
 /// the daemon's share of the lateness can be told apart.
 pub(crate) fn exec_baseline(jobs: usize, rounds: usize) -> Vec<f64> {
+    spawn_baseline(jobs, rounds, false)
+}
+
+/// [`exec_baseline`], each round at a whole second that the loop sleeps until
+/// (`clock_nanosleep`, absolute, on the realtime clock): the smallest cron
+/// there is, so that waking up at the instant, which any scheduler pays and
+/// `exec_baseline` does not, is in the baseline too.
+fn timed_baseline(jobs: usize, rounds: usize) -> Vec<f64> {
+    spawn_baseline(jobs, rounds, true)
+}
+
+/// Sleeps until the next whole second of the realtime clock; returns it.
+fn sleep_to_next_second() -> DateTime<Utc> {
+    let now = Utc::now().timestamp();
+    let target = libc::timespec {
+        tv_sec: (now + 1) as libc::time_t,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_REALTIME,
+            libc::TIMER_ABSTIME,
+            &target,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+    DateTime::from_timestamp(now + 1, 0).unwrap_or_else(Utc::now)
+}
+
+fn spawn_baseline(jobs: usize, rounds: usize, at_second: bool) -> Vec<f64> {
     let dir = TempDir::new("baseline");
     let exe = std::env::current_exe().unwrap_or_else(|e| util::die(e));
     let mut late = Vec::new();
     for r in 0..rounds {
-        let t0 = Utc::now();
+        let t0 = if at_second {
+            sleep_to_next_second()
+        } else {
+            Utc::now()
+        };
         let stamp = t0.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
         let children: Vec<_> = (0..jobs)
             .map(|j| {
@@ -166,11 +202,18 @@ pub(crate) fn precision(s: &Settings) -> Vec<Figure> {
             ),
             describe(&daemon_late),
         ));
-        let base = exec_baseline(jobs, job_late.len().div_ceil(jobs).max(10));
+        let rounds = job_late.len().div_ceil(jobs).max(10);
+        let base = exec_baseline(jobs, rounds);
         out.push(Figure::info(
             "precision",
             format!("  baseline: the same probe spawned directly, {jobs} at a time, no rea"),
             describe(&base),
+        ));
+        let timed = timed_baseline(jobs, rounds);
+        out.push(Figure::info(
+            "precision",
+            format!("  baseline: the same, each round at a whole second a loop sleeps until (clock_nanosleep): the smallest cron, {jobs} at a time"),
+            describe(&timed),
         ));
     }
     out
