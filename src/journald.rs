@@ -13,6 +13,12 @@
 //! does not take an entry within [`STALL`] (journald busy or gone) the rest
 //! of that run's output goes to the history only, with a warning.
 //!
+//! A run sends at most [`BURST`] entries at once and [`PER_SECOND`] a second
+//! after that (journald itself drops what passes its per-service limit,
+//! 10,000 per 30 s by default): a job flooding its output costs the
+//! daemon's loop no more than that; the lines held back are counted in one
+//! entry when the run may send again, or at its end.
+//!
 //! `REA_JOURNAL_SOCKET` names another socket: for tests and containers
 //! whose journal socket is elsewhere.
 
@@ -20,7 +26,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::UnixDatagram;
 use tracing::warn;
@@ -33,6 +39,11 @@ const LINE_MAX: usize = 48 * 1024;
 
 /// How long an entry may wait for the journal before a run gives up on it.
 const STALL: Duration = Duration::from_secs(1);
+
+/// Entries one run may send at once...
+const BURST: f64 = 10_000.0;
+/// ...and per second after that.
+const PER_SECOND: f64 = 1_000.0;
 
 /// The daemon's way to the journal. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -89,6 +100,9 @@ impl Journal {
             run: run.to_string(),
             partial: Vec::new(),
             stopped: false,
+            tokens: BURST,
+            refilled: Instant::now(),
+            held_back: 0,
         }
     }
 }
@@ -105,6 +119,12 @@ pub(crate) struct Lines {
     partial: Vec<u8>,
     /// The journal failed this run: the rest goes to the history only.
     stopped: bool,
+    /// Entries this run may send now (up to [`BURST`], [`PER_SECOND`] more
+    /// each second), when they were last added, and the lines held back
+    /// since the last entry that said so.
+    tokens: f64,
+    refilled: Instant,
+    held_back: u64,
 }
 
 impl Lines {
@@ -137,6 +157,9 @@ impl Lines {
             let line = std::mem::take(&mut self.partial);
             self.send(&line).await;
         }
+        if self.held_back > 0 {
+            self.tell_held_back().await;
+        }
     }
 
     /// One line, in entries of at most [`LINE_MAX`] bytes.
@@ -150,7 +173,43 @@ impl Lines {
         self.send(rest).await;
     }
 
+    /// One entry, within the run's rate.
     async fn send(&mut self, message: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        let now = Instant::now();
+        let earned = now.duration_since(self.refilled).as_secs_f64() * PER_SECOND;
+        self.tokens = (self.tokens + earned).min(BURST);
+        self.refilled = now;
+        if self.tokens < 1.0 {
+            self.held_back += 1;
+            return;
+        }
+        self.tokens -= 1.0;
+        if self.held_back > 0 {
+            self.tell_held_back().await;
+            if self.tokens < 1.0 {
+                self.held_back += 1;
+                return;
+            }
+            self.tokens -= 1.0;
+        }
+        self.emit(message).await;
+    }
+
+    /// An entry counting the lines held back since the last one.
+    async fn tell_held_back(&mut self) {
+        let n = std::mem::take(&mut self.held_back);
+        let notice = format!(
+            "… {n} line(s) of this run's output not sent to the journal (more than {PER_SECOND} a second; the history keeps the output as ever) …"
+        );
+        self.emit(notice.as_bytes()).await;
+    }
+
+    /// Sends one entry: without waiting when the socket takes it at once,
+    /// else for at most [`STALL`].
+    async fn emit(&mut self, message: &[u8]) {
         if self.stopped {
             return;
         }
@@ -162,7 +221,13 @@ impl Lines {
             ("RUN", self.run.as_bytes()),
         ]);
         let inner = &self.journal.inner;
-        let sent = tokio::time::timeout(STALL, inner.socket.send_to(&entry, &inner.path)).await;
+        let sent = match inner.socket.try_send_to(&entry, &inner.path) {
+            Ok(n) => Ok(Ok(n)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::time::timeout(STALL, inner.socket.send_to(&entry, &inner.path)).await
+            }
+            Err(e) => Ok(Err(e)),
+        };
         let problem = match sent {
             Ok(Ok(_)) => {
                 inner.warned.store(false, Ordering::Relaxed);

@@ -288,3 +288,58 @@ fn a_journal_that_takes_nothing_cannot_hold_a_run_up_or_lose_its_history() {
         1
     );
 }
+
+#[test]
+fn a_flood_sends_the_journal_a_bounded_burst_and_counts_the_rest() {
+    let env = Env::new();
+    env.jobs(
+        "[daemon]\njob_output = \"journal\"\n[jobs.flood]\nschedule = \"@yearly\"\ncommand = \"seq 1 30000\"\n",
+    );
+    let (journal, path) = fake_journal(&env);
+    // Read as fast as journald would, until nothing has come for 2 s.
+    let reader = std::thread::spawn(move || {
+        let mut messages = vec![next_entry(&journal)["MESSAGE"].clone()];
+        journal
+            .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .expect("timeout");
+        let mut buf = vec![0u8; 1 << 20];
+        while let Ok(n) = journal.recv(&mut buf) {
+            let entry = parse_entry(&buf[..n]);
+            messages.push(String::from_utf8_lossy(&entry["MESSAGE"]).into_owned());
+        }
+        messages
+    });
+    let _d = env.daemon_with_env(&[], &[("REA_JOURNAL_SOCKET", &path)]);
+    env.rea(&["trigger", "flood", "--wait"]).ok();
+    let messages = reader.join().expect("the journal's reader");
+    let notices: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.contains("not sent to the journal"))
+        .collect();
+    assert!(!notices.is_empty(), "a flood is held back and said so");
+    assert!(
+        messages.len() < 20_000,
+        "at most a burst and what a second adds: {} entries",
+        messages.len()
+    );
+    // Every line is either in the journal or counted as held back.
+    let held: u64 = notices
+        .iter()
+        .map(|n| {
+            n.trim_start_matches("… ")
+                .split(' ')
+                .next()
+                .and_then(|k| k.parse::<u64>().ok())
+                .expect("a count")
+        })
+        .sum();
+    let lines = (messages.len() - notices.len()) as u64;
+    assert_eq!(lines + held, 30_000, "{lines} sent, {held} held back");
+    assert_eq!(messages[0], "1");
+    // The history keeps the output as ever.
+    let runs = env.runs("flood", "succeeded");
+    assert!(runs[0]["output"]
+        .as_str()
+        .unwrap()
+        .ends_with("29999\n30000\n"));
+}
