@@ -1,3 +1,17 @@
+-- claim: THE statement. Node p_node (epoch p_epoch) claims occurrence
+-- p_scheduled of job p_job. One UPDATE of the job's row both advances the
+-- high-water mark (only if this occurrence is newer) and takes the overlap /
+-- pause decision on the newest row version; the run row is inserted from its
+-- RETURNING. Exactly one row comes back:
+--   started | skipped (overlap or paused) | queued | missed   -> this node won
+--   lost     -> another node claimed this or a newer occurrence (not a failure)
+--   already_yours -> this epoch claimed it before (a retry after a lost reply)
+--   no_lease -> this node's lease is not live on the DB clock (renew first)
+--   early    -> the occurrence is in the DB clock's future by > p_max_early_ms
+--   unknown_job
+-- p_mode 'run' | 'missed' (advance the mark and record the occurrence as missed
+-- without running: catch_up = none, or older occurrences of catch_up = once).
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_job, $5 p_scheduled, $6 p_trigger, $7 p_overlap, $8 p_retry, $9 p_mode, $10 p_max_early_ms.
   with me as (
     select n.node from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint

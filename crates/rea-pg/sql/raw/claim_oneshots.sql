@@ -1,3 +1,4 @@
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_limit.
   with me as (
     select 1 from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint

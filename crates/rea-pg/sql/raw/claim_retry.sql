@@ -1,3 +1,7 @@
+-- retries: one due retry of a job this node defines. Superseded (a newer
+-- occurrence was claimed since), paused and overlap decisions are taken on
+-- the job's row, like claim.
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_jobs, $5 p_overlap.
   with me as (
     select 1 from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint

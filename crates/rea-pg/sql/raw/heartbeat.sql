@@ -1,3 +1,10 @@
+-- heartbeat: renews the lease on the DB clock; keeps responsive_since only if
+-- this is the same session and the previous heartbeat is at most 2 heartbeat
+-- intervals old (a DB stall, a reconnect or this node's own freeze resets it).
+-- Renewal of an expired-but-not-convicted lease is allowed: nobody acted on it.
+-- Zero rows = this epoch was convicted (or superseded): re-register and apply
+-- on_lease_lost to local runs. Also returns stop requests for this node's runs.
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch.
   with hb as (
     update rea.nodes n set
       responsive_since = case

@@ -1,3 +1,6 @@
+-- overlap = queue: the occurrence waiting on a job's row starts once no run
+-- of the job is active; any live node that defines the job may promote it.
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_jobs.
   with me as (
     select 1 from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint

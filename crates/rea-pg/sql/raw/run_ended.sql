@@ -1,3 +1,10 @@
+-- run end: final status, conditional on the writer's live lease AND the run
+-- still being 'started' by this epoch. Decrements the job's active count in
+-- the same statement; queues a retry if the node asks for one (p_retry_delay_ms,
+-- computed by the node's backoff policy; due on the DB clock).
+-- Zero ended = lease not live (renew and retry the write: it waits in the
+-- backlog) or the run was already declared interrupted (write late_report).
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_run, $5 p_status, $6 p_exit_code, $7 p_signal, $8 p_reason, $9 p_detail, $10 p_retry_delay_ms.
   with me as (
     select 1 from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint

@@ -1,3 +1,5 @@
+-- run start: the process is spawned; record pid/start (ownership write).
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_run, $5 p_pid, $6 p_detail.
   with me as (
     select 1 from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
