@@ -32,6 +32,7 @@ use rea_store::claims::{Answer, OccurrenceClaims};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 use tracing::{error, info, warn};
 
@@ -860,7 +861,7 @@ impl Main {
         let params: Vec<ClaimParams> = batch.iter().map(ClaimParams::of).collect();
         let results = match &self.conn {
             Some((c, st)) => {
-                type P<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+                type P<'a> = &'a (dyn ToSql + Sync);
                 let arrays: Vec<[P<'_>; 10]> = batch
                     .iter()
                     .zip(&params)
@@ -970,29 +971,13 @@ impl Main {
             req.trigger,
             Trigger::Manual | Trigger::Dependency | Trigger::Reboot
         );
-        let overlap = match req.overlap {
-            Overlap::Skip => "skip",
-            Overlap::Queue => "queue",
-            Overlap::Allow => "allow",
-            Overlap::Replace => "replace",
-        };
-        let retry = req.retry.as_ref().map(|p| {
-            json!({
-                // the store's rule is attempt < attempts: rea's `attempts`
-                // counts retries, the store's counts runs
-                "attempts": p.attempts + 1,
-                "delay_ms": p.delay.as_millis() as u64,
-                "max_delay_ms": p.max_delay.as_millis() as u64,
-                "factor": p.factor,
-                "jitter": p.jitter,
-            })
-        });
-        let mode = match req.mode {
-            ClaimMode::Run => "run",
-            ClaimMode::Missed => "missed",
-        };
+        let ClaimParams {
+            trigger,
+            overlap,
+            retry,
+            mode,
+        } = ClaimParams::of(req);
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
-        let trigger = req.trigger.as_str();
         let deadline = Instant::now() + Duration::from_secs(5);
         // A connection that broke while idle (the server restarted) fails
         // its next statement at once: one more try on a fresh one.
@@ -1000,63 +985,37 @@ impl Main {
         loop {
             let result = match self.conn().await {
                 Err(m) => Err(m),
-                Ok((c, st)) if adopt => within(
-                    io,
-                    c.query_one(
-                        &st.adopt,
-                        &[
-                            &cluster,
-                            &node,
-                            &epoch,
-                            &req.job,
-                            &req.scheduled,
-                            &trigger,
-                            &overlap,
-                            &retry,
-                        ],
-                    ),
-                )
-                .await
-                .map(|row| {
-                    let outcome: String = row.get(0);
-                    let reason: Option<String> = row.get(3);
-                    (
-                        outcome,
-                        row.get::<_, Option<i64>>(1),
-                        row.get::<_, Option<i64>>(2),
-                        None,
-                        reason,
-                    )
-                }),
-                Ok((c, st)) => within(
-                    io,
-                    c.query_one(
-                        &st.claim,
-                        &[
-                            &cluster,
-                            &node,
-                            &epoch,
-                            &req.job,
-                            &req.scheduled,
-                            &trigger,
-                            &overlap,
-                            &retry,
-                            &mode,
-                            &MAX_EARLY_MS,
-                        ],
-                    ),
-                )
-                .await
-                .map(|row| {
-                    let outcome: String = row.get(0);
-                    (
-                        outcome,
-                        row.get::<_, Option<i64>>(1),
-                        row.get::<_, Option<i64>>(2),
-                        row.get::<_, Option<DateTime<Utc>>>(3),
-                        row.get::<_, Option<String>>(5),
-                    )
-                }),
+                Ok((c, st)) => {
+                    // Adopting takes the claim's first eight parameters and
+                    // answers (outcome, run, fence, reason); a claim also
+                    // says which occurrence it superseded, before its reason.
+                    let params: [&(dyn ToSql + Sync); 10] = [
+                        &cluster,
+                        &node,
+                        &epoch,
+                        &req.job,
+                        &req.scheduled,
+                        &trigger,
+                        &overlap,
+                        &retry,
+                        &mode,
+                        &MAX_EARLY_MS,
+                    ];
+                    let (statement, params, prev_col, reason_col) = if adopt {
+                        (&st.adopt, &params[..8], None, 3)
+                    } else {
+                        (&st.claim, &params[..], Some(3), 5)
+                    };
+                    within(io, c.query_one(statement, params)).await.map(|row| {
+                        (
+                            row.get::<_, String>(0),
+                            row.get::<_, Option<i64>>(1),
+                            row.get::<_, Option<i64>>(2),
+                            prev_col.and_then(|i| row.get::<_, Option<DateTime<Utc>>>(i)),
+                            row.get::<_, Option<String>>(reason_col),
+                        )
+                    })
+                }
             };
             let (outcome, run_id, fence, prev, reason) = match result {
                 Ok(r) => r,
@@ -1155,7 +1114,7 @@ impl Main {
                 Write::Ended { status, .. } => status.as_str(),
             })
             .collect();
-        type P<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+        type P<'a> = &'a (dyn ToSql + Sync);
         let params: Vec<(bool, Vec<P<'_>>)> = self
             .backlog
             .iter()
