@@ -343,3 +343,23 @@ fn a_flood_sends_the_journal_a_bounded_burst_and_counts_the_rest() {
         .unwrap()
         .ends_with("29999\n30000\n"));
 }
+
+#[test]
+fn a_misspelt_job_output_is_refused_with_its_place_and_the_daemon_keeps_its_file() {
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@yearly\"\ncommand = \"echo kept\"\n");
+    let _d = env.daemon();
+    env.jobs(
+        "[daemon]\njob_output = \"journald\"\n[jobs.a]\nschedule = \"@yearly\"\ncommand = \"echo changed\"\n",
+    );
+    let file = env.path("jobs.toml").display().to_string();
+    env.rea(&["check"])
+        .code(2)
+        .stderr_has(&format!("{file}:2:14:"))
+        .stderr_has("\"job_output\" must be one of \"history\", \"journal\"")
+        .stderr_has("did you mean \"journal\"?");
+    env.rea(&["reload"]).code(2).stderr_has(&format!("{file}:2:14:"));
+    // The last good file is still in force.
+    env.rea(&["trigger", "a", "--wait"]).ok();
+    assert_eq!(env.runs("a", "succeeded")[0]["output"], "kept\n");
+}
