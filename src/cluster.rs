@@ -56,21 +56,9 @@ pub(crate) fn settings(
 /// (a missing or invalid job file means local mode: the command then
 /// reads the local state directory as before).
 pub(crate) fn for_commands(file: &Path) -> Option<Result<rea_pg::Settings, String>> {
-    // Opened without blocking and read only if a regular file of sane size
-    // (a FIFO at the path must not hang `rea status`).
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(file)
-        .ok()?;
-    let meta = f.metadata().ok()?;
-    if !meta.is_file() || meta.len() > 16 << 20 {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    f.take(16 << 20).read_to_end(&mut bytes).ok()?;
+    // Read as the daemon reads it: a FIFO at the path must not hang `rea
+    // status`, nor a huge file fill memory.
+    let bytes = rea_config::read_file(file).ok()?;
     // Cheap test first: most job files have no [cluster].
     if !bytes.windows(9).any(|w| w == b"[cluster]") {
         return None;

@@ -358,7 +358,9 @@ fn a_misspelt_job_output_is_refused_with_its_place_and_the_daemon_keeps_its_file
         .stderr_has(&format!("{file}:2:14:"))
         .stderr_has("\"job_output\" must be one of \"history\", \"journal\"")
         .stderr_has("did you mean \"journal\"?");
-    env.rea(&["reload"]).code(2).stderr_has(&format!("{file}:2:14:"));
+    env.rea(&["reload"])
+        .code(2)
+        .stderr_has(&format!("{file}:2:14:"));
     // The last good file is still in force.
     env.rea(&["trigger", "a", "--wait"]).ok();
     assert_eq!(env.runs("a", "succeeded")[0]["output"], "kept\n");

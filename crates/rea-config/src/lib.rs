@@ -39,7 +39,9 @@ mod walk;
 pub mod zone;
 
 pub use diagnostic::{Diagnostic, Severity};
-pub use load::{check_permissions, digest, load, load_as_if_changed, load_if_changed, load_with};
+pub use load::{
+    check_permissions, digest, load, load_as_if_changed, load_if_changed, load_with, read_file,
+};
 pub use set::{combine, files_of, FileSet};
 pub use walk::{parse, parse_as};
 

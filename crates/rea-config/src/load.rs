@@ -109,6 +109,13 @@ struct FileFacts {
     mode: u32,
 }
 
+/// A job file's bytes, read as every reader of job files reads them
+/// (see `read_limited`), for a command that looks at the file without
+/// loading it.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, Vec<Diagnostic>> {
+    read_limited(path).map(|(bytes, _)| bytes)
+}
+
 /// Opens without blocking (a FIFO, a device), refuses anything but a
 /// regular file, and reads at most `MAX_FILE_BYTES`.
 fn read_limited(path: &Path) -> Result<(Vec<u8>, FileFacts), Vec<Diagnostic>> {
