@@ -63,9 +63,18 @@ struct Inner {
 }
 
 impl Journal {
+    /// Where `[daemon] job_output` sends runs' output besides the history:
+    /// the journal (if it has a socket here), or nowhere.
+    pub(crate) fn for_output(output: rea_config::JobOutput) -> Option<Journal> {
+        match output {
+            rea_config::JobOutput::Journal => Journal::open(),
+            rea_config::JobOutput::History => None,
+        }
+    }
+
     /// The journal's socket, if there is one; `None` after one warning
     /// saying that output stays in the history only.
-    pub(crate) fn open() -> Option<Journal> {
+    fn open() -> Option<Journal> {
         let path = std::env::var_os("REA_JOURNAL_SOCKET")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(SOCKET));

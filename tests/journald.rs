@@ -365,3 +365,19 @@ fn a_misspelt_job_output_is_refused_with_its_place_and_the_daemon_keeps_its_file
     env.rea(&["trigger", "a", "--wait"]).ok();
     assert_eq!(env.runs("a", "succeeded")[0]["output"], "kept\n");
 }
+
+#[test]
+fn job_output_changed_by_a_reload_applies_to_the_next_run() {
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@yearly\"\ncommand = \"echo one\"\n");
+    let (journal, path) = fake_journal(&env);
+    let _d = env.daemon_with_env(&[], &[("REA_JOURNAL_SOCKET", &path)]);
+    env.jobs(
+        "[daemon]\njob_output = \"journal\"\n[jobs.a]\nschedule = \"@yearly\"\ncommand = \"echo two\"\n",
+    );
+    env.rea(&["reload"]).ok();
+    env.rea(&["trigger", "a", "--wait"]).ok();
+    let entry = next_entry(&journal);
+    assert_eq!(entry["MESSAGE"], "two");
+    assert_eq!(entry["JOB"], "a");
+}

@@ -137,10 +137,7 @@ impl Loop {
         self.history
             .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
         if cfg.daemon.job_output != self.config.daemon.job_output {
-            self.journald = match cfg.daemon.job_output {
-                rea_config::JobOutput::Journal => crate::journald::Journal::open(),
-                rea_config::JobOutput::History => None,
-            };
+            self.journald = crate::journald::Journal::for_output(cfg.daemon.job_output);
         }
         let old = std::mem::replace(&mut self.config, cfg);
         self.last_reload = now;

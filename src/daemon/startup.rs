@@ -148,10 +148,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         tx,
         waiters: HashMap::new(),
         follows: Default::default(),
-        journald: match config.daemon.job_output {
-            rea_config::JobOutput::Journal => crate::journald::Journal::open(),
-            rea_config::JobOutput::History => None,
-        },
+        journald: crate::journald::Journal::for_output(config.daemon.job_output),
         config,
         opts: opts.clone(),
         started_at,
