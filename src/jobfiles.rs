@@ -147,7 +147,8 @@ impl JobFiles {
                     }
                 }
                 Err(diags) => {
-                    changed = true;
+                    // Refused again for the same reasons: nothing new.
+                    changed |= !self.refused.iter().any(|(p, d)| p == path && *d == diags);
                     refused.push((path.clone(), diags));
                     if let Some(cfg) = last {
                         good.insert(path.clone(), cfg.clone());
@@ -173,8 +174,14 @@ impl JobFiles {
         }
         refused.extend(clashes);
         self.parts = good;
+        // Refusals that went away (a bad file fixed or deleted) are a
+        // change: the error they raised must clear.
+        changed |= self
+            .refused
+            .iter()
+            .any(|(p, _)| !refused.iter().any(|(q, _)| q == p));
         self.refused = refused.clone();
-        if !changed && refused.is_empty() {
+        if !changed {
             return Ok(None);
         }
         Ok(Some(Loaded { config, refused }))

@@ -89,6 +89,11 @@ fn main() -> ExitCode {
 /// logs` still takes `--file`, and `-f` before the command).
 fn logs_follow_short(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     use clap::CommandFactory;
+    // Every other command line is left alone without building clap's tree
+    // an extra time.
+    if !(args.iter().any(|a| a == "logs") && args.iter().any(|a| a == "-f")) {
+        return args;
+    }
     let cli = Cli::command();
     // Global options that take a value: the word after them is not the
     // command.

@@ -279,6 +279,30 @@ fn drop_in_files_are_read_and_refused_one_by_one() {
     assert_eq!(d.stop(), 0);
 }
 
+/// A refused drop-in that is deleted takes its error with it (the banner
+/// and `rea status --check` clear), and one left as it is is not applied
+/// again at every reload.
+#[test]
+fn deleting_a_refused_drop_in_clears_its_error() {
+    let env = Env::new();
+    env.jobs("[jobs.main]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let broken = env.write("jobs.d/broken.toml", "[jobs.x]\nschedule = \"@yearly\"\n");
+    fs::set_permissions(&broken, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let d = env.daemon();
+    let error = || env.rea(&["status", "--json"]).ok().json()["daemon"]["config_error"].clone();
+    assert!(!error().is_null(), "the broken drop-in is reported");
+    let loaded = || env.history().iter().filter(|r| r["event"] == "config_loaded").count();
+    let before = loaded();
+    env.rea(&["reload"]);
+    env.rea(&["reload"]);
+    assert_eq!(loaded(), before, "an unchanged refusal applies nothing again");
+    fs::remove_file(&broken).expect("rm");
+    env.rea(&["reload"]).ok();
+    assert!(error().is_null(), "{}", error());
+    env.rea(&["status", "--check"]).ok();
+    assert_eq!(d.stop(), 0);
+}
+
 /// A drop-in written while the daemon runs is picked up without a reload,
 /// as an edit of the main file is, even when `jobs.d` did not exist when
 /// the daemon started; its removal takes its jobs away.
