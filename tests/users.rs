@@ -124,6 +124,11 @@ fn users_edit_and_run_their_own_jobs_and_nothing_else() {
     throwaway_user(BOB).expect("user");
     let d = env.daemon();
 
+    // A broken drop-in of root's is not alice's to fix, nor to read.
+    let broken = env.write("jobs.d/broken.toml", "[jobs.x]\nschedule = \"@yearly\"\n");
+    fs::set_permissions(&broken, fs::Permissions::from_mode(0o600)).expect("chmod");
+    env.rea(&["reload"]);
+
     // Alice's first edit has an error; the editor opens again and she fixes it.
     let bad = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"id -un\"\nuser = \"root\"\n";
     let good = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"id -un\"\ntags = [\"a\"]\n";
@@ -133,6 +138,7 @@ fn users_edit_and_run_their_own_jobs_and_nothing_else() {
         .stderr_has("the jobs of rea-alice's file run as rea-alice, not as \"root\"")
         .stderr_has("opening it again")
         .stderr_has("installed");
+    assert!(!out.stderr.contains("broken.toml"), "{}", out.stderr);
     let file = env.path("users/rea-alice.toml");
     let meta = fs::metadata(&file).expect("installed");
     assert_eq!(
@@ -291,11 +297,20 @@ fn deleting_a_refused_drop_in_clears_its_error() {
     let d = env.daemon();
     let error = || env.rea(&["status", "--json"]).ok().json()["daemon"]["config_error"].clone();
     assert!(!error().is_null(), "the broken drop-in is reported");
-    let loaded = || env.history().iter().filter(|r| r["event"] == "config_loaded").count();
+    let loaded = || {
+        env.history()
+            .iter()
+            .filter(|r| r["event"] == "config_loaded")
+            .count()
+    };
     let before = loaded();
     env.rea(&["reload"]);
     env.rea(&["reload"]);
-    assert_eq!(loaded(), before, "an unchanged refusal applies nothing again");
+    assert_eq!(
+        loaded(),
+        before,
+        "an unchanged refusal applies nothing again"
+    );
     fs::remove_file(&broken).expect("rm");
     env.rea(&["reload"]).ok();
     assert!(error().is_null(), "{}", error());

@@ -147,7 +147,27 @@ impl Loop {
             Ok(p) => p,
             Err(r) => return r,
         };
-        let content = std::fs::read_to_string(&path).unwrap_or_default();
+        // A user without a file starts from an empty one; a file that cannot
+        // be read (or is not text) is an error, never an empty buffer that
+        // a save would write over it.
+        let content = if std::fs::symlink_metadata(&path).is_err() {
+            String::new()
+        } else {
+            let read = rea_config::read_file(&path)
+                .map_err(|d| {
+                    d.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .and_then(|b| {
+                    String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+                });
+            match read {
+                Ok(text) => text,
+                Err(e) => return Response::err("refused", e),
+            }
+        };
         Response::with(&EditGetReply {
             user,
             path: path.display().to_string(),
@@ -193,16 +213,28 @@ impl Loop {
             return Response::err("refused", format!("cannot write {}: {e}", path.display()));
         }
         tracing::info!(user = user.as_str(), file = %path.display(), "a user's job file was edited");
-        match self.reload(actions, super::requests::ReloadCause::Request) {
-            Ok(_) => Response::with(&EditPutReply {
-                path: path.display().to_string(),
+        // Other files' refusals (a broken drop-in, another user's file)
+        // are neither hers to fix nor hers to read: only those of her file
+        // (a job name another file already has) send her back to the editor.
+        let shown = path.display().to_string();
+        let mine: Vec<String> = match self.reload(actions, super::requests::ReloadCause::Request) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors
+                .into_iter()
+                .filter(|e| e.starts_with(&shown))
+                .collect(),
+        };
+        if mine.is_empty() {
+            Response::with(&EditPutReply {
+                path: shown,
                 jobs: cfg.jobs.len(),
-            }),
-            Err(errors) => Response::err(
+            })
+        } else {
+            Response::err(
                 "invalid_config",
-                "the file was installed, but the job files do not load as a whole",
+                "the file was installed, but its jobs are refused beside the other job files",
             )
-            .with_suggestions(errors),
+            .with_suggestions(mine)
         }
     }
 }
