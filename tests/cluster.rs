@@ -673,6 +673,21 @@ fn cluster_a_node_whose_job_file_differs_is_flagged() {
         .ok()
         .stdout_has("DIFFERENT from the other nodes'")
         .stdout_has("DEFINITIONS DIFFER");
+    // The Nagios probe reads the cluster too: a warning for the drift, and
+    // critical once no node is live.
+    nodes[1]
+        .rea(&["status", "--check"])
+        .code(1)
+        .stdout_is("rea WARNING: job definitions differ on c\n");
+    for n in &mut nodes {
+        if let Some(d) = n.daemon.take() {
+            d.stop();
+        }
+    }
+    nodes[0]
+        .rea(&["status", "--check"])
+        .code(2)
+        .stdout_has("rea CRITICAL: no live node in cluster \"drift\"");
 }
 
 #[test]

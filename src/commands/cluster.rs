@@ -101,6 +101,7 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
     let node = this_node(global);
     let st = match reader(s).and_then(|r| r.status(args.job.as_deref()).map_err(db_failure)) {
         Ok(st) => st,
+        Err(e) if args.check => return super::probe::unreachable(&e.to_string()),
         Err(e) => {
             if !args.json {
                 println!("{}", node_line(node.as_ref()));
@@ -115,6 +116,9 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
                 format!("no job named {job:?} in cluster {:?}", st.cluster),
             ));
         }
+    }
+    if args.check {
+        return super::probe::cluster(&st);
     }
     if args.json {
         let mut v = serde_json::to_value(&st).unwrap_or_default();

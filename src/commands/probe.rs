@@ -115,6 +115,61 @@ pub(crate) fn live(data: &StatusReply) -> Outcome {
     report(verdict, &notes)
 }
 
+/// The probe in cluster mode, from the database: CRITICAL when no node is
+/// live or a job's last run (on whichever node) failed; WARNING when a
+/// node's job definitions differ from the others'.
+pub(crate) fn cluster(st: &rea_pg::ClusterStatus) -> Outcome {
+    let failing: Vec<Failing> = st
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            let last = j.last.as_ref()?;
+            let status = last.status?.as_str().to_string();
+            is_failure(&status).then(|| Failing {
+                name: j.job.clone(),
+                status,
+                exit_code: last.exit_code,
+                streak: 1,
+            })
+        })
+        .collect();
+    let live = st.nodes.iter().filter(|n| n.state == "live").count();
+    let mut notes = Vec::new();
+    let mut verdict = Verdict::Ok;
+    if live == 0 {
+        verdict = Verdict::Critical;
+        notes.push(format!("no live node in cluster {:?}", st.cluster));
+    }
+    if !failing.is_empty() {
+        verdict = Verdict::Critical;
+        notes.push(failing_text(&failing, st.jobs.len()));
+    }
+    let differ: Vec<&str> = st
+        .nodes
+        .iter()
+        .filter(|n| n.differs)
+        .map(|n| n.node.as_str())
+        .collect();
+    if !differ.is_empty() {
+        verdict = verdict.max(Verdict::Warning);
+        notes.push(format!("job definitions differ on {}", differ.join(", ")));
+    }
+    if notes.is_empty() {
+        notes.push(format!(
+            "{live} live node{}, {} job{}, none failing",
+            plural(live),
+            st.jobs.len(),
+            plural(st.jobs.len())
+        ));
+    }
+    report(verdict, &notes)
+}
+
+/// The probe when the cluster's database cannot be read: CRITICAL.
+pub(crate) fn unreachable(why: &str) -> Outcome {
+    report(Verdict::Critical, &[why.to_string()])
+}
+
 /// The probe without a daemon: CRITICAL, with what the history says.
 pub(crate) fn offline(failing: &[Failing], enabled: usize, state_dir: &str) -> Outcome {
     let mut notes = vec![format!("no daemon runs for {state_dir}")];
