@@ -145,41 +145,39 @@ pub(crate) async fn serve(
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let peer = stream.peer_cred().ok().map(|c| Peer { uid: c.uid() });
-        let allowed = peer.is_some_and(|p| p.is_admin() || others);
+        // A peer whose credentials cannot be read is nobody: refused.
+        let peer = stream
+            .peer_cred()
+            .ok()
+            .map(|c| Peer { uid: c.uid() })
+            .filter(|p| p.is_admin() || others);
         let slot = slots.clone().try_acquire_owned();
         let tx = tx.clone();
         tokio::spawn(async move {
-            let refusal = match (&slot, allowed) {
-                (_, false) => Some(Response::err(
+            let refusal = match (peer, &slot) {
+                (None, _) => Response::err(
                     "refused",
                     "permission denied: only the daemon's user and root may control it",
-                )),
-                (Ok(_), true) if peer.is_none() => None,
-                (Err(_), true) => Some(Response::err(
+                ),
+                (Some(_), Err(_)) => Response::err(
                     "refused",
                     format!(
                         "too many connections: the daemon serves {limit} already; try again later"
                     ),
-                )),
-                (Ok(_), true) => None,
-            };
-            match refusal {
-                Some(r) => {
-                    let (_, mut w) = stream.into_split();
-                    let _ =
-                        tokio::time::timeout(WRITE_TIMEOUT, w.write_all(line(&r).as_bytes())).await;
-                }
+                ),
                 // Outside tokio's cooperative budget, which would make the
                 // reader yield every ~40 requests and so cut a pipelined
                 // burst into tiny group commits; `connection` yields on its
                 // own every READ_SLICE requests instead.
-                None => {
-                    if let Some(peer) = peer {
-                        tokio::task::coop::unconstrained(connection(stream, tx, peer)).await
-                    }
+                (Some(peer), Ok(_)) => {
+                    tokio::task::coop::unconstrained(connection(stream, tx, peer)).await;
+                    drop(slot);
+                    return;
                 }
-            }
+            };
+            let (_, mut w) = stream.into_split();
+            let _ =
+                tokio::time::timeout(WRITE_TIMEOUT, w.write_all(line(&refusal).as_bytes())).await;
             drop(slot);
         });
     }
