@@ -141,15 +141,17 @@ impl Lines {
     pub(crate) async fn push(&mut self, data: &[u8]) {
         let mut rest = data;
         while let Some(at) = rest.iter().position(|&b| b == b'\n') {
-            let line = if self.partial.is_empty() {
-                &rest[..at]
+            if self.partial.is_empty() {
+                self.send_line(&rest[..at]).await;
             } else {
-                self.partial.extend_from_slice(&rest[..at]);
-                &self.partial[..]
-            };
-            let line = line.to_vec();
-            self.partial.clear();
-            self.send_line(&line).await;
+                // The line's start came in an earlier read: completed in
+                // its own buffer, which is kept (empty) for the next one.
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&rest[..at]);
+                self.send_line(&line).await;
+                line.clear();
+                self.partial = line;
+            }
             rest = &rest[at + 1..];
         }
         self.partial.extend_from_slice(rest);
@@ -257,14 +259,14 @@ impl Lines {
     }
 }
 
-/// Where to cut `bytes` at or before `max` so that no UTF-8 character is
-/// split (at `max` if the text is not UTF-8 there anyway).
+/// Where to cut `bytes` (longer than `max`) at or before `max` so that no
+/// UTF-8 character is split: the executor's own rule for output cut
+/// between reads (at `max` if the text is not UTF-8 there anyway).
 fn char_boundary(bytes: &[u8], max: usize) -> usize {
-    (max.saturating_sub(3)..=max)
-        .rev()
-        .find(|&at| bytes.get(at).is_none_or(|&b| b & 0xC0 != 0x80))
-        .filter(|&at| at > 0)
-        .unwrap_or(max)
+    match crate::executor::utf8_complete_prefix(&bytes[..max.min(bytes.len())]) {
+        0 => max,
+        cut => cut,
+    }
 }
 
 /// A journal entry in the native protocol: `KEY=value` lines, or for a

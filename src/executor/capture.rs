@@ -210,7 +210,7 @@ fn is_continuation(byte: u8) -> bool {
 }
 
 /// Length of `bytes` without a UTF-8 character cut off at its end.
-pub(super) fn utf8_complete_prefix(bytes: &[u8]) -> usize {
+pub(crate) fn utf8_complete_prefix(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(4) {
         let at = bytes.len() - back;
         let byte = bytes[at];

@@ -67,6 +67,7 @@
 //!   thread that created a process exits.
 
 mod capture;
+pub(crate) use capture::utf8_complete_prefix;
 mod group;
 mod process;
 mod tap;
