@@ -188,6 +188,47 @@ impl JobFiles {
     }
 }
 
+/// Writes `bytes` over the job file `path` atomically: a temporary file
+/// beside it (created new, 0600, never through a symlink), given `owner`
+/// and `mode`, synced, renamed over, and the directory synced. `rea edit`
+/// keeps the original's owner and mode; the daemon writes users' files as
+/// root's, 0600.
+pub(crate) fn install(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.rea-tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// A user's file must be named after a user of this machine: its jobs run
 /// as them.
 fn check_user_file(path: &Path, kind: &FileKind) -> Result<(), Vec<Diagnostic>> {

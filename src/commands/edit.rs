@@ -10,7 +10,7 @@
 //! own.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -182,37 +182,11 @@ fn check_text(text: &str, path: &Path, kind: &FileKind) -> Result<Config, Vec<Di
 /// Writes `text` over `path` atomically, with the original's owner and
 /// mode (a new file: root's, 0644 minus what others could write).
 fn install_keeping_owner(path: &Path, text: &str) -> Result<(), Failure> {
-    let fail =
-        |e: std::io::Error| Failure::runtime(format!("cannot install {}: {e}", path.display()));
     let meta = std::fs::metadata(path).ok();
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.rea-edit",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    let _ = std::fs::remove_file(&tmp);
     let mode = meta.as_ref().map_or(0o644, |m| m.mode() & 0o7755);
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(fail)?;
-        f.write_all(text.as_bytes()).map_err(fail)?;
-        if let Some(m) = &meta {
-            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid())).map_err(fail)?;
-        }
-        f.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(fail)?;
-        f.sync_all().map_err(fail)?;
-    }
-    std::fs::rename(&tmp, path).map_err(fail)
+    let owner = meta.as_ref().map(|m| (m.uid(), m.gid()));
+    crate::jobfiles::install(path, text.as_bytes(), mode, owner)
+        .map_err(|e| Failure::runtime(format!("cannot install {}: {e}", path.display())))
 }
 
 fn reload_if_running(global: &Global) {

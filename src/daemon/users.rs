@@ -5,8 +5,6 @@
 //! triggers, pauses and edits only the jobs of their own file, and nothing
 //! else (no one-shots, which would run as root; no reload).
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use rea_core::job::Job;
@@ -209,7 +207,7 @@ impl Loop {
                 .with_suggestions(diags.iter().map(ToString::to_string).collect())
             }
         };
-        if let Err(e) = install(&path, content.as_bytes()) {
+        if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
             return Response::err("refused", format!("cannot write {}: {e}", path.display()));
         }
         tracing::info!(user = user.as_str(), file = %path.display(), "a user's job file was edited");
@@ -237,30 +235,6 @@ impl Loop {
             .with_suggestions(mine)
         }
     }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it (root's,
-/// 0600, never through a symlink), synced, renamed over.
-fn install(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// History queries answered at once, at most: they read files (a big
