@@ -191,6 +191,12 @@ fn bash_completes_job_names_one_shot_ids_and_tags() {
         bash(&env, &["rea", "-f", "other.toml", "trigger", ""]),
         ["elsewhere"]
     );
+    // The drop-ins beside the job file are read too.
+    env.write(
+        "jobs.d/pkg.toml",
+        "[jobs.dropped-in]\nschedule = \"@daily\"\ncommand = \"true\"\n",
+    );
+    assert_eq!(bash(&env, &["rea", "trigger", "d"]), ["dropped-in"]);
     // The static completion still answers everything else.
     assert_eq!(bash(&env, &["rea", "tri"]), ["trigger"]);
     assert!(bash(&env, &["rea", "trigger", "--w"]).contains(&"--wait".to_string()));

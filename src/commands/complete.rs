@@ -195,14 +195,18 @@ pub(crate) fn run(global: &Global, args: &CompleteArgs) -> Outcome {
     let wants_jobs = matches!(target.kind, Kind::Jobs | Kind::JobsAndOneShots);
     let wants_oneshots = matches!(target.kind, Kind::OneShots | Kind::JobsAndOneShots);
     let mut tags = BTreeSet::new();
+    // Every job file, as the daemon reads them (drop-ins and users' files
+    // too); those that do not load are left out.
     let file = (wants_jobs || target.kind == Kind::Tags).then(|| {
-        rea_config::load_with(
-            &super::job_file(&global),
-            LoadOptions {
-                allow_insecure_permissions: true,
-            },
-        )
-        .ok()
+        let options = LoadOptions {
+            allow_insecure_permissions: true,
+        };
+        crate::jobfiles::JobFiles::new(&super::job_file(&global), options, crate::host::is_root())
+            .host_checks(crate::jobfiles::HostChecks::Off)
+            .load(true)
+            .ok()
+            .flatten()
+            .map(|loaded| loaded.config)
     });
     let mut client = super::state_dir(&global)
         .ok()
