@@ -259,33 +259,17 @@ pub(crate) fn pause(
     pause: bool,
 ) -> Outcome {
     let cfg = super::load_config(global)?;
-    let mut names: Vec<String> = Vec::new();
-    for n in &args.jobs {
-        if !cfg.jobs.iter().any(|j| &j.name == n) {
-            return Err(super::unknown_job(&cfg, n));
-        }
-        names.push(n.clone());
-    }
-    if let Some(tag) = &args.tag {
-        let tagged: Vec<String> = cfg
-            .jobs
-            .iter()
-            .filter(|j| j.tags.iter().any(|t| t == tag))
-            .map(|j| j.name.clone())
-            .collect();
-        if tagged.is_empty() {
-            return Err(Failure::new(
-                exit::NOT_FOUND,
-                format!("no job has the tag {tag:?}"),
-            ));
-        }
-        names.extend(tagged);
-    }
-    if names.is_empty() && !args.all {
-        return Err(Failure::invalid(
-            "name jobs, --tag TAG or --all".to_string(),
-        ));
-    }
+    use rea_core::job::SelectError;
+    let jobs = cfg.jobs.iter().map(|j| &**j);
+    let names = rea_core::job::select(jobs, &args.jobs, args.tag.as_deref(), args.all).map_err(
+        |e| match e {
+            SelectError::UnknownJob(n) => super::unknown_job(&cfg, &n),
+            SelectError::NoTag(tag) => {
+                Failure::new(exit::NOT_FOUND, format!("no job has the tag {tag:?}"))
+            }
+            SelectError::Nothing => Failure::invalid("name jobs, --tag TAG or --all".to_string()),
+        },
+    )?;
     let by = format!("{}@{}", s.node, crate::host::hostname());
     let (changed, paused) = reader(s)?
         .pause((!args.all).then_some(names.as_slice()), pause, &by)

@@ -75,41 +75,20 @@ impl Loop {
     /// The jobs of a pause/resume selector that `scope` may touch; unknown
     /// (or foreign) names are answered as unknown.
     pub(super) fn selected(&self, sel: &Selector, scope: &Scope) -> Result<Vec<String>, Response> {
-        let mine = |j: &&std::sync::Arc<Job>| scope.sees(j);
-        let mut names: Vec<String> = Vec::new();
-        for n in &sel.jobs {
-            if !self.config.jobs.iter().filter(mine).any(|j| &j.name == n) {
-                return Err(self.unknown_job_in(n, scope));
+        use rea_core::job::SelectError;
+        let mine = self
+            .config
+            .jobs
+            .iter()
+            .map(|j| &**j)
+            .filter(|j| scope.sees(j));
+        rea_core::job::select(mine, &sel.jobs, sel.tag.as_deref(), sel.all).map_err(|e| match e {
+            SelectError::UnknownJob(n) => self.unknown_job_in(&n, scope),
+            SelectError::NoTag(tag) => {
+                Response::err("unknown_job", format!("no job has the tag {tag:?}"))
             }
-            names.push(n.clone());
-        }
-        if let Some(tag) = &sel.tag {
-            let tagged: Vec<String> = self
-                .config
-                .jobs
-                .iter()
-                .filter(mine)
-                .filter(|j| j.tags.iter().any(|t| t == tag))
-                .map(|j| j.name.clone())
-                .collect();
-            if tagged.is_empty() {
-                return Err(Response::err(
-                    "unknown_job",
-                    format!("no job has the tag {tag:?}"),
-                ));
-            }
-            names.extend(tagged);
-        }
-        if sel.all {
-            names.extend(self.config.jobs.iter().filter(mine).map(|j| j.name.clone()));
-        }
-        if names.is_empty() {
-            return Err(Response::err(
-                "bad_request",
-                "name jobs, --tag TAG or --all",
-            ));
-        }
-        Ok(names)
+            SelectError::Nothing => Response::err("bad_request", "name jobs, --tag TAG or --all"),
+        })
     }
 
     /// The names of the jobs `scope` may see, in file order.

@@ -241,3 +241,84 @@ pub fn name_problem(name: &str) -> Option<String> {
         "names may contain only letters, digits, \"_\", \".\" and \"-\"; e.g. {fixed:?}"
     ))
 }
+
+/// Why a selection of jobs (`rea pause`/`resume`: names, `--tag`, `--all`)
+/// selects nothing it may.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SelectError {
+    /// A name that is not one of the jobs.
+    UnknownJob(String),
+    /// No job has the tag.
+    NoTag(String),
+    /// No name, tag or `--all`.
+    Nothing,
+}
+
+/// The jobs a selection names, among `jobs` (those its caller may touch):
+/// the names given (each must be one), then those with the tag (at least
+/// one must have it), then, with `all`, every job.
+pub fn select<'a>(
+    jobs: impl Iterator<Item = &'a Job> + Clone,
+    names: &[String],
+    tag: Option<&str>,
+    all: bool,
+) -> Result<Vec<String>, SelectError> {
+    let mut out = Vec::new();
+    for n in names {
+        if !jobs.clone().any(|j| &j.name == n) {
+            return Err(SelectError::UnknownJob(n.clone()));
+        }
+        out.push(n.clone());
+    }
+    if let Some(tag) = tag {
+        let before = out.len();
+        out.extend(
+            jobs.clone()
+                .filter(|j| j.tags.iter().any(|t| t == tag))
+                .map(|j| j.name.clone()),
+        );
+        if out.len() == before {
+            return Err(SelectError::NoTag(tag.to_string()));
+        }
+    }
+    if all {
+        out.extend(jobs.map(|j| j.name.clone()));
+    }
+    if out.is_empty() && !all {
+        return Err(SelectError::Nothing);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_is_names_then_a_tag_then_everything() {
+        let job = |name: &str, tags: &[&str]| Job {
+            name: name.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            ..Job::default()
+        };
+        let jobs = [job("a", &["x"]), job("b", &[]), job("c", &["x"])];
+        let sel = |names: &[&str], tag: Option<&str>, all| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            select(jobs.iter(), &names, tag, all)
+        };
+        assert_eq!(
+            sel(&["b"], Some("x"), false),
+            Ok(vec!["b".into(), "a".into(), "c".into()])
+        );
+        assert_eq!(
+            sel(&["z"], None, false),
+            Err(SelectError::UnknownJob("z".into()))
+        );
+        assert_eq!(
+            sel(&[], Some("y"), false),
+            Err(SelectError::NoTag("y".into()))
+        );
+        assert_eq!(sel(&[], None, false), Err(SelectError::Nothing));
+        assert_eq!(sel(&[], None, true).map(|v| v.len()), Ok(3));
+    }
+}
