@@ -25,6 +25,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use rea_core::record::{Event, RunStatus};
 use serde::{Deserialize, Serialize};
@@ -132,6 +133,11 @@ pub(crate) fn index_in_background(dir: &Path, path: PathBuf) {
     let _ = std::thread::Builder::new()
         .name("rea-index".into())
         .spawn(move || {
+            // One rotation's thread at a time: a cleanup running beside
+            // the next rotation's thread would take the index that thread
+            // just wrote for a file it did not see yet as stale.
+            static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+            let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
             let _ = index_file(&dir, &path);
             remove_stale_indexes(&dir);
         });
@@ -139,23 +145,32 @@ pub(crate) fn index_in_background(dir: &Path, path: PathBuf) {
 
 /// Removes the indexes whose file is gone (rotated off the end).
 fn remove_stale_indexes(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    // The indexes are listed before the files: an index is written after
+    // its file exists, so a file rotated in meanwhile is either in the
+    // live set below or its index is not in this list.
+    let indexes: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let ino = entry
+                .file_name()
+                .to_str()?
+                .strip_prefix("history.idx.")?
+                .parse::<u64>()
+                .ok()?;
+            Some((ino, entry.path()))
+        })
+        .collect();
     let live: HashSet<u64> = rotated_files(dir)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(_, p)| fs::symlink_metadata(p).ok().map(|m| m.ino()))
         .collect();
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let stale = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("history.idx."))
-            .and_then(|ino| ino.parse::<u64>().ok())
-            .is_some_and(|ino| !live.contains(&ino));
-        if stale {
-            let _ = fs::remove_file(entry.path());
+    for (ino, path) in indexes {
+        if !live.contains(&ino) {
+            let _ = fs::remove_file(path);
         }
     }
 }
