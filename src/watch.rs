@@ -16,15 +16,19 @@
 //!
 //! Each edit is a burst of events, so they are debounced: a check runs once
 //! the directory has been quiet for [`Timing::quiet`], or at the latest
-//! [`Timing::cap`] after the burst began, so a file written continuously is
+//! [`Timing::cap`] after the burst began, so a file saved again and again is
 //! still checked about once a second. A check compares the file's content
 //! with what was last reported, so touching another file in the directory,
 //! an editor's swap file, or rewriting identical bytes reports nothing.
 //!
 //! Only events that can change what the path holds are asked of the kernel
-//! (writes, creations, deletions, renames, attribute changes): opening or
-//! reading a neighbour of the job file (a `cat`, a backup tool, a log
-//! shipper) does not wake the daemon at all. The `notify` crate was used
+//! (a writer closing the file, creations, deletions, renames, attribute
+//! changes): opening or reading a neighbour of the job file (a `cat`, a
+//! backup tool, a log shipper) does not wake the daemon at all, and neither
+//! does each `write` to a neighbour (a log file kept open beside the job
+//! file, the daemon's own stderr redirected there): a write is seen when its
+//! writer closes the file, so a file is never checked half-way through a
+//! `cp`. The `notify` crate was used
 //! before and cannot be told so: it always asks for `IN_OPEN`, which woke
 //! two threads for every read in the directory.
 //!
@@ -79,8 +83,8 @@ pub(crate) enum Change {
 pub(crate) struct Timing {
     /// Quiet period that ends a burst of events (one editor save).
     pub(crate) quiet: Duration,
-    /// Longest a burst may delay a check, so a file written continuously
-    /// (a slow `cp`, a log-like writer) is still checked.
+    /// Longest a burst may delay a check, so a file saved again and again
+    /// (a loop of `sed -i`, a tool rewriting it) is still checked.
     pub(crate) cap: Duration,
     /// How long a file may stay missing after a burst before `Missing` is
     /// reported; a replace leaves it missing for well under this.
@@ -148,13 +152,13 @@ impl Probe {
 
 /// What the kernel is asked to report for each watched directory: what
 /// can change which file a name leads to, or its content or mode. Not
-/// opens, reads or closes without a write.
+/// opens, reads or closes without a write, and not each write (`MODIFY`):
+/// content is checked once its writer closes the file.
 fn watch_mask() -> WatchFlags {
     WatchFlags::ATTRIB
         | WatchFlags::CREATE
         | WatchFlags::DELETE
         | WatchFlags::CLOSE_WRITE
-        | WatchFlags::MODIFY
         | WatchFlags::MOVED_FROM
         | WatchFlags::MOVED_TO
         | WatchFlags::DELETE_SELF
@@ -1122,6 +1126,31 @@ mod tests {
         fs::write(&neighbour, "changed\n").unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(s.watcher.probe.checks.load(Ordering::Relaxed), checks);
+    }
+
+    /// A log kept open beside the job file (the daemon's own stderr
+    /// redirected there, say) wakes nothing however much it is written:
+    /// only its close is reported.
+    #[tokio::test]
+    async fn writes_to_an_open_neighbour_do_not_wake_the_watcher() {
+        let s = setup("a = 1\n");
+        let mut log = fs::File::create(s.dir.path().join("daemon.log")).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let tid = s.watcher.probe.tid.load(Ordering::Relaxed);
+        let switches = || {
+            fs::read_to_string(format!("/proc/self/task/{tid}/status"))
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let before = switches();
+        for i in 0..100 {
+            std::io::Write::write_all(&mut log, format!("line {i}\n").as_bytes()).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(before, switches());
     }
 
     #[test]
