@@ -11,7 +11,7 @@ use rea_core::run::{Program, Started};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use super::hooks::{inherits_daemon_env, run_dir, run_env};
+use super::hooks::{home_dir, inherits_daemon_env, run_env};
 use super::{Loop, Msg};
 use crate::executor::{self, RunSpec};
 use crate::host;
@@ -139,9 +139,9 @@ impl Loop {
             Def::OneShot(_) => (None, "/bin/sh"),
         };
         // As cron: in the job's `dir`, else its owner's home.
-        let dir = match &start.def {
-            Def::Job(_) => run_dir(dir.as_ref(), user.as_ref()),
-            Def::OneShot(_) => dir,
+        let home = match &start.def {
+            Def::Job(_) => home_dir(user.as_ref()),
+            Def::OneShot(_) => None,
         };
         // As cron does for a crontab's owner: the user database says who
         // the job is; the job's own env may still override. Another user's
@@ -166,6 +166,7 @@ impl Loop {
             env,
             inherit_env,
             dir,
+            home,
             timeout,
             kill_grace,
             output_limit,

@@ -186,7 +186,8 @@ impl Loop {
                 },
                 env,
                 inherit_env: batch.inherit_env,
-                dir: run_dir(job.dir.as_ref(), batch.user.as_ref()),
+                dir: job.dir.clone(),
+                home: home_dir(batch.user.as_ref()),
                 timeout: Some(job.extras().hook_timeout),
                 kill_grace: job.kill_grace,
                 output_limit: 16 * 1024,
@@ -270,6 +271,7 @@ impl Loop {
             env: Vec::new(),
             inherit_env: true,
             dir: None,
+            home: None,
             timeout: Some(Duration::from_secs(60)),
             kill_grace: Duration::from_secs(5),
             output_limit: 4096,
@@ -420,15 +422,13 @@ fn owner(user: Option<&User>) -> Option<&User> {
     }
 }
 
-/// Where a job's runs and hooks start, as cron runs jobs: the job's `dir`,
-/// else its owner's home directory (when it is one), else the daemon's own
-/// working directory.
-pub(super) fn run_dir(dir: Option<&PathBuf>, user: Option<&User>) -> Option<PathBuf> {
-    dir.cloned().or_else(|| {
-        owner(user)
-            .map(|u| u.home.clone())
-            .filter(|h| h.is_absolute() && h.is_dir())
-    })
+/// Where a job without `dir` starts, as cron runs jobs: its owner's home
+/// directory ([`RunSpec::home`]: when the run can enter it, else the
+/// daemon's own working directory).
+pub(super) fn home_dir(user: Option<&User>) -> Option<PathBuf> {
+    owner(user)
+        .map(|u| u.home.clone())
+        .filter(|h| h.is_absolute())
 }
 
 /// The variables of a job's run or hook: the owner's variables, the job's
@@ -530,20 +530,14 @@ mod tests {
     }
 
     #[test]
-    fn runs_start_in_dir_else_the_owners_home() {
+    fn runs_without_dir_start_in_the_owners_home() {
         let me = host::own_user().expect("the test runs as a known user");
-        let dir = PathBuf::from("/tmp");
-        assert_eq!(run_dir(Some(&dir), None), Some(dir));
-        if me.home.is_dir() {
-            assert_eq!(run_dir(None, None), Some(me.home.clone()));
+        if me.home.is_absolute() {
+            assert_eq!(home_dir(None), Some(me.home.clone()));
         }
-        let mut homeless = me.clone();
-        homeless.home = PathBuf::from("/nonexistent/rea-test");
-        assert_eq!(
-            run_dir(None, Some(&homeless)),
-            None,
-            "the daemon's cwd then"
-        );
+        let mut relative = me.clone();
+        relative.home = PathBuf::from("relative/home");
+        assert_eq!(home_dir(Some(&relative)), None, "the daemon's cwd then");
     }
 
     /// A hook of a `user =` job, running as that user, reads the output.
@@ -570,6 +564,7 @@ mod tests {
                 env: vec![("REA_OUTPUT_FILE".into(), OUTPUT_FILE.into())],
                 inherit_env: false,
                 dir: Some("/".into()),
+                home: None,
                 timeout: Some(Duration::from_secs(20)),
                 kill_grace: Duration::from_millis(200),
                 output_limit: 4096,

@@ -105,7 +105,12 @@ pub(crate) struct RunSpec {
     pub(crate) env: Vec<(String, String)>,
     /// Whether the child starts from the daemon's environment.
     pub(crate) inherit_env: bool,
+    /// Where the child starts; it fails to start if it cannot enter it.
     pub(crate) dir: Option<PathBuf>,
+    /// Where the child starts when `dir` is None, if it can enter it (the
+    /// owner's home, as cron); else it stays in the daemon's directory.
+    /// Tried by the child itself, as the job's user: no check here.
+    pub(crate) home: Option<PathBuf>,
     pub(crate) timeout: Option<Duration>,
     /// SIGTERM → this long → SIGKILL.
     pub(crate) kill_grace: Duration,

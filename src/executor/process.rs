@@ -49,6 +49,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use rea_core::run::Program;
 use rustix::process::Pid;
@@ -68,9 +69,13 @@ pub(super) struct Launch {
     /// Own the strings that `argv_ptrs` and `env_ptrs` point into.
     _argv: Vec<CString>,
     argv_ptrs: Vec<*const libc::c_char>,
-    _env: Vec<CString>,
+    /// `NAME=value\0` one after the other, which `env_ptrs` point into.
+    _env: Vec<u8>,
     env_ptrs: Vec<*const libc::c_char>,
     dir: Option<CString>,
+    /// `dir` is the owner's home, tried: the child stays where it is if it
+    /// cannot enter it.
+    dir_optional: bool,
     dir_shown: Option<PathBuf>,
     identity: Option<Identity>,
 }
@@ -111,18 +116,23 @@ impl Launch {
                 None => return Err("nothing to run: the command is empty".to_string()),
             },
         };
-        if let Some(dir) = &spec.dir {
-            check_dir(dir)?;
-        }
         let argv = args
             .iter()
             .map(|a| CString::new(*a))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| "the command contains a NUL byte, which cannot be passed".to_string())?;
         let env = environment(spec)?;
-        let path = resolve(what, program, search_path(&env), spec.dir.as_deref())?;
+        // A directory the child cannot enter is found by its chdir (as the
+        // job's user), which reports why; nothing is checked here.
+        let start_in = spec.dir.as_ref().or(spec.home.as_ref());
+        let path = resolve(
+            what,
+            program,
+            search_path(&env),
+            start_in.map(PathBuf::as_path),
+        )?;
         let dir =
-            match &spec.dir {
+            match start_in {
                 Some(d) => Some(CString::new(d.as_os_str().as_bytes()).map_err(|_| {
                     format!("working directory {} contains a NUL byte", d.display())
                 })?),
@@ -138,16 +148,17 @@ impl Launch {
             None => None,
         };
         let argv_ptrs = pointers(&argv);
-        let env_ptrs = pointers(&env);
+        let env_ptrs = env.pointers();
         Ok(Launch {
             path,
             program: program.to_string(),
             what,
             _argv: argv,
             argv_ptrs,
-            _env: env,
+            _env: env.bytes,
             env_ptrs,
             dir,
+            dir_optional: spec.dir.is_none(),
             dir_shown: spec.dir.clone(),
             identity,
         })
@@ -196,6 +207,7 @@ impl Launch {
             argv: self.argv_ptrs.as_ptr(),
             envp: self.env_ptrs.as_ptr(),
             dir: self.dir.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()),
+            dir_optional: self.dir_optional,
             sources: [stdin, output, output, fd3],
             first_closed: if fd3 >= 0 { 4 } else { 3 },
             switch_user,
@@ -206,7 +218,7 @@ impl Launch {
             nofile: nofile
                 .as_ref()
                 .map_or(std::ptr::null(), |l| l as *const libc::rlimit),
-            parent: rustix::process::getpid().as_raw_nonzero().get(),
+            parent: own_pid(),
             failed_step: AtomicU8::new(Step::None as u8),
             failed_errno: AtomicI32::new(0),
         };
@@ -297,44 +309,111 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-/// The child's environment: the daemon's own (without `NOTIFY_SOCKET`: a
-/// job must not talk to systemd as if it were rea) or nothing, overlaid
-/// with the spec's variables, a later one replacing an earlier one.
-fn environment(spec: &RunSpec) -> Result<Vec<CString>, String> {
-    let mut vars: Vec<(OsString, OsString)> = if spec.inherit_env {
+/// The daemon's environment as runs inherit it, as `NAME=value` entries
+/// with the length of the name: read once (the daemon never changes its
+/// own), without `NOTIFY_SOCKET` (a job must not talk to systemd as if it
+/// were rea).
+fn daemon_env() -> &'static [(usize, Box<[u8]>)] {
+    static ENV: OnceLock<Vec<(usize, Box<[u8]>)>> = OnceLock::new();
+    ENV.get_or_init(|| {
         std::env::vars_os()
             .filter(|(k, _)| k != crate::notify::NOTIFY_SOCKET)
+            .map(|(k, v)| {
+                let mut entry = k.into_vec();
+                let name_len = entry.len();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_bytes());
+                (name_len, entry.into_boxed_slice())
+            })
             .collect()
-    } else {
-        Vec::new()
-    };
+    })
+}
+
+/// A child's environment as execve takes it: `NAME=value\0` entries in one
+/// buffer (one allocation, not one per variable).
+struct EnvBlock {
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+}
+
+impl EnvBlock {
+    fn push(&mut self, parts: &[&[u8]]) {
+        self.starts.push(self.bytes.len());
+        for part in parts {
+            self.bytes.extend_from_slice(part);
+        }
+        self.bytes.push(0);
+    }
+
+    /// The entries, last first.
+    fn entries_rev(&self) -> impl Iterator<Item = &[u8]> {
+        self.starts.iter().rev().map(|&at| {
+            let entry = &self.bytes[at..];
+            &entry[..entry.iter().position(|&b| b == 0).unwrap_or(entry.len())]
+        })
+    }
+
+    /// Null-terminated pointer array into `bytes`, valid while `bytes` is
+    /// neither changed nor dropped (moving the Vec does not move its buffer).
+    fn pointers(&self) -> Vec<*const libc::c_char> {
+        self.starts
+            .iter()
+            .map(|&at| self.bytes[at..].as_ptr().cast::<libc::c_char>())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    }
+}
+
+/// The child's environment: the daemon's own ([`daemon_env`]) or nothing,
+/// overlaid with the spec's variables, a later one replacing an earlier one.
+fn environment(spec: &RunSpec) -> Result<EnvBlock, String> {
+    let mut own: Vec<(&str, &str)> = Vec::with_capacity(spec.env.len());
     for (k, v) in &spec.env {
-        match vars.iter_mut().find(|(have, _)| have == OsStr::new(k)) {
-            Some(slot) => slot.1 = OsString::from(v),
-            None => vars.push((OsString::from(k), OsString::from(v))),
+        if k.contains('\0') || v.contains('\0') {
+            return Err(format!(
+                "environment variable {k} contains a NUL byte, which cannot be passed"
+            ));
+        }
+        match own.iter_mut().find(|(have, _)| have == k) {
+            Some(slot) => slot.1 = v,
+            None => own.push((k, v)),
         }
     }
-    vars.into_iter()
-        .map(|(k, v)| {
-            let mut entry = k.into_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(v.as_bytes());
-            CString::new(entry).map_err(|e| {
-                let text = String::from_utf8_lossy(&e.into_vec()).into_owned();
-                let name = text.split('=').next().unwrap_or_default().to_string();
-                format!("environment variable {name} contains a NUL byte, which cannot be passed")
-            })
-        })
-        .collect()
+    let inherited = if spec.inherit_env { daemon_env() } else { &[] };
+    let mut env = EnvBlock {
+        bytes: Vec::with_capacity(
+            inherited.iter().map(|(_, e)| e.len() + 1).sum::<usize>()
+                + own
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len() + 2)
+                    .sum::<usize>(),
+        ),
+        starts: Vec::with_capacity(inherited.len() + own.len()),
+    };
+    for (name_len, entry) in inherited {
+        let name = &entry[..*name_len];
+        if !own.iter().any(|(k, _)| k.as_bytes() == name) {
+            env.push(&[entry]);
+        }
+    }
+    for (k, v) in own {
+        env.push(&[k.as_bytes(), b"=", v.as_bytes()]);
+    }
+    Ok(env)
 }
 
 /// PATH as the child will see it, or cron's default.
-fn search_path(env: &[CString]) -> OsString {
-    env.iter()
-        .rev()
-        .find_map(|e| e.as_bytes().strip_prefix(b"PATH="))
+fn search_path(env: &EnvBlock) -> OsString {
+    env.entries_rev()
+        .find_map(|e| e.strip_prefix(b"PATH="))
         .map(|p| OsStr::from_bytes(p).to_os_string())
         .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
+}
+
+/// The daemon's pid, read once (it never forks itself).
+fn own_pid() -> libc::pid_t {
+    static PID: OnceLock<libc::pid_t> = OnceLock::new();
+    *PID.get_or_init(|| rustix::process::getpid().as_raw_nonzero().get())
 }
 
 /// The executable for `program`: itself if it names a path, else the first
@@ -390,20 +469,6 @@ fn resolve(
 
 /// Says which part of the working directory is wrong, before spawning: the
 /// child would report a missing directory and a missing program alike.
-fn check_dir(dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            Err(format!("working directory {shown} does not exist"))
-        }
-        Err(e) => Err(format!("cannot use working directory {shown}: {e}")),
-        Ok(meta) if !meta.is_dir() => Err(format!("working directory {shown} is not a directory")),
-        Ok(_) => rustix::fs::access(dir, rustix::fs::Access::EXEC_OK).map_err(|_| {
-            format!("working directory {shown} is not accessible (permission denied to enter it)")
-        }),
-    }
-}
-
 fn spawn_error(what: &str, program: &str, e: io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound if program.contains('/') => {
@@ -453,6 +518,8 @@ struct ChildArgs {
     envp: *const *const libc::c_char,
     /// Null: stay in the daemon's working directory.
     dir: *const libc::c_char,
+    /// A failed chdir to `dir` is not an error: the child stays where it is.
+    dir_optional: bool,
     /// Copied to descriptors 0, 1, 2 and 3; -1 = none (only for 3). Every
     /// source is above 3, so no copy overwrites a later source.
     sources: [RawFd; 4],
@@ -773,8 +840,8 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
         check(Step::Gid, libc::syscall(SETGID, a.gid as libc::c_long))?;
         check(Step::Uid, libc::syscall(SETUID, a.uid as libc::c_long))?;
     }
-    if !a.dir.is_null() {
-        check(Step::Dir, libc::chdir(a.dir) as libc::c_long)?;
+    if !a.dir.is_null() && libc::chdir(a.dir) < 0 && !a.dir_optional {
+        return Err((Step::Dir, errno()));
     }
     // After the uid switch, which clears it.
     check(

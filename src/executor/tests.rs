@@ -17,6 +17,7 @@ fn sh(script: &str) -> RunSpec {
         env: Vec::new(),
         inherit_env: true,
         dir: None,
+        home: None,
         // A safety net so a broken test fails instead of hanging.
         timeout: Some(Duration::from_secs(20)),
         kill_grace: Duration::from_millis(200),
@@ -243,6 +244,32 @@ async fn env_overlay_and_cwd() {
         outcome.output.text,
         format!("backup\n{}\npath\n", real.display())
     );
+}
+
+/// Without `dir`, a run starts in `home` when it can enter it, else where
+/// the daemon is; an explicit `dir` it cannot enter is an error instead.
+#[tokio::test]
+async fn home_is_entered_when_it_can_be() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut spec = sh("pwd -P");
+    spec.home = Some(home.path().to_path_buf());
+    let real = std::fs::canonicalize(home.path()).expect("canonicalize");
+    assert_eq!(run(spec).await.output.text, format!("{}\n", real.display()));
+
+    let here = std::fs::canonicalize(".").expect("cwd");
+    for missing in ["/nonexistent/home", "/etc/hostname"] {
+        let mut spec = sh("pwd -P");
+        spec.home = Some(PathBuf::from(missing));
+        let outcome = run(spec).await;
+        assert_eq!(outcome.termination, Termination::Exited(0), "{missing}");
+        assert_eq!(outcome.output.text, format!("{}\n", here.display()));
+    }
+
+    let mut spec = sh("pwd -P");
+    spec.home = Some(home.path().to_path_buf());
+    spec.dir = Some(PathBuf::from("/nonexistent/dir"));
+    let err = spawn(spec).err().expect("error");
+    assert_eq!(err, "working directory /nonexistent/dir does not exist");
 }
 
 #[tokio::test]
