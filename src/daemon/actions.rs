@@ -106,6 +106,18 @@ impl Loop {
         }
     }
 
+    /// A run or hook process ended.
+    pub(super) fn on_finished(&mut self, msg: Msg, actions: &mut VecDeque<Action>) {
+        match msg {
+            Msg::Finished { run, outcome } => {
+                self.handles.remove(&run);
+                self.run_gone(&run);
+                actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
+            }
+            Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
+        }
+    }
+
     pub(super) fn spawn(&mut self, start: StartRun) -> Result<Started, String> {
         let (program, env_base, dir, timeout, kill_grace, output_limit, kill_stragglers) =
             match &start.def {

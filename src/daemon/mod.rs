@@ -157,13 +157,17 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             biased;
             _ = sigterm.recv() => d.on_stop_signal("SIGTERM", &mut actions),
             _ = sigint.recv() => d.on_stop_signal("SIGINT", &mut actions),
-            Some(msg) = inputs.finished.recv() => match msg {
-                Msg::Finished { run, outcome } => {
-                    d.handles.remove(&run);
-                    d.run_gone(&run);
-                    actions.extend(d.engine.finished(&run, &outcome, Utc::now()));
+            Some(msg) = inputs.finished.recv() => {
+                // Runs that ended together are taken together: the runs
+                // they free slots for then start in one pass, and their
+                // answers (a `trigger` waiting for a slot) leave together.
+                d.on_finished(msg, &mut actions);
+                for _ in 0..MAX_BATCH {
+                    match inputs.finished.try_recv() {
+                        Ok(more) => d.on_finished(more, &mut actions),
+                        Err(_) => break,
+                    }
                 }
-                Msg::HookFinished { id, outcome } => d.hook_finished(id, &outcome, &mut actions),
             },
             wake = timer.wait() => {
                 let changed = matches!(wake, Ok(Wake::ClockChanged));

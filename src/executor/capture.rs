@@ -15,12 +15,18 @@ use rea_core::run::Output;
 use super::tap::Tap;
 use crate::journald::Lines;
 
-/// Size of one read from the output pipe.
+/// Size of one read from the output pipe once a job has written more than
+/// [`FIRST_CHUNK`] at once; before, reads go to a buffer on the stack, so a
+/// job that writes little (most) costs no 64 KiB allocation.
 const READ_CHUNK: usize = 64 * 1024;
+const FIRST_CHUNK: usize = 4 * 1024;
 
-/// Larger than the default 64 KiB so chatty jobs block less often on a busy
-/// daemon; the kernel may refuse, which is harmless.
-pub(super) const PIPE_SIZE: usize = 1024 * 1024;
+/// What the pipe grows to once a job has filled it (a read took a whole
+/// [`READ_CHUNK`], Linux's default pipe size), so a chatty job blocks less
+/// often on a busy daemon. Only then: the larger ring costs every run that
+/// needs none of it (and counts against the user's pipe-buffer quota). The
+/// kernel may refuse, which is harmless.
+const PIPE_SIZE: usize = 1024 * 1024;
 
 /// Reads the combined output pipe until EOF, or until told to stop (then it
 /// takes what is already in the pipe and returns), and hands the capture
@@ -48,7 +54,7 @@ async fn read(
     journal: &mut Option<Lines>,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = Buf::default();
     loop {
         tokio::select! {
             ready = pipe.readable() => {
@@ -61,9 +67,14 @@ async fn read(
                 return;
             }
         }
-        match pipe.try_read(&mut buf) {
+        match pipe.try_read(buf.get()) {
             Ok(0) => return,
-            Ok(n) => got(&buf[..n], tap, journal).await,
+            Ok(n) => {
+                got(&buf.get()[..n], tap, journal).await;
+                if buf.after_read(n) {
+                    let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE);
+                }
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -81,13 +92,57 @@ async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
     }
 }
 
+/// The read buffer: on the stack until a read fills it, then 64 KiB on the
+/// heap.
+struct Buf {
+    small: [u8; FIRST_CHUNK],
+    big: Vec<u8>,
+}
+
+impl Default for Buf {
+    fn default() -> Buf {
+        Buf {
+            small: [0; FIRST_CHUNK],
+            big: Vec::new(),
+        }
+    }
+}
+
+impl Buf {
+    fn get(&mut self) -> &mut [u8] {
+        if self.big.is_empty() {
+            &mut self.small
+        } else {
+            &mut self.big
+        }
+    }
+
+    /// After a read of `n` bytes (handed on already): whether it took a
+    /// whole default-sized pipe at once, i.e. the job writes faster than it
+    /// is read. A read that fills the small buffer moves reads to the big.
+    fn after_read(&mut self, n: usize) -> bool {
+        if self.big.is_empty() {
+            if n == self.small.len() {
+                self.big = vec![0; READ_CHUNK];
+            }
+            return false;
+        }
+        n == self.big.len()
+    }
+}
+
 /// Takes what the pipe holds now. Bounded, because a writer outside the
 /// group may keep it from ever being empty.
-async fn drain(pipe: &pipe::Receiver, buf: &mut [u8], tap: &Tap, journal: &mut Option<Lines>) {
-    for _ in 0..=PIPE_SIZE / READ_CHUNK {
-        match pipe.try_read(buf) {
+async fn drain(pipe: &pipe::Receiver, buf: &mut Buf, tap: &Tap, journal: &mut Option<Lines>) {
+    let mut left = PIPE_SIZE + READ_CHUNK;
+    while left > 0 {
+        match pipe.try_read(buf.get()) {
             Ok(0) => return,
-            Ok(n) => got(&buf[..n], tap, journal).await,
+            Ok(n) => {
+                got(&buf.get()[..n], tap, journal).await;
+                buf.after_read(n);
+                left = left.saturating_sub(n);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }

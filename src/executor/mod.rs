@@ -91,7 +91,7 @@ use tokio::time::Instant;
 
 use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
 
-use capture::{read_output, Capture, PIPE_SIZE};
+use capture::{read_output, Capture};
 use group::Group;
 pub(crate) use process::DEFAULT_PATH;
 pub(crate) use tap::Follower;
@@ -208,9 +208,12 @@ pub(crate) fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), Stri
     let io_err = |what: &str, e: io::Error| format!("cannot {what} for the job: {e}");
     let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map_err(|e| io_err("create the output pipe", e.into()))?;
-    let _ = rustix::pipe::fcntl_setpipe_size(&out_read, PIPE_SIZE);
-    let output_pipe =
-        pipe::Receiver::from_owned_fd(out_read).map_err(|e| io_err("watch the output pipe", e))?;
+    // Our end only is non-blocking: the job's stays as programs expect.
+    rustix::fs::fcntl_setfl(&out_read, rustix::fs::OFlags::NONBLOCK)
+        .map_err(|e| io_err("watch the output pipe", e.into()))?;
+    // What `from_owned_fd` would check (a pipe, readable) is known here.
+    let output_pipe = pipe::Receiver::from_owned_fd_unchecked(out_read)
+        .map_err(|e| io_err("watch the output pipe", e))?;
 
     let (stdin_pipe, stdin_feed) = match &spec.stdin {
         None => (None, None),

@@ -225,6 +225,23 @@ async fn stdin_bytes_are_delivered() {
     assert_eq!(run(spec).await.output.text.trim(), "3000000");
 }
 
+/// A job's output pipe is Linux's default size until the job fills it;
+/// then it grows, so a chatty job blocks less often.
+#[tokio::test]
+async fn the_output_pipe_grows_once_a_job_fills_it() {
+    let size = "python3 -c 'import fcntl, sys; print(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ), file=sys.stderr)'";
+    let outcome = run(sh(size)).await;
+    assert_eq!(outcome.output.text, "65536\n");
+    let flood = format!("head -c 8000000 /dev/zero | tr '\\0' x; {size}");
+    let outcome = run(sh(&flood)).await;
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert!(
+        outcome.output.text.ends_with("x1048576\n"),
+        "{}",
+        &outcome.output.text[outcome.output.text.len() - 40..]
+    );
+}
+
 #[tokio::test]
 async fn stdin_not_read_does_not_hang() {
     let mut spec = sh("exit 0");
