@@ -48,7 +48,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use rea_core::run::Program;
@@ -215,6 +215,7 @@ impl Launch {
             gid,
             groups: groups.as_ptr(),
             groups_len: groups.len(),
+            reset_signals: signals_to_reset(),
             nofile: nofile
                 .as_ref()
                 .map_or(std::ptr::null(), |l| l as *const libc::rlimit),
@@ -410,6 +411,50 @@ fn search_path(env: &EnvBlock) -> OsString {
         .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
 }
 
+/// The signals a child must reset before it unblocks them: those this
+/// process handles or ignores, looked up once (64 queries) rather than
+/// reset one by one in every child (64 system calls per run, while the
+/// daemon waits for the child's execve). The daemon sets its dispositions
+/// before it starts any run and never changes them; a test that does calls
+/// `signal_dispositions_changed`. glibc's own signals (32 and 33, which
+/// its `sigaction` hides) are always reset.
+fn signals_to_reset() -> u64 {
+    const UNKNOWN: u64 = u64::MAX;
+    let known = RESET_SIGNALS.load(Ordering::Acquire);
+    if known != UNKNOWN {
+        return known;
+    }
+    let mut set: u64 = (1 << 31) | (1 << 32);
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: a query only (null new action); `old` is valid for writing.
+        let handler = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            old.sa_sigaction
+        };
+        if handler != libc::SIG_DFL {
+            set |= 1 << (signal - 1);
+        }
+    }
+    RESET_SIGNALS.store(set, Ordering::Release);
+    set
+}
+
+/// See [`signals_to_reset`]; `u64::MAX` = not looked up yet.
+static RESET_SIGNALS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// A signal's disposition changed after runs had started: the next spawn
+/// looks them up again.
+#[cfg(test)]
+pub(super) fn signal_dispositions_changed() {
+    RESET_SIGNALS.store(u64::MAX, Ordering::Release);
+}
+
 /// The daemon's pid, read once (it never forks itself).
 fn own_pid() -> libc::pid_t {
     static PID: OnceLock<libc::pid_t> = OnceLock::new();
@@ -533,6 +578,9 @@ struct ChildArgs {
     /// The open-file limit to set before execve (the daemon raised its
     /// own); null keeps the daemon's.
     nofile: *const libc::rlimit,
+    /// Bit `n - 1` set: signal `n` is to be reset to its default action
+    /// ([`signals_to_reset`]).
+    reset_signals: u64,
     /// The daemon's pid, to notice a daemon that died before the
     /// parent-death signal was armed.
     parent: libc::pid_t,
@@ -816,13 +864,15 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
             libc::setrlimit(libc::RLIMIT_NOFILE, a.nofile) as libc::c_long,
         )?;
     }
-    // Every signal to its default action while all are still blocked: the
-    // daemon's handlers must not run here, and what it ignores (SIGPIPE)
-    // would stay ignored across execve. Zeroed is SIG_DFL in the kernel's
-    // struct sigaction on every architecture; errors (SIGKILL, SIGSTOP) are
-    // expected.
+    // Every signal the daemon handles or ignores to its default action,
+    // while all are still blocked: the daemon's handlers must not run here,
+    // and what it ignores (SIGPIPE) would stay ignored across execve. Zeroed
+    // is SIG_DFL in the kernel's struct sigaction on every architecture.
     let default_action = [0u64; 4];
-    for signal in 1..=64 {
+    let mut pending = a.reset_signals;
+    while pending != 0 {
+        let signal = pending.trailing_zeros() + 1;
+        pending &= pending - 1;
         libc::syscall(
             libc::SYS_rt_sigaction,
             signal as libc::c_long,

@@ -531,6 +531,7 @@ async fn signals_start_at_their_default_dispositions_unblocked() {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
         old
     };
+    process::signal_dispositions_changed();
     let outcome = run(sh("grep -E '^Sig(Blk|Ign):' /proc/self/status")).await;
     // SAFETY: restores what was saved above.
     unsafe {
