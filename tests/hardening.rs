@@ -742,6 +742,47 @@ fn clients_that_never_read_cannot_grow_the_daemon_memory() {
     assert_eq!(d.stop(), 0);
 }
 
+/// A script that pipelines triggers (one write, many lines) gets every
+/// answer, and each run starts once: answers to triggers that
+/// neither wait nor follow are small and go out together, not one write
+/// per request after the previous one was read.
+#[test]
+fn pipelined_triggers_are_all_answered_and_each_runs_once() {
+    let env = Env::new();
+    env.jobs(
+        "[daemon]\nmax_concurrent = 4\n\n[jobs.t]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    let d = env.daemon();
+    let n = 300;
+    let request = "{\"v\":1,\"op\":\"trigger\",\"job\":\"t\",\"force\":true}\n".repeat(n);
+    let mut s = UnixStream::connect(env.socket()).expect("connect");
+    s.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    s.write_all(request.as_bytes()).expect("write");
+    let mut answers = Vec::new();
+    let mut reader = std::io::BufReader::new(s);
+    for _ in 0..n {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("an answer");
+        let v: Value = serde_json::from_str(&line).expect("json");
+        assert_eq!(v["ok"], true, "{line}");
+        answers.push(v["data"]["run"].as_str().expect("run id").to_string());
+    }
+    let mut sorted = answers.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), n, "one run per trigger");
+    env.wait_until("every run to end", || env.runs("t", "succeeded").len() == n);
+    let ended: Vec<String> = env
+        .runs("t", "succeeded")
+        .iter()
+        .map(|r| r["run"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let mut ended_sorted = ended.clone();
+    ended_sorted.sort();
+    assert_eq!(ended_sorted, sorted, "each answered run ran once");
+    assert_eq!(d.stop(), 0);
+}
+
 /// How many of `conns` received a refusal line saying there are too many
 /// connections (read without blocking).
 fn refused_for_too_many(conns: &mut [UnixStream]) -> usize {

@@ -189,12 +189,20 @@ impl Response {
 
 impl Request {
     /// Whether the answer is small and cheap to make, so a client may
-    /// pipeline many (submissions in bursts); other requests are answered
-    /// one at a time per connection.
+    /// pipeline many (submissions in bursts, a script triggering many
+    /// runs); other requests are answered one at a time per connection.
+    /// A trigger is, unless it waits for its run or follows its output.
     pub(crate) fn is_cheap(&self) -> bool {
         matches!(
             self,
-            Request::Ping | Request::Submit(_) | Request::Cancel { .. }
+            Request::Ping
+                | Request::Submit(_)
+                | Request::Cancel { .. }
+                | Request::Trigger {
+                    wait: false,
+                    follow: false,
+                    ..
+                }
         )
     }
 }

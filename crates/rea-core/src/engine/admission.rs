@@ -13,6 +13,11 @@ pub enum TriggerResult {
     UnknownJob { suggestions: Vec<String> },
 }
 
+/// Manual runs accepted while fewer than this many runs wait for a slot (or
+/// for the job's previous run): a client pipelining triggers cannot grow the
+/// daemon's queues without bound.
+pub const MAX_WAITING_TRIGGERS: usize = 50_000;
+
 impl Engine {
     /// Runs a job now (trigger `manual`), subject to its overlap policy
     /// unless `force`. Paused and disabled jobs can still be triggered: a
@@ -35,6 +40,18 @@ impl Engine {
             return (
                 TriggerResult::Skipped {
                     reason: "the daemon is shutting down".into(),
+                },
+                out,
+            );
+        }
+        let waiting = self.ready.len() + self.jobs.get(name).map_or(0, |s| s.waiting.len());
+        if waiting >= MAX_WAITING_TRIGGERS {
+            return (
+                TriggerResult::Skipped {
+                    reason: format!(
+                        "{waiting} runs already wait to start (max_concurrent = {}); try again when fewer do",
+                        self.max_concurrent
+                    ),
                 },
                 out,
             );

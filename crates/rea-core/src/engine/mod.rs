@@ -60,7 +60,7 @@ mod oneshots;
 mod reload;
 mod status;
 
-pub use admission::TriggerResult;
+pub use admission::{TriggerResult, MAX_WAITING_TRIGGERS};
 pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
 use oneshots::{ShotKey, ShotState};
 pub use status::{JobStatus, LastRun, RunningRun};

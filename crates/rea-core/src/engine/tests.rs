@@ -751,6 +751,31 @@ fn paused_jobs_are_skipped_by_the_schedule_but_can_be_triggered() {
 }
 
 #[test]
+fn triggers_stop_queueing_at_the_bound() {
+    let cfg = config(vec![job("t", "0 0 1 1 *")], 1);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:30Z");
+    engine.start(now, Recovered::default());
+    let (r, _) = engine.trigger("t", true, now);
+    assert!(matches!(r, TriggerResult::Started { .. }));
+    for _ in 0..MAX_WAITING_TRIGGERS {
+        let (r, _) = engine.trigger("t", true, now);
+        assert!(matches!(r, TriggerResult::Queued { .. }), "{r:?}");
+    }
+    let (r, a) = engine.trigger("t", true, now);
+    match r {
+        TriggerResult::Skipped { reason } => {
+            assert!(
+                reason.starts_with("50000 runs already wait to start"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(starts(&a).is_empty());
+}
+
+#[test]
 fn reboot_jobs_run_at_start_only() {
     let cfg = config(vec![job("boot", "@reboot")], 8);
     let mut engine = Engine::new(&cfg.plan(), 5);
