@@ -164,14 +164,7 @@ impl Engine {
         self.advance(now, &mut out);
         for id in ids {
             let problem = match self.oneshots.get(id.as_str()) {
-                None => {
-                    let known: Vec<&str> = self.oneshots.keys().map(|k| &*k.0.id).collect();
-                    let mut msg = format!("no pending one-shot {id:?}");
-                    if let Some(h) = crate::suggest::did_you_mean(id, known) {
-                        msg.push_str(&format!(" ({h})"));
-                    }
-                    Some(SubmitError::Unknown(msg))
-                }
+                None => Some(self.unknown_oneshot(id)),
                 Some(s) if s.running && !kill => Some(SubmitError::Running(format!(
                     "one-shot {id:?} is running; use --kill to terminate it"
                 ))),
@@ -188,15 +181,39 @@ impl Engine {
         (Ok(results), out)
     }
 
-    /// `cancel_oneshots` for one id (benchmarks and tests).
+    /// `cancel_oneshots` for one id, with one lookup of it in the common
+    /// case (waiting, not running).
     pub fn cancel_oneshot(
         &mut self,
         id: &str,
         kill: bool,
         now: DateTime<Utc>,
     ) -> Result<(CancelResult, Vec<Action>), SubmitError> {
-        let (result, out) = self.cancel_oneshots(&[id.to_string()], kill, now);
-        result.map(|r| (r[0], out))
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let Some((key, shot)) = self.oneshots.remove_entry(id) else {
+            return Err(self.unknown_oneshot(id));
+        };
+        if shot.running {
+            self.oneshots.insert(key, shot);
+            if !kill {
+                return Err(SubmitError::Running(format!(
+                    "one-shot {id:?} is running; use --kill to terminate it"
+                )));
+            }
+            return Ok((self.cancel_checked(id, now, &mut out), out));
+        }
+        self.cancelled(key, shot, now, &mut out);
+        Ok((CancelResult::Cancelled, out))
+    }
+
+    fn unknown_oneshot(&self, id: &str) -> SubmitError {
+        let known: Vec<&str> = self.oneshots.keys().map(|k| &*k.0.id).collect();
+        let mut msg = format!("no pending one-shot {id:?}");
+        if let Some(h) = crate::suggest::did_you_mean(id, known) {
+            msg.push_str(&format!(" ({h})"));
+        }
+        SubmitError::Unknown(msg)
     }
 
     /// Cancels a one-shot `cancel_oneshots` has checked.
@@ -206,10 +223,7 @@ impl Engine {
         now: DateTime<Utc>,
         out: &mut Vec<Action>,
     ) -> CancelResult {
-        let Some(due) = self.shot_def(id).map(|d| d.due) else {
-            return CancelResult::Cancelled;
-        };
-        let Some(shot) = self.oneshots.get_mut(id) else {
+        let Some(shot) = self.oneshots.get(id) else {
             return CancelResult::Cancelled;
         };
         if shot.running {
@@ -222,20 +236,38 @@ impl Engine {
             }
             return CancelResult::Killing;
         }
-        if let Some(e) = shot.entry.take() {
+        if let Some((key, shot)) = self.oneshots.remove_entry(id) {
+            self.cancelled(key, shot, now, out);
+        }
+        CancelResult::Cancelled
+    }
+
+    /// A waiting one-shot, already out of the map, cancelled: out of the
+    /// heap and the ready queue, recorded, and out of the journal.
+    fn cancelled(
+        &mut self,
+        key: ShotKey,
+        shot: ShotState,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let def = key.0;
+        if let Some(e) = shot.entry {
             self.heap.cancel(e);
         }
-        self.oneshots.remove(id);
-        self.ready.retain(|p| !(p.oneshot && p.job == id));
+        if !self.ready.is_empty() {
+            self.ready.retain(|p| !(p.oneshot && *p.job == *def.id));
+        }
         let mut rec = Record::new(Event::Run, now);
-        rec.job = Some(id.to_string());
+        rec.job = Some(def.id.to_string());
         rec.trigger = Some(Trigger::Oneshot);
         rec.status = Some(RunStatus::Cancelled);
-        rec.scheduled = Some(due);
+        rec.scheduled = Some(def.due);
         rec.reason = Some("cancelled by operator".into());
         out.push(Action::Record(Box::new(rec)));
-        out.push(Action::OneShotDone { id: id.to_string() });
-        CancelResult::Cancelled
+        out.push(Action::OneShotDone {
+            id: def.id.to_string(),
+        });
     }
 
     /// Pending one-shots (waiting or running), by due time.
