@@ -159,8 +159,8 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             _ = sigint.recv() => d.on_stop_signal("SIGINT", &mut actions),
             Some(msg) = inputs.finished.recv() => {
                 // Runs that ended together are taken together: the runs
-                // they free slots for then start in one pass, and their
-                // answers (a `trigger` waiting for a slot) leave together.
+                // they free slots for then start in one pass, and the
+                // answers of clients waiting for them leave together.
                 d.on_finished(msg, &mut actions);
                 for _ in 0..MAX_BATCH {
                     match inputs.finished.try_recv() {
