@@ -21,12 +21,13 @@ use crate::journald::Lines;
 const READ_CHUNK: usize = 64 * 1024;
 const FIRST_CHUNK: usize = 4 * 1024;
 
-/// What the pipe grows to once a job has filled it (a read took a whole
-/// [`READ_CHUNK`], Linux's default pipe size), so a chatty job blocks less
-/// often on a busy daemon. Only then: the larger ring costs every run that
-/// needs none of it (and counts against the user's pipe-buffer quota). The
-/// kernel may refuse, which is harmless.
+/// What the pipe grows to once a job has written [`CHATTY`] bytes, so a
+/// chatty job blocks less often on a busy daemon. Only then: the larger ring
+/// costs every run that needs none of it (and counts against the user's
+/// pipe-buffer quota). The kernel may refuse, which is harmless.
 const PIPE_SIZE: usize = 1024 * 1024;
+/// Four of Linux's default pipes.
+const CHATTY: usize = 256 * 1024;
 
 /// Reads the combined output pipe until EOF, or until told to stop (then it
 /// takes what is already in the pipe and returns), and hands the capture
@@ -97,6 +98,8 @@ async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
 struct Buf {
     small: [u8; FIRST_CHUNK],
     big: Vec<u8>,
+    /// Bytes read so far.
+    total: usize,
 }
 
 impl Default for Buf {
@@ -104,6 +107,7 @@ impl Default for Buf {
         Buf {
             small: [0; FIRST_CHUNK],
             big: Vec::new(),
+            total: 0,
         }
     }
 }
@@ -117,17 +121,16 @@ impl Buf {
         }
     }
 
-    /// After a read of `n` bytes (handed on already): whether it took a
-    /// whole default-sized pipe at once, i.e. the job writes faster than it
-    /// is read. A read that fills the small buffer moves reads to the big.
+    /// After a read of `n` bytes (handed on already): whether the job has
+    /// just become chatty (its output passed [`CHATTY`] bytes). A read that
+    /// fills the small buffer moves reads to the big one.
     fn after_read(&mut self, n: usize) -> bool {
-        if self.big.is_empty() {
-            if n == self.small.len() {
-                self.big = vec![0; READ_CHUNK];
-            }
-            return false;
+        if self.big.is_empty() && n == self.small.len() {
+            self.big = vec![0; READ_CHUNK];
         }
-        n == self.big.len()
+        let before = self.total;
+        self.total = self.total.saturating_add(n);
+        before < CHATTY && self.total >= CHATTY
     }
 }
 

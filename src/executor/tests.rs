@@ -225,10 +225,10 @@ async fn stdin_bytes_are_delivered() {
     assert_eq!(run(spec).await.output.text.trim(), "3000000");
 }
 
-/// A job's output pipe is Linux's default size until the job fills it;
-/// then it grows, so a chatty job blocks less often.
+/// A job's output pipe is Linux's default size until the job has written
+/// 256 KiB; then it grows, so a chatty job blocks less often.
 #[tokio::test]
-async fn the_output_pipe_grows_once_a_job_fills_it() {
+async fn the_output_pipe_grows_once_a_job_is_chatty() {
     let size = "python3 -c 'import fcntl, sys; print(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ), file=sys.stderr)'";
     let outcome = run(sh(size)).await;
     assert_eq!(outcome.output.text, "65536\n");
