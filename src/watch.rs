@@ -1145,7 +1145,17 @@ mod tests {
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         };
-        let before = switches();
+        // Until the creation's wakeup is over (on a loaded machine it may
+        // come late).
+        let mut before = switches();
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = switches();
+            if now == before {
+                break;
+            }
+            before = now;
+        }
         for i in 0..100 {
             std::io::Write::write_all(&mut log, format!("line {i}\n").as_bytes()).unwrap();
         }
