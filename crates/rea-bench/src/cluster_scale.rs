@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::future::Future;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -136,33 +135,10 @@ fn insert_each(pg: &PrivatePg, cluster: &str, n: usize, pipelined: bool) -> Dura
                     ]
                 })
                 .collect();
-            // Every future polled at once: tokio-postgres sends a query
-            // when its future is first polled.
-            let mut futs: Vec<_> = params
-                .iter()
-                .map(|p| Box::pin(client.query_one(&stmt, p)))
-                .collect();
-            let mut done = vec![false; futs.len()];
-            std::future::poll_fn(|cx| {
-                let mut pending = false;
-                for (f, d) in futs.iter_mut().zip(done.iter_mut()) {
-                    if !*d {
-                        match f.as_mut().poll(cx) {
-                            std::task::Poll::Ready(r) => {
-                                r.unwrap_or_else(die);
-                                *d = true;
-                            }
-                            std::task::Poll::Pending => pending = true,
-                        }
-                    }
-                }
-                if pending {
-                    std::task::Poll::Pending
-                } else {
-                    std::task::Poll::Ready(())
-                }
-            })
-            .await;
+            let futs = params.iter().map(|p| client.query_one(&stmt, p)).collect();
+            for answer in rea_pg::pipelined(futs).await {
+                answer.unwrap_or_else(die);
+            }
         } else {
             for (id, spec) in &args {
                 client

@@ -25,6 +25,6 @@ mod reader;
 mod settings;
 
 pub use migrate::migrate;
-pub use node::{Event, JobDef, Node, NodeHealth, BACKLOG_MAX};
+pub use node::{pipelined, Event, JobDef, Node, NodeHealth, BACKLOG_MAX};
 pub use reader::{ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
 pub use settings::{redact, Settings};

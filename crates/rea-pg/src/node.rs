@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use rea_core::backoff::RetryPolicy;
 use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
 use rea_core::job::Overlap;
 use rea_core::oneshot::OneShot;
@@ -838,12 +839,12 @@ impl Main {
     /// last waits one round trip, not eight. Anything unusual (an error,
     /// `early`) goes through [`Main::claim`] alone.
     async fn claims(&mut self, batch: Vec<ClaimRequest>) {
-        let pipelined = batch.len() > 1
+        let together = batch.len() > 1
             && batch
                 .iter()
                 .all(|r| matches!(r.trigger, Trigger::Schedule | Trigger::CatchUp));
         let epoch = self.live_epoch();
-        if !pipelined || epoch.is_none() || self.conn.is_none() {
+        if !together || epoch.is_none() || self.conn.is_none() {
             for req in batch {
                 let outcome = self.claim(&req).await;
                 let _ = self.events.send(Event::Claimed {
@@ -884,7 +885,7 @@ impl Main {
                     .iter()
                     .map(|a| within(io, c.query_one(&st.claim, a)))
                     .collect();
-                join_all(futs).await
+                pipelined(futs).await
             }
             None => Vec::new(),
         };
@@ -1155,7 +1156,7 @@ impl Main {
                 ),
             })
             .collect();
-        let answers = join_all(
+        let answers = pipelined(
             params
                 .iter()
                 .map(|(started, p)| {
@@ -1194,7 +1195,7 @@ impl Main {
                 _ => None,
             })
             .collect();
-        let written = join_all(
+        let written = pipelined(
             outputs
                 .iter()
                 .map(|p| within(io, c.execute(OUTPUT, p)))
@@ -1572,15 +1573,7 @@ impl Main {
                     continue;
                 }
             };
-            retries.push((shot.rare().retry.attempts > 0).then(|| {
-                json!({
-                    "attempts": shot.rare().retry.attempts + 1,
-                    "delay_ms": shot.rare().retry.delay_ms.unwrap_or(30_000),
-                    "max_delay_ms": shot.rare().retry.max_delay_ms.unwrap_or(600_000),
-                    "factor": 2.0,
-                    "jitter": 0.0,
-                })
-            }));
+            retries.push(oneshot_retry(&shot));
             ids.push(shot.id.to_string());
             dues.push(shot.due);
             specs.push(spec);
@@ -1722,23 +1715,32 @@ impl ClaimParams {
                 Overlap::Allow => "allow",
                 Overlap::Replace => "replace",
             },
-            retry: req.retry.as_ref().map(|p| {
-                json!({
-                    // the store's rule is attempt < attempts: rea's
-                    // `attempts` counts retries, the store's counts runs
-                    "attempts": p.attempts + 1,
-                    "delay_ms": p.delay.as_millis() as u64,
-                    "max_delay_ms": p.max_delay.as_millis() as u64,
-                    "factor": p.factor,
-                    "jitter": p.jitter,
-                })
-            }),
+            retry: req.retry.as_ref().map(retry_json),
             mode: match req.mode {
                 ClaimMode::Run => "run",
                 ClaimMode::Missed => "missed",
             },
         }
     }
+}
+
+/// A retry policy as the cluster's statements take it.
+fn retry_json(p: &RetryPolicy) -> Value {
+    json!({
+        // the store's rule is attempt < attempts: rea's
+        // `attempts` counts retries, the store's counts runs
+        "attempts": p.attempts + 1,
+        "delay_ms": p.delay.as_millis() as u64,
+        "max_delay_ms": p.max_delay.as_millis() as u64,
+        "factor": p.factor,
+        "jitter": p.jitter,
+    })
+}
+
+/// A one-shot's retries, with the defaults and rules local mode applies
+/// ([`OneShot::retry_policy`]); none without retries.
+fn oneshot_retry(shot: &OneShot) -> Option<Value> {
+    (shot.rare().retry.attempts > 0).then(|| retry_json(&shot.retry_policy()))
 }
 
 /// Sleeps until `at` (never, without one).
@@ -1749,9 +1751,10 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-/// Polls every future until all are ready (tokio-postgres sends a query
-/// when its future is first polled, so these go out pipelined).
-async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+/// Polls every future until all are ready, answers in order (tokio-postgres
+/// sends a query when its future is first polled, so queries given here go
+/// out pipelined on one connection).
+pub async fn pipelined<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
     let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -1772,4 +1775,41 @@ async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
     })
     .await;
     out.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster one-shot retries as a local one would: a delay above the
+    /// default maximum raises the maximum, and the jitter is the policy's.
+    #[test]
+    fn a_oneshots_retries_follow_local_modes_policy() {
+        let now = chrono::Utc::now();
+        let mut shot = OneShot {
+            id: "s".into(),
+            argv: vec!["true".to_string()].into(),
+            shell: false,
+            dir: std::path::Path::new("/").into(),
+            due: now,
+            submitted: now,
+            rare: None,
+        };
+        assert_eq!(oneshot_retry(&shot), None);
+        let mut rare = rea_core::oneshot::OneShotRare::default();
+        rare.retry.attempts = 2;
+        rare.retry.delay_ms = Some(900_000);
+        shot.rare = Some(Box::new(rare));
+        let policy = shot.retry_policy();
+        assert_eq!(
+            oneshot_retry(&shot),
+            Some(json!({
+                "attempts": 3,
+                "delay_ms": 900_000,
+                "max_delay_ms": 900_000,
+                "factor": policy.factor,
+                "jitter": policy.jitter,
+            }))
+        );
+    }
 }
