@@ -153,6 +153,15 @@ struct Node {
     daemon: Option<Daemon>,
 }
 
+/// Nodes a, b and c, each with `file`, started.
+fn three_started(file: &str) -> Vec<Node> {
+    let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| Node::new(n, file)).collect();
+    for n in &mut nodes {
+        n.start();
+    }
+    nodes
+}
+
 impl Node {
     fn new(name: &str, file: &str) -> Node {
         let env = Env::new();
@@ -262,13 +271,7 @@ fn cluster_each_occurrence_is_started_by_exactly_one_node() {
             line = w.line()
         ),
     );
-    let mut nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Node::new(n, &file))
-        .collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let mut nodes = three_started(&file);
     let distinct = |job: &str| {
         w.of(job)
             .iter()
@@ -788,13 +791,7 @@ fn cluster_one_shots_submitted_together_are_answered_each_and_shared_by_free_slo
     };
     let w = Witness::new();
     let file = cluster_file(&pg.url, "slots", CALM, "[daemon]\nmax_concurrent = 1\n");
-    let mut nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Node::new(n, &file))
-        .collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let mut nodes = three_started(&file);
     wait_live(&nodes[0], &["a", "b", "c"]);
     // Twelve submissions at once through one node (shot-0 twice).
     let body = w.run("sleep 1").replace("\\\"", "\"");
@@ -991,13 +988,7 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
     ]
     .into_iter()
     .collect();
-    let mut nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .map(|n| Node::new(n, &file))
-        .collect();
-    for n in &mut nodes {
-        n.start();
-    }
+    let mut nodes = three_started(&file);
     let all_live = |pg: &Pg| wait_long("three live nodes", PATIENCE, || live_nodes(pg, c) == 3);
     all_live(&pg);
     wait_until("runs on the cluster", || w.of("slow").len() >= 2);

@@ -244,11 +244,7 @@ fn a_character_cut_between_two_writes_arrives_whole() {
     let env = Env::new();
     env.jobs(JOBS);
     let _d = env.daemon();
-    let mut conn = Conn::open(&env.socket());
-    let first = conn
-        .ask(r#"{"v":1,"op":"follow","job":"cut"}"#)
-        .expect("an answer");
-    assert_eq!(first["data"]["state"], "waiting", "{first}");
+    let mut conn = follow_waiting(&env, "cut");
     env.rea(&["trigger", "cut"]).ok();
     let run_line = conn.recv().expect("the run line");
     assert_eq!(run_line["data"]["stream"], "run", "{run_line}");
@@ -270,11 +266,7 @@ fn a_slow_follower_is_told_how_many_bytes_it_lost() {
     let env = Env::new();
     env.jobs(JOBS);
     let _d = env.daemon();
-    let mut conn = Conn::open(&env.socket());
-    let first = conn
-        .ask(r#"{"v":1,"op":"follow","job":"flood"}"#)
-        .expect("an answer");
-    assert_eq!(first["data"]["state"], "waiting", "{first}");
+    let mut conn = follow_waiting(&env, "flood");
     env.rea(&["trigger", "flood"]).ok();
     // Not reading while the whole run goes by.
     wait_until("the flood to end", || !env.finals("flood").is_empty());
@@ -296,11 +288,7 @@ fn a_follower_that_never_reads_costs_the_daemon_nothing() {
     env.jobs(&JOBS.replace("20000000", "300000000"));
     let d = env.daemon();
     let before = peak_rss_kb(d.pid());
-    let mut stalled = Conn::open(&env.socket());
-    let first = stalled
-        .ask(r#"{"v":1,"op":"follow","job":"flood"}"#)
-        .expect("an answer");
-    assert_eq!(first["data"]["state"], "waiting", "{first}");
+    let stalled = follow_waiting(&env, "flood");
     env.rea(&["trigger", "flood"]).ok();
     // Other jobs run meanwhile, and other clients are answered.
     env.rea(&["trigger", "quick", "--wait"])
@@ -342,11 +330,7 @@ fn a_client_that_only_closes_its_sending_side_still_gets_its_stream() {
     let env = Env::new();
     env.jobs(JOBS);
     let _d = env.daemon();
-    let mut conn = Conn::open(&env.socket());
-    let first = conn
-        .ask(r#"{"v":1,"op":"follow","job":"talk"}"#)
-        .expect("an answer");
-    assert_eq!(first["data"]["state"], "waiting", "{first}");
+    let mut conn = follow_waiting(&env, "talk");
     // As `socat` does at the end of its input.
     conn.shutdown_write();
     env.rea(&["trigger", "talk"]).ok();
@@ -415,4 +399,14 @@ fn following_an_unknown_job_or_without_a_daemon_fails_clearly() {
     env.rea(&["logs", "--file", &file, "-f", "tlak"])
         .code(5)
         .stderr_has("no job named \"tlak\"");
+}
+
+/// A connection following `job`, answered `waiting` (no run yet).
+fn follow_waiting(env: &Env, job: &str) -> Conn {
+    let mut conn = Conn::open(&env.socket());
+    let first = conn
+        .ask(&format!(r#"{{"v":1,"op":"follow","job":"{job}"}}"#))
+        .expect("an answer");
+    assert_eq!(first["data"]["state"], "waiting", "{first}");
+    conn
 }
