@@ -80,6 +80,13 @@ pub(super) struct ShotState {
     pub(super) running: bool,
 }
 
+/// The refusal to cancel a running one-shot without `kill`.
+fn running(id: &str) -> SubmitError {
+    SubmitError::Running(format!(
+        "one-shot {id:?} is running; use --kill to terminate it"
+    ))
+}
+
 impl Engine {
     /// A fresh id for an unnamed one-shot (time-sortable, like run ids).
     pub fn new_id(&mut self, now: DateTime<Utc>) -> String {
@@ -162,12 +169,14 @@ impl Engine {
     ) -> (Result<Vec<CancelResult>, SubmitError>, Vec<Action>) {
         let mut out = Vec::new();
         self.advance(now, &mut out);
+        if let [id] = ids {
+            let result = self.cancel_one(id, kill, now, &mut out).map(|r| vec![r]);
+            return (result, out);
+        }
         for id in ids {
             let problem = match self.oneshots.get(id.as_str()) {
                 None => Some(self.unknown_oneshot(id)),
-                Some(s) if s.running && !kill => Some(SubmitError::Running(format!(
-                    "one-shot {id:?} is running; use --kill to terminate it"
-                ))),
+                Some(s) if s.running && !kill => Some(running(id)),
                 Some(_) => None,
             };
             if let Some(e) = problem {
@@ -181,8 +190,8 @@ impl Engine {
         (Ok(results), out)
     }
 
-    /// `cancel_oneshots` for one id, with one lookup of it in the common
-    /// case (waiting, not running).
+    /// `cancel_oneshots` for one id (benchmarks and tests); the actions due
+    /// at `now` are dropped with a refusal.
     pub fn cancel_oneshot(
         &mut self,
         id: &str,
@@ -191,20 +200,30 @@ impl Engine {
     ) -> Result<(CancelResult, Vec<Action>), SubmitError> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
+        let result = self.cancel_one(id, kill, now, &mut out)?;
+        Ok((result, out))
+    }
+
+    /// One id, looked up once in the common case (waiting, not running).
+    fn cancel_one(
+        &mut self,
+        id: &str,
+        kill: bool,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) -> Result<CancelResult, SubmitError> {
         let Some((key, shot)) = self.oneshots.remove_entry(id) else {
             return Err(self.unknown_oneshot(id));
         };
         if shot.running {
             self.oneshots.insert(key, shot);
             if !kill {
-                return Err(SubmitError::Running(format!(
-                    "one-shot {id:?} is running; use --kill to terminate it"
-                )));
+                return Err(running(id));
             }
-            return Ok((self.cancel_checked(id, now, &mut out), out));
+            return Ok(self.cancel_checked(id, now, out));
         }
-        self.cancelled(key, shot, now, &mut out);
-        Ok((CancelResult::Cancelled, out))
+        self.cancelled(key, shot, now, out);
+        Ok(CancelResult::Cancelled)
     }
 
     fn unknown_oneshot(&self, id: &str) -> SubmitError {
