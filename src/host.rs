@@ -84,8 +84,13 @@ pub(crate) fn job_open_files() -> Option<u64> {
 /// user database does not know our uid (a container's arbitrary uid).
 pub(crate) fn own_user() -> Option<&'static User> {
     static OWN: std::sync::OnceLock<Option<User>> = std::sync::OnceLock::new();
-    OWN.get_or_init(|| user_by_uid(rustix::process::geteuid().as_raw()))
-        .as_ref()
+    OWN.get_or_init(|| user_by_uid(own_uid())).as_ref()
+}
+
+/// The daemon's effective uid, read once (it never changes it).
+pub(crate) fn own_uid() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| rustix::process::geteuid().as_raw())
 }
 
 /// Whether this process runs as root (and may switch users).

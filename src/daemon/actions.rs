@@ -152,8 +152,8 @@ impl Loop {
         };
         // As cron: in the job's `dir`, else its owner's home.
         let home = match &start.def {
-            Def::Job(_) => home_dir(user.as_ref()),
-            Def::OneShot(_) => None,
+            Def::Job(_) if dir.is_none() => home_dir(user.as_ref()),
+            _ => None,
         };
         // As cron does for a crontab's owner: the user database says who
         // the job is; the job's own env may still override. Another user's

@@ -410,7 +410,7 @@ fn own_view(file: &Arc<OwnedFd>) -> Arc<OwnedFd> {
 /// cron's environment and nothing of the daemon's (which may hold root's
 /// secrets).
 pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
-    user.is_none_or(|u| u.uid == rustix::process::geteuid().as_raw())
+    user.is_none_or(|u| u.uid == host::own_uid())
 }
 
 /// Whose job it is, as cron sees a crontab's owner: the job's `user`, else
@@ -461,7 +461,7 @@ fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
         env.push(("LOGNAME".into(), u.name.clone()));
     }
     env.push(("SHELL".into(), shell.to_string()));
-    if !inherits_daemon_env(user) || std::env::var_os("PATH").is_none() {
+    if !inherits_daemon_env(user) || !executor::daemon_has_path() {
         env.push(("PATH".into(), executor::DEFAULT_PATH.to_string()));
     }
     env

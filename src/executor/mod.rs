@@ -93,7 +93,7 @@ use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
 
 use capture::{read_output, Capture};
 use group::Group;
-pub(crate) use process::DEFAULT_PATH;
+pub(crate) use process::{daemon_has_path, DEFAULT_PATH};
 pub(crate) use tap::Follower;
 
 /// Everything the executor needs for one run.

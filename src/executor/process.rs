@@ -106,8 +106,8 @@ pub(super) struct Child {
 
 impl Launch {
     /// Everything but the process: the spawn errors people can act on (a
-    /// missing directory, shell or program, a NUL in the command) are found
-    /// here.
+    /// missing program in PATH, a NUL in the command) are found here; a
+    /// directory or shell that cannot be used is reported by the child.
     pub(super) fn prepare(spec: &RunSpec) -> Result<Launch, String> {
         let (what, program, args): (&'static str, &str, Vec<&str>) = match &spec.program {
             Program::Shell { shell, script } => ("shell", shell, vec![shell, "-c", script]),
@@ -330,6 +330,13 @@ fn daemon_env() -> &'static [(usize, Box<[u8]>)] {
     })
 }
 
+/// Whether the daemon's own environment has PATH.
+pub(crate) fn daemon_has_path() -> bool {
+    daemon_env()
+        .iter()
+        .any(|(name_len, entry)| &entry[..*name_len] == b"PATH")
+}
+
 /// A child's environment as execve takes it: `NAME=value\0` entries in one
 /// buffer (one allocation, not one per variable).
 struct EnvBlock {
@@ -512,8 +519,7 @@ fn resolve(
     Err(spawn_error(what, program, io::Error::from(kind)))
 }
 
-/// Says which part of the working directory is wrong, before spawning: the
-/// child would report a missing directory and a missing program alike.
+/// A program that cannot be run, as people read it.
 fn spawn_error(what: &str, program: &str, e: io::Error) -> String {
     match e.kind() {
         io::ErrorKind::NotFound if program.contains('/') => {
