@@ -97,6 +97,12 @@ impl JobFiles {
         &self.set
     }
 
+    /// What the last load refused, file by file (still in force: those
+    /// files' last good jobs, or none).
+    pub(crate) fn refused(&self) -> &[(PathBuf, Vec<Diagnostic>)] {
+        &self.refused
+    }
+
     /// Reads every file (`force`: parse even unchanged ones). `Ok(None)`:
     /// nothing changed since the last load. `Err`: the main file is
     /// invalid; nothing is applied.

@@ -305,7 +305,8 @@ fn deleting_a_refused_drop_in_clears_its_error() {
     };
     let before = loaded();
     env.rea(&["reload"]);
-    env.rea(&["reload"]);
+    // Refused again for the same reason: nothing applied, still an error.
+    env.rea(&["reload"]).code(2).stderr_has("broken.toml");
     assert_eq!(
         loaded(),
         before,

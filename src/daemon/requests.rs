@@ -76,10 +76,22 @@ impl Loop {
         let result = match loaded {
             Ok(None) => {
                 self.settling = None;
-                Ok(ReloadReply {
-                    jobs: self.config.jobs.len(),
-                    unchanged: true,
-                })
+                // Nothing new, but a file still refused is still an error
+                // for whoever asked (logged and recorded when it was new).
+                let still: Vec<String> = self
+                    .files
+                    .refused()
+                    .iter()
+                    .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
+                    .collect();
+                if still.is_empty() {
+                    Ok(ReloadReply {
+                        jobs: self.config.jobs.len(),
+                        unchanged: true,
+                    })
+                } else {
+                    Err(still)
+                }
             }
             Ok(Some(loaded)) => {
                 let refusals: Vec<String> = loaded
