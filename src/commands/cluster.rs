@@ -98,7 +98,8 @@ fn node_line(node: Option<&ClusterNodeInfo>) -> String {
 }
 
 pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
-    let node = this_node(global);
+    // Only shown: `--check` answers from the database alone.
+    let node = if args.check { None } else { this_node(global) };
     let st = match reader(s).and_then(|r| r.status(args.job.as_deref()).map_err(db_failure)) {
         Ok(st) => st,
         Err(e) if args.check => return super::probe::unreachable(&e.to_string()),
