@@ -202,6 +202,42 @@ fn users_edit_and_run_their_own_jobs_and_nothing_else() {
     assert_eq!(d.stop(), 0);
 }
 
+/// A user cannot take a job name another file uses: the loader would drop
+/// the later of the two files (here bob's) while she was told her edit was
+/// installed. She is sent back to her editor, and is not told whose it is.
+#[test]
+fn a_users_edit_cannot_take_a_job_name_another_file_uses() {
+    if skip_unless_root("a_users_edit_cannot_take_a_job_name_another_file_uses") {
+        return;
+    }
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    fs::create_dir(env.path("users")).expect("mkdir users");
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let d = env.daemon();
+    let bobs = "[jobs.shared]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    rea_as(&env, BOB, &["edit"], Some(&editor(&env, "bob", &[bobs]))).ok();
+    let clash = "[jobs.shared]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    let fine = "[jobs.hers]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    let out = rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice", &[clash, fine])),
+    );
+    out.ok()
+        .stderr_has("job name \"shared\" is already used by another job file")
+        .stderr_has("opening it again")
+        .stderr_has("installed");
+    assert!(!out.stderr.contains("rea-bob"), "{}", out.stderr);
+    let mut names = job_names(&env.rea(&["status", "--json"]).ok().json());
+    names.sort();
+    assert_eq!(names, ["hers", "shared", "sys"]);
+    assert_eq!(d.stop(), 0);
+}
+
 #[test]
 fn root_edits_the_main_job_file_and_the_daemon_reloads() {
     if skip_unless_root("root_edits_the_main_job_file_and_the_daemon_reloads") {

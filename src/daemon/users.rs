@@ -186,6 +186,19 @@ impl Loop {
                 .with_suggestions(diags.iter().map(ToString::to_string).collect())
             }
         };
+        // Checked before installing: the loader would refuse the later file
+        // of two that share a name, which may be another user's.
+        let taken = self.files.taken_elsewhere(&path, &cfg);
+        if !taken.is_empty() {
+            return Response::err(
+                "invalid_config",
+                format!(
+                    "{user}'s job file has {} error(s); nothing was changed",
+                    taken.len()
+                ),
+            )
+            .with_suggestions(taken.iter().map(ToString::to_string).collect());
+        }
         if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
             return Response::err("refused", format!("cannot write {}: {e}", path.display()));
         }
