@@ -43,7 +43,7 @@ impl Loop {
                 Action::AfterRun(a) => self.after_run(*a),
                 Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
                 Action::Terminate { run } => {
-                    if let Some(h) = self.handles.get(&run) {
+                    if let Some((h, _)) = self.handles.get(&run) {
                         h.terminate();
                     }
                 }
@@ -111,7 +111,6 @@ impl Loop {
         match msg {
             Msg::Finished { run, outcome } => {
                 self.handles.remove(&run);
-                self.run_gone(&run);
                 actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
@@ -189,7 +188,8 @@ impl Loop {
             journal,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
-        self.handles.insert(start.run.clone(), handle);
+        self.handles
+            .insert(start.run.clone(), (handle, start.name.clone()));
         self.run_spawned(&start.name, &start.run);
         let tx = self.tx.clone();
         let run = start.run;

@@ -9,7 +9,6 @@
 //! write timeout, and neither holds up the loop, the run or other clients.
 //! Followers are counted daemon-wide ([`MAX_FOLLOWERS`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -34,10 +33,6 @@ pub(super) struct Follows {
     slots: Arc<Semaphore>,
     /// Followers waiting for a run to start.
     waiting: Vec<Waiting>,
-    /// Runs spawned and not finished: run → (job or one-shot, spawn order),
-    /// to find a job's newest running run.
-    running: HashMap<String, (String, u64)>,
-    spawned: u64,
 }
 
 impl Default for Follows {
@@ -45,8 +40,6 @@ impl Default for Follows {
         Follows {
             slots: Arc::new(Semaphore::new(MAX_FOLLOWERS)),
             waiting: Vec::new(),
-            running: HashMap::new(),
-            spawned: 0,
         }
     }
 }
@@ -106,20 +99,21 @@ impl Loop {
             .any(|j| j.name == job && scope.sees(j));
         let is_oneshot = *scope == Scope::Admin
             && (self.engine.oneshot(&job).is_some()
-                || self.follows.running.values().any(|(n, _)| *n == job));
+                || self.handles.values().any(|(_, n)| *n == job));
         if !is_job && !is_oneshot {
             return Reply::Done(self.unknown_job_in(&job, scope));
         }
         let Some(slot) = self.follow_slot() else {
             return Reply::Done(too_many());
         };
+        // Run ids sort by when they were made: the largest is the newest.
         let running = self
-            .follows
-            .running
+            .handles
             .iter()
-            .filter(|(run, (name, _))| *name == job && self.handles.contains_key(*run))
-            .max_by_key(|(_, (_, order))| *order)
-            .map(|(run, _)| run.clone());
+            .filter(|(_, (_, name))| *name == job)
+            .map(|(run, _)| run)
+            .max()
+            .cloned();
         let attached = running.and_then(|run| self.attach(&run, &job));
         if attached.is_none() && self.stopping.is_stopping() {
             return Reply::Done(Response::err(
@@ -179,7 +173,7 @@ impl Loop {
     /// A follower of `run`, which is running, told its end like a
     /// `trigger --wait` client.
     fn attach(&mut self, run: &str, job: &str) -> Option<Attached> {
-        let output = self.handles.get(run)?.follow();
+        let output = self.handles.get(run)?.0.follow();
         let (tx, end) = oneshot::channel();
         self.waiters.entry(run.to_string()).or_default().push(tx);
         Some(Attached {
@@ -192,11 +186,6 @@ impl Loop {
 
     /// `run` of `name` was just spawned: hands it to who waits for it.
     pub(super) fn run_spawned(&mut self, name: &str, run: &str) {
-        self.follows.spawned += 1;
-        let order = self.follows.spawned;
-        self.follows
-            .running
-            .insert(run.to_string(), (name.to_string(), order));
         if self.follows.waiting.is_empty() {
             return;
         }
@@ -216,11 +205,6 @@ impl Loop {
                 let _ = w.tx.send(Attach::Run(attached));
             }
         }
-    }
-
-    /// `run` finished (its process is gone).
-    pub(super) fn run_gone(&mut self, run: &str) {
-        self.follows.running.remove(run);
     }
 
     /// `run` has its final record: who waited for it to start never will.

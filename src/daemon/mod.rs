@@ -283,7 +283,9 @@ struct Loop {
     /// Cluster mode (`[cluster]`): the node and its claims. None: this
     /// daemon schedules alone, as it always did.
     cluster: Option<cluster::Cluster>,
-    handles: HashMap<String, RunHandle>,
+    /// Runs spawned and not finished: run id → (its handle, its job or
+    /// one-shot).
+    handles: HashMap<String, (RunHandle, String)>,
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,
     tx: mpsc::UnboundedSender<Msg>,
