@@ -229,6 +229,25 @@ impl JobFiles {
     }
 }
 
+/// A job file's text for editing: empty when there is none yet; a file
+/// that cannot be read (or is not a regular file, or not text) is an error,
+/// never an empty buffer a save would write over it. Read as the daemon
+/// reads job files ([`rea_config::read_file`]: a FIFO cannot hang it).
+pub(crate) fn read_for_edit(path: &Path) -> Result<String, String> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Ok(_) => {}
+    }
+    let bytes = rea_config::read_file(path).map_err(|d| {
+        d.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+}
+
 /// Writes `bytes` over the job file `path` atomically: a temporary file
 /// beside it (created new, 0600, never through a symlink), given `owner`
 /// and `mode`, synced, renamed over, and the directory synced. `rea edit`

@@ -5,10 +5,10 @@
 //! would run as root). Needs root (to switch users); skips loudly without.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::process::Command;
 
-use crate::support::{rea_bin, skip_unless_root, throwaway_user, Env, Run};
+use crate::support::{rea_bin, skip_unless_root, throwaway_user, Env, Run, PATIENCE};
 
 const ALICE: &str = "rea-alice";
 const BOB: &str = "rea-bob";
@@ -236,6 +236,35 @@ fn a_users_edit_cannot_take_a_job_name_another_file_uses() {
     names.sort();
     assert_eq!(names, ["hers", "shared", "sys"]);
     assert_eq!(d.stop(), 0);
+}
+
+/// `rea edit` reads the job file as the daemon does: a FIFO put at its
+/// path is refused at once (it hung the editor's read before), and nothing
+/// is installed.
+#[test]
+fn rea_edit_refuses_a_fifo_at_the_job_file() {
+    if skip_unless_root("rea_edit_refuses_a_fifo_at_the_job_file") {
+        return;
+    }
+    let env = Env::new();
+    let status = Command::new("mkfifo")
+        .arg(env.jobs_path())
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    let script = editor(
+        &env,
+        "root",
+        &["[jobs.a]\nschedule = \"@yearly\"\ncommand = \"true\"\n"],
+    );
+    env.rea_within(&["edit"], &[("EDITOR", &script)], PATIENCE)
+        .expect("rea edit answers without hanging on the FIFO")
+        .code(1)
+        .stderr_has("is not a regular file (it is a FIFO)");
+    assert!(fs::symlink_metadata(env.jobs_path())
+        .expect("still there")
+        .file_type()
+        .is_fifo());
 }
 
 #[test]

@@ -146,16 +146,7 @@ fn run_editor(path: &Path) -> Result<(), Failure> {
 /// mode.
 fn edit_main(global: &Global) -> Outcome {
     let path = super::job_file_in_use(global);
-    let original = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(Failure::runtime(format!(
-                "cannot read {}: {e}",
-                path.display()
-            )))
-        }
-    };
+    let original = crate::jobfiles::read_for_edit(&path).map_err(Failure::runtime)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -124,26 +124,10 @@ impl Loop {
             Ok(p) => p,
             Err(r) => return r,
         };
-        // A user without a file starts from an empty one; a file that cannot
-        // be read (or is not text) is an error, never an empty buffer that
-        // a save would write over it.
-        let content = if std::fs::symlink_metadata(&path).is_err() {
-            String::new()
-        } else {
-            let read = rea_config::read_file(&path)
-                .map_err(|d| {
-                    d.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .and_then(|b| {
-                    String::from_utf8(b).map_err(|_| format!("{}: not UTF-8 text", path.display()))
-                });
-            match read {
-                Ok(text) => text,
-                Err(e) => return Response::err("refused", e),
-            }
+        // A user without a file starts from an empty one.
+        let content = match crate::jobfiles::read_for_edit(&path) {
+            Ok(text) => text,
+            Err(e) => return Response::err("refused", e),
         };
         Response::with(&EditGetReply {
             user,
