@@ -51,9 +51,8 @@ const CLAIM_RETRY: &str = include_str!("../sql/raw/claim_retry.sql");
 const PROMOTE_QUEUED: &str = include_str!("../sql/raw/promote_queued.sql");
 const SUBMIT_ONESHOTS: &str = include_str!("../sql/raw/submit_oneshots.sql");
 
-/// A run's captured output (idempotent: an end sent twice writes it twice).
-const OUTPUT: &str = "insert into rea.run_output (run_id, output, output_bytes) values ($1, $2, $3)
-     on conflict (run_id) do update set output = excluded.output, output_bytes = excluded.output_bytes";
+const RUN_OUTPUT: &str = include_str!("../sql/raw/run_output.sql");
+const NEXT_ONESHOT_DUE: &str = include_str!("../sql/raw/next_oneshot_due.sql");
 
 /// Run starts and ends sent together by one flush of the backlog.
 const FLUSH_BATCH: usize = 64;
@@ -562,6 +561,8 @@ struct Stmts {
     claim_retry: Statement,
     promote_queued: Statement,
     submit_oneshots: Statement,
+    run_output: Statement,
+    next_oneshot_due: Statement,
 }
 
 /// A write of this node's, waiting in order.
@@ -739,6 +740,8 @@ impl Main {
                 claim_retry: p(CLAIM_RETRY).await?,
                 promote_queued: p(PROMOTE_QUEUED).await?,
                 submit_oneshots: p(SUBMIT_ONESHOTS).await?,
+                run_output: p(RUN_OUTPUT).await?,
+                next_oneshot_due: p(NEXT_ONESHOT_DUE).await?,
             };
             self.conn = Some((c, stmts));
         }
@@ -1198,7 +1201,7 @@ impl Main {
         let written = pipelined(
             outputs
                 .iter()
-                .map(|p| within(io, c.execute(OUTPUT, p)))
+                .map(|p| within(io, c.execute(&st.run_output, p)))
                 .collect(),
         )
         .await;
@@ -1279,7 +1282,7 @@ impl Main {
                 let ended: bool = row.get(0);
                 if ended {
                     if let Some((text, bytes)) = output {
-                        within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
+                        within(io, c.execute(&st.run_output, &[run_id, text, bytes])).await?;
                     }
                     return Ok(true);
                 }
@@ -1310,7 +1313,7 @@ impl Main {
                         // (pipelined, or before a lost connection) — its
                         // output may not be in yet.
                         if let Some((text, bytes)) = output {
-                            within(io, c.execute(OUTPUT, &[run_id, text, bytes])).await?;
+                            within(io, c.execute(&st.run_output, &[run_id, text, bytes])).await?;
                         }
                         Ok(true)
                     }
@@ -1404,16 +1407,7 @@ impl Main {
             if poll.is_none() {
                 // The next due one-shot, on the database's clock: polled
                 // for then rather than at the next tick.
-                let row = within(
-                    io,
-                    c.query_one(
-                        "select (extract(epoch from min(due_at) - clock_timestamp()) * 1000)::bigint
-                         from rea.pending where cluster = $1 and kind = 'oneshot'
-                           and (affinity is null or affinity = $2)",
-                        &[&cluster, &node],
-                    ),
-                )
-                .await?;
+                let row = within(io, c.query_one(&st.next_oneshot_due, &[&cluster, &node])).await?;
                 let in_ms: Option<i64> = row.get(0);
                 // One due now that this poll did not get is being taken
                 // by another node (its rows are locked): look again soon,
