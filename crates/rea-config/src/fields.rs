@@ -119,13 +119,7 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         name: "overlap",
         inheritable: true,
         apply: |ctx, v, d| {
-            let choices = [
-                ("skip", Overlap::Skip),
-                ("queue", Overlap::Queue),
-                ("allow", Overlap::Allow),
-                ("replace", Overlap::Replace),
-            ];
-            if let Some(o) = ctx.choice(v, "overlap", &choices) {
+            if let Some(o) = ctx.choice(v, "overlap", &Overlap::ALL) {
                 d.job.overlap = o;
             }
         },

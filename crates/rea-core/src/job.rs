@@ -28,6 +28,25 @@ pub enum Overlap {
     Replace,
 }
 
+impl Overlap {
+    /// Every policy, as the job file and the cluster's statements name it.
+    pub const ALL: [(&'static str, Overlap); 4] = [
+        ("skip", Overlap::Skip),
+        ("queue", Overlap::Queue),
+        ("allow", Overlap::Allow),
+        ("replace", Overlap::Replace),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overlap::Skip => "skip",
+            Overlap::Queue => "queue",
+            Overlap::Allow => "allow",
+            Overlap::Replace => "replace",
+        }
+    }
+}
+
 /// What to do with occurrences missed while the daemon was down (or the
 /// wall clock jumped forward).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -292,6 +311,14 @@ pub fn select<'a>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn overlap_names_round_trip() {
+        for (name, o) in Overlap::ALL {
+            assert_eq!(o.as_str(), name);
+        }
+    }
+
     use super::*;
 
     #[test]

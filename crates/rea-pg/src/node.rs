@@ -1475,12 +1475,7 @@ impl Main {
                 if names.is_empty() {
                     continue;
                 }
-                let o = match overlap {
-                    Overlap::Skip => "skip",
-                    Overlap::Queue => "queue",
-                    Overlap::Allow => "allow",
-                    Overlap::Replace => "replace",
-                };
+                let o = overlap.as_str();
                 for _ in 0..16 {
                     let Some(row) = within(
                         io,
@@ -1703,12 +1698,7 @@ impl ClaimParams {
     fn of(req: &ClaimRequest) -> ClaimParams {
         ClaimParams {
             trigger: req.trigger.as_str(),
-            overlap: match req.overlap {
-                Overlap::Skip => "skip",
-                Overlap::Queue => "queue",
-                Overlap::Allow => "allow",
-                Overlap::Replace => "replace",
-            },
+            overlap: req.overlap.as_str(),
             retry: req.retry.as_ref().map(retry_json),
             mode: match req.mode {
                 ClaimMode::Run => "run",
