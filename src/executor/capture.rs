@@ -71,8 +71,10 @@ async fn read(
         match pipe.try_read(buf.get()) {
             Ok(0) => return,
             Ok(n) => {
-                got(&buf.get()[..n], tap, journal).await;
-                if buf.after_read(n) {
+                let total = got(&buf.get()[..n], tap, journal).await;
+                buf.after_read(n);
+                // The read that takes the job's output past CHATTY bytes.
+                if total >= CHATTY as u64 && total - (n as u64) < CHATTY as u64 {
                     let _ = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE);
                 }
             }
@@ -86,11 +88,13 @@ async fn read(
     }
 }
 
-async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
-    tap.push(data);
+/// Hands `data` on; the job's output so far, in bytes.
+async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) -> u64 {
+    let total = tap.push(data);
     if let Some(journal) = journal {
         journal.push(data).await;
     }
+    total
 }
 
 /// The read buffer: on the stack until a read fills it, then 64 KiB on the
@@ -98,8 +102,6 @@ async fn got(data: &[u8], tap: &Tap, journal: &mut Option<Lines>) {
 struct Buf {
     small: [u8; FIRST_CHUNK],
     big: Vec<u8>,
-    /// Bytes read so far.
-    total: usize,
 }
 
 impl Default for Buf {
@@ -107,7 +109,6 @@ impl Default for Buf {
         Buf {
             small: [0; FIRST_CHUNK],
             big: Vec::new(),
-            total: 0,
         }
     }
 }
@@ -121,16 +122,12 @@ impl Buf {
         }
     }
 
-    /// After a read of `n` bytes (handed on already): whether the job has
-    /// just become chatty (its output passed [`CHATTY`] bytes). A read that
-    /// fills the small buffer moves reads to the big one.
-    fn after_read(&mut self, n: usize) -> bool {
+    /// After a read of `n` bytes (handed on already): a read that fills the
+    /// small buffer moves reads to the big one.
+    fn after_read(&mut self, n: usize) {
         if self.big.is_empty() && n == self.small.len() {
             self.big = vec![0; READ_CHUNK];
         }
-        let before = self.total;
-        self.total = self.total.saturating_add(n);
-        before < CHATTY && self.total >= CHATTY
     }
 }
 

@@ -71,9 +71,9 @@ impl Tap {
         lock(&self.shared)
     }
 
-    /// Bytes the run just wrote.
-    pub(super) fn push(&self, data: &[u8]) {
-        let followed = {
+    /// Bytes the run just wrote; returns the run's output so far, in bytes.
+    pub(super) fn push(&self, data: &[u8]) -> u64 {
+        let (followed, total) = {
             let mut s = self.state();
             if let Some(capture) = &mut s.capture {
                 capture.push(data);
@@ -82,11 +82,12 @@ impl Tap {
             if s.followers > 0 {
                 push_ring(&mut s.ring, data);
             }
-            s.followers > 0
+            (s.followers > 0, s.total)
         };
         if followed {
             self.shared.wake.notify_waiters();
         }
+        total
     }
 
     /// The output is over: hands the capture to the supervisor. Followers
