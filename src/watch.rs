@@ -480,13 +480,6 @@ fn push_front(pending: &mut Vec<Step>, path: &Path) {
     pending.extend(steps.into_iter().rev());
 }
 
-/// Whether `name` is a job file of a drop-in or users' directory (what
-/// `rea_config::FileSet::parts` reads: `*.toml`, not hidden).
-fn is_part_name(name: &OsStr) -> bool {
-    let name = name.to_string_lossy();
-    !name.starts_with('.') && name.ends_with(".toml")
-}
-
 /// The watching thread's state.
 struct Worker {
     /// The job file as given, made absolute.
@@ -605,7 +598,7 @@ impl Worker {
                     self.relevant.contains(&path)
                         || self.watched.contains(&path)
                         || self.extra.contains(&path)
-                        || (self.extra.contains(dir) && is_part_name(name))
+                        || (self.extra.contains(dir) && rea_config::is_job_file_name(name))
                 }
                 // The directory itself was deleted or moved.
                 _ => true,
@@ -655,16 +648,7 @@ impl Worker {
     fn extra_fingerprints(&self) -> Vec<(PathBuf, Fingerprint)> {
         let mut out = Vec::new();
         for dir in &self.extra {
-            let Ok(entries) = fs::read_dir(dir) else {
-                continue;
-            };
-            let mut files: Vec<PathBuf> = entries
-                .flatten()
-                .filter(|e| is_part_name(&e.file_name()))
-                .map(|e| e.path())
-                .collect();
-            files.sort();
-            for f in files {
+            for f in rea_config::toml_files(dir) {
                 let print = fingerprint(&f);
                 out.push((f, print));
             }

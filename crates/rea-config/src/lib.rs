@@ -42,7 +42,7 @@ pub use diagnostic::{Diagnostic, Severity};
 pub use load::{
     check_permissions, digest, load, load_as_if_changed, load_if_changed, load_with, read_file,
 };
-pub use set::{combine, files_of, FileSet};
+pub use set::{combine, files_of, is_job_file_name, toml_files, FileSet};
 pub use walk::{parse, parse_as};
 
 /// Which kind of job file: what it may say, whose jobs it holds.

@@ -64,23 +64,24 @@ impl FileSet {
     }
 }
 
-fn toml_files(dir: &Path) -> Vec<PathBuf> {
+pub fn toml_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut files: Vec<PathBuf> = entries
         .flatten()
+        .filter(|e| is_job_file_name(&e.file_name()))
         .map(|e| e.path())
-        .filter(|p| {
-            let name = p
-                .file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default();
-            !name.starts_with('.') && name.ends_with(".toml")
-        })
         .collect();
     files.sort();
     files
+}
+
+/// Whether a file of `jobs.d/` or `users/` named so is a job file: `*.toml`,
+/// not hidden (an editor's or a package manager's temporary file).
+pub fn is_job_file_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    !name.starts_with('.') && name.ends_with(".toml")
 }
 
 /// The main file's configuration with the jobs of `parts` added, in order.
