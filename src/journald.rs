@@ -103,10 +103,21 @@ impl Journal {
 
     /// The journal side of one run.
     pub(crate) fn lines(&self, job: &str, run: &str) -> Lines {
+        let mut fields = Vec::new();
+        for (key, value) in [
+            ("PRIORITY", b"6".as_slice()),
+            ("SYSLOG_IDENTIFIER", job.as_bytes()),
+            ("JOB", job.as_bytes()),
+            ("RUN", run.as_bytes()),
+        ] {
+            push_field(&mut fields, key, value);
+        }
         Lines {
             journal: self.clone(),
             job: job.to_string(),
             run: run.to_string(),
+            fields,
+            entry: Vec::new(),
             partial: Vec::new(),
             stopped: false,
             tokens: BURST,
@@ -123,6 +134,10 @@ pub(crate) struct Lines {
     journal: Journal,
     job: String,
     run: String,
+    /// Every entry's fields but MESSAGE, encoded once.
+    fields: Vec<u8>,
+    /// The entry being sent, reused from line to line.
+    entry: Vec<u8>,
     /// The start of a line whose newline has not come yet (less than
     /// [`LINE_MAX`]).
     partial: Vec<u8>,
@@ -224,13 +239,10 @@ impl Lines {
         if self.stopped {
             return;
         }
-        let entry = entry(&[
-            ("MESSAGE", message),
-            ("PRIORITY", b"6"),
-            ("SYSLOG_IDENTIFIER", self.job.as_bytes()),
-            ("JOB", self.job.as_bytes()),
-            ("RUN", self.run.as_bytes()),
-        ]);
+        let mut entry = std::mem::take(&mut self.entry);
+        entry.clear();
+        push_field(&mut entry, "MESSAGE", message);
+        entry.extend_from_slice(&self.fields);
         let inner = &self.journal.inner;
         let sent = match inner.socket.try_send_to(&entry, &inner.path) {
             Ok(n) => Ok(Ok(n)),
@@ -239,6 +251,7 @@ impl Lines {
             }
             Err(e) => Ok(Err(e)),
         };
+        self.entry = entry;
         let problem = match sent {
             Ok(Ok(_)) => {
                 inner.warned.store(false, Ordering::Relaxed);
@@ -269,24 +282,29 @@ fn char_boundary(bytes: &[u8], max: usize) -> usize {
     }
 }
 
-/// A journal entry in the native protocol: `KEY=value` lines, or for a
-/// value holding a newline `KEY`, a newline, its length as a 64-bit little
-/// endian number, the value and a newline.
+/// A whole entry of `fields`, in order.
+#[cfg(test)]
 fn entry(fields: &[(&str, &[u8])]) -> Vec<u8> {
-    let size = fields.iter().map(|(k, v)| k.len() + v.len() + 10).sum();
-    let mut out = Vec::with_capacity(size);
+    let mut out = Vec::new();
     for (key, value) in fields {
-        out.extend_from_slice(key.as_bytes());
-        if value.contains(&b'\n') {
-            out.push(b'\n');
-            out.extend_from_slice(&(value.len() as u64).to_le_bytes());
-        } else {
-            out.push(b'=');
-        }
-        out.extend_from_slice(value);
-        out.push(b'\n');
+        push_field(&mut out, key, value);
     }
     out
+}
+
+/// One field of a journal entry in the native protocol: a `KEY=value`
+/// line, or for a value holding a newline `KEY`, a newline, its length as a
+/// 64-bit little endian number, the value and a newline.
+fn push_field(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    out.extend_from_slice(key.as_bytes());
+    if value.contains(&b'\n') {
+        out.push(b'\n');
+        out.extend_from_slice(&(value.len() as u64).to_le_bytes());
+    } else {
+        out.push(b'=');
+    }
+    out.extend_from_slice(value);
+    out.push(b'\n');
 }
 
 #[cfg(test)]
