@@ -239,6 +239,30 @@ fn logs_follow_joins_a_running_run_with_what_it_wrote_so_far() {
     assert!(stderr.contains("(exit 3)"), "{stderr}");
 }
 
+/// A follower waiting for a job's next run when the daemon stops is told
+/// that none will start (the answer goes out before the daemon exits), and
+/// exits with an error rather than a closed connection.
+#[test]
+fn a_waiting_follower_is_told_when_the_daemon_stops() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let d = env.daemon();
+    let follower = Background::start(&env, &["logs", "-f", "quick"]);
+    wait_until("the follower to wait", || {
+        follower
+            .stderr()
+            .contains("waiting for the next run of quick")
+    });
+    assert_eq!(d.stop(), 0);
+    let (code, stdout, stderr) = follower.finish();
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains("the daemon is stopping: no run will start"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_character_cut_between_two_writes_arrives_whole() {
     let env = Env::new();

@@ -23,7 +23,7 @@ mod server;
 pub(crate) use client::{Client, ClientError};
 pub(crate) use protocol::{Request, Response, Selector, Submission};
 pub(crate) use remote::RemoteHistory;
-pub(crate) use server::{bind, serve, Incoming, Peer, Reply};
+pub(crate) use server::{bind, serve, Connections, Incoming, Peer, Reply};
 
 /// The socket of a state directory.
 pub(crate) fn socket_path(state_dir: &Path) -> PathBuf {

@@ -131,14 +131,40 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The connections being served (at most a quarter of the open-file
+/// limit), so that a stopping daemon can let their last answers go out.
+#[derive(Clone)]
+pub(crate) struct Connections {
+    slots: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl Connections {
+    pub(crate) fn new() -> Connections {
+        let limit = connection_limit();
+        Connections {
+            slots: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// Waits until every connection has ended (its client read its last
+    /// answer and closed it), for at most `patience`. New connections are
+    /// refused meanwhile.
+    pub(crate) async fn ended(&self, patience: Duration) {
+        let all = u32::try_from(self.limit).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(patience, self.slots.acquire_many(all)).await;
+    }
+}
+
 /// Accepts connections forever, forwarding each request line to `tx`.
 pub(crate) async fn serve(
     listener: UnixListener,
     tx: mpsc::UnboundedSender<Incoming>,
     others: bool,
+    connections: Connections,
 ) {
-    let limit = connection_limit();
-    let slots = Arc::new(Semaphore::new(limit));
+    let Connections { slots, limit } = connections;
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.

@@ -237,6 +237,9 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             opts.state_dir.display()
         )));
     }
+    // Followers and `trigger --wait`s told that nothing more will come get
+    // that answer before the runtime, and their connections, go away.
+    d.connections.ended(std::time::Duration::from_secs(1)).await;
     let _ = std::fs::remove_file(crate::control::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     drop(lock);
@@ -286,6 +289,8 @@ struct Loop {
     /// Runs spawned and not finished: run id → (its handle, its job or
     /// one-shot).
     handles: HashMap<String, (RunHandle, String)>,
+    /// The control connections, for their last answers at shutdown.
+    connections: crate::control::Connections,
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,
     tx: mpsc::UnboundedSender<Msg>,

@@ -136,7 +136,13 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     }
     let (tx, finished) = mpsc::unbounded_channel::<Msg>();
     let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
-    tokio::spawn(crate::control::serve(listener, ctl_tx, others));
+    let connections = crate::control::Connections::new();
+    tokio::spawn(crate::control::serve(
+        listener,
+        ctl_tx,
+        others,
+        connections.clone(),
+    ));
     let mut d = Loop {
         engine,
         history: stores.history,
@@ -144,6 +150,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         paused: stores.paused,
         cluster,
         handles: HashMap::new(),
+        connections,
         hook_batches: HashMap::new(),
         tx,
         waiters: HashMap::new(),
