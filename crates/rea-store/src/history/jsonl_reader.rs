@@ -86,13 +86,14 @@ impl JsonlReader {
     /// while a query runs can't make it read a file twice or lines written
     /// later. A rotation between two opens can show the same file under two
     /// names; the (device, inode) check drops the second. Each file comes
-    /// with its metadata (its length, and what finds its index).
-    fn open_files(&self) -> io::Result<Vec<(File, std::fs::Metadata)>> {
+    /// with its metadata (its length, and what finds its index) and whether
+    /// it was opened as the live file.
+    fn open_files(&self) -> io::Result<Vec<(File, std::fs::Metadata, bool)>> {
         let mut paths = vec![log_path(&self.dir)];
         paths.extend(rotated_files(&self.dir)?.into_iter().map(|(_, path)| path));
         let mut seen = HashSet::new();
         let mut files = Vec::new();
-        for path in paths {
+        for (i, path) in paths.into_iter().enumerate() {
             let file = match crate::files::open_read(&path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -105,7 +106,7 @@ impl JsonlReader {
             };
             let meta = file.metadata()?;
             if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
-                files.push((file, meta));
+                files.push((file, meta, i == 0));
             }
         }
         Ok(files)
@@ -131,8 +132,6 @@ impl JsonlReader {
         mut visit: impl FnMut(T) -> ControlFlow<()>,
     ) -> io::Result<()> {
         self.malformed.store(0, Ordering::Relaxed);
-        let live = log_path(&self.dir);
-        let live_ino = std::fs::symlink_metadata(&live).ok().map(|m| m.ino());
         // One line: UTF-8, the pre-filter, the parse, the visit.
         let mut one = |line: &[u8]| -> ControlFlow<()> {
             let Ok(line) = std::str::from_utf8(line) else {
@@ -152,10 +151,10 @@ impl JsonlReader {
                 }
             }
         };
-        for (file, meta) in self.open_files()? {
+        for (file, meta, live) in self.open_files()? {
             // The live file is never indexed: `part` narrows only files
             // with a valid index.
-            let Some((start, end)) = part(live_ino == Some(meta.ino()), &meta) else {
+            let Some((start, end)) = part(live, &meta) else {
                 continue;
             };
             let window = Window { file: &file, start };
@@ -210,19 +209,13 @@ impl HistoryReader for JsonlReader {
             return Ok(found);
         }
         let job = query.job.as_deref().map(quoted).transpose()?;
-        let mut statuses: Vec<String> = query
-            .statuses
-            .iter()
-            .map(|s| format!("\"{}\"", s.as_str()))
-            .collect();
-        if query.with_missed && !statuses.is_empty() {
-            statuses.push("\"missed\"".to_string());
-        }
-        // What the rotated files' indexes are asked for.
+        // The statuses (or `missed`) asked for: what the rotated files'
+        // indexes are asked for, and, quoted, what a line must contain.
         let mut keys: Vec<&str> = query.statuses.iter().map(|s| s.as_str()).collect();
         if query.with_missed && !keys.is_empty() {
             keys.push(Event::Missed.as_str());
         }
+        let statuses: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
         let part = |live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
             Some(job) if !live => narrow(&self.dir, meta, job, &keys),
             _ => Some((0, meta.len())),
