@@ -574,7 +574,8 @@ enum Write {
     },
     Ended {
         run_id: i64,
-        status: RunStatus,
+        /// As the statements take it (`RunStatus::as_str`).
+        status: &'static str,
         exit_code: Option<i32>,
         signal: Option<i32>,
         reason: Option<String>,
@@ -584,10 +585,53 @@ enum Write {
     },
 }
 
+/// A statement parameter.
+type P<'a> = &'a (dyn ToSql + Sync);
+
 impl Write {
     fn run_id(&self) -> i64 {
         match self {
             Write::Started { run_id, .. } | Write::Ended { run_id, .. } => *run_id,
+        }
+    }
+
+    /// The statement that records it.
+    fn statement<'s>(&self, st: &'s Stmts) -> &'s Statement {
+        match self {
+            Write::Started { .. } => &st.run_started,
+            Write::Ended { .. } => &st.run_ended,
+        }
+    }
+
+    /// That statement's parameters, for the node `cluster`/`node` in `epoch`.
+    fn params<'a>(&'a self, cluster: &'a String, node: &'a String, epoch: &'a i64) -> Vec<P<'a>> {
+        match self {
+            Write::Started {
+                run_id,
+                pid,
+                detail,
+            } => vec![cluster, node, epoch, run_id, pid, detail],
+            Write::Ended {
+                run_id,
+                status,
+                exit_code,
+                signal,
+                reason,
+                detail,
+                retry_delay_ms,
+                ..
+            } => vec![
+                cluster,
+                node,
+                epoch,
+                run_id,
+                status,
+                exit_code,
+                signal,
+                reason,
+                detail,
+                retry_delay_ms,
+            ],
         }
     }
 }
@@ -865,7 +909,6 @@ impl Main {
         let params: Vec<ClaimParams> = batch.iter().map(ClaimParams::of).collect();
         let results = match &self.conn {
             Some((c, st)) => {
-                type P<'a> = &'a (dyn ToSql + Sync);
                 let arrays: Vec<[P<'_>; 10]> = batch
                     .iter()
                     .zip(&params)
@@ -1109,67 +1152,23 @@ impl Main {
             .take(n)
             .map(|w| self.run_epochs.get(&w.run_id()).copied().unwrap_or(live))
             .collect();
-        let statuses: Vec<&'static str> = self
-            .backlog
-            .iter()
-            .take(n)
-            .map(|w| match w {
-                Write::Started { .. } => "",
-                Write::Ended { status, .. } => status.as_str(),
-            })
-            .collect();
-        type P<'a> = &'a (dyn ToSql + Sync);
         let params: Vec<(bool, Vec<P<'_>>)> = self
             .backlog
             .iter()
             .take(n)
             .zip(&epochs)
-            .zip(&statuses)
-            .map(|((w, epoch), status)| match w {
-                Write::Started {
-                    run_id,
-                    pid,
-                    detail,
-                } => (
-                    true,
-                    vec![&cluster as P<'_>, &node, epoch, run_id, pid, detail],
-                ),
-                Write::Ended {
-                    run_id,
-                    exit_code,
-                    signal,
-                    reason,
-                    detail,
-                    retry_delay_ms,
-                    ..
-                } => (
-                    false,
-                    vec![
-                        &cluster as P<'_>,
-                        &node,
-                        epoch,
-                        run_id,
-                        status,
-                        exit_code,
-                        signal,
-                        reason,
-                        detail,
-                        retry_delay_ms,
-                    ],
-                ),
+            .map(|(w, epoch)| {
+                (
+                    matches!(w, Write::Started { .. }),
+                    w.params(&cluster, &node, epoch),
+                )
             })
             .collect();
         let answers = pipelined(
-            params
+            self.backlog
                 .iter()
-                .map(|(started, p)| {
-                    let stmt = if *started {
-                        &st.run_started
-                    } else {
-                        &st.run_ended
-                    };
-                    within(io, c.query_opt(stmt, p))
-                })
+                .zip(&params)
+                .map(|(w, (_, p))| within(io, c.query_opt(w.statement(st), p)))
                 .collect(),
         )
         .await;
@@ -1231,21 +1230,14 @@ impl Main {
         let Some((c, st)) = &self.conn else {
             return Err("no connection".into());
         };
+        let answer = within(
+            io,
+            c.query_opt(w.statement(st), &w.params(&cluster, &node, &epoch)),
+        )
+        .await?;
         match w {
-            Write::Started {
-                run_id,
-                pid,
-                detail,
-            } => {
-                let done = within(
-                    io,
-                    c.query_opt(
-                        &st.run_started,
-                        &[&cluster, &node, &epoch, run_id, pid, detail],
-                    ),
-                )
-                .await?;
-                if done.is_some() {
+            Write::Started { run_id, .. } => {
+                if answer.is_some() {
                     return Ok(true);
                 }
                 Ok(run_status(c, *run_id, io).await?.as_deref() != Some("started"))
@@ -1254,32 +1246,10 @@ impl Main {
                 run_id,
                 status,
                 exit_code,
-                signal,
-                reason,
-                detail,
                 output,
-                retry_delay_ms,
+                ..
             } => {
-                let row = within(
-                    io,
-                    c.query_one(
-                        &st.run_ended,
-                        &[
-                            &cluster,
-                            &node,
-                            &epoch,
-                            run_id,
-                            &status.as_str(),
-                            exit_code,
-                            signal,
-                            reason,
-                            detail,
-                            retry_delay_ms,
-                        ],
-                    ),
-                )
-                .await?;
-                let ended: bool = row.get(0);
+                let ended = answer.is_some_and(|row| row.get::<_, bool>(0));
                 if ended {
                     if let Some((text, bytes)) = output {
                         within(io, c.execute(&st.run_output, &[run_id, text, bytes])).await?;
@@ -1296,13 +1266,13 @@ impl Main {
                             io,
                             c.query_opt(
                                 &st.late_report,
-                                &[&cluster, &node, &epoch, run_id, &status.as_str(), &code],
+                                &[&cluster, &node, &epoch, run_id, status, &code],
                             ),
                         )
                         .await?;
                         warn!(
                             run = run_id,
-                            status = status.as_str(),
+                            status = *status,
                             "cluster: the run had been recorded as interrupted (this node was declared dead); its real end is kept as a late report"
                         );
                         Ok(true)
@@ -1673,7 +1643,7 @@ fn write_of(rec: &Record) -> Option<Write> {
         .map(|t| (t.with_timezone(&Utc) - rec.ts).num_milliseconds().max(0));
     Some(Write::Ended {
         run_id,
-        status,
+        status: status.as_str(),
         exit_code: rec.exit_code,
         signal: rec.signal,
         reason: rec.reason.clone(),
