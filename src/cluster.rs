@@ -31,7 +31,7 @@ pub(crate) fn settings(
         .ok()
         .filter(|n| !n.trim().is_empty())
         .or_else(|| c.node.clone())
-        .unwrap_or_else(crate::host::hostname);
+        .unwrap_or_else(rea_host::hostname);
     if let Some(why) = rea_core::job::name_problem(&node) {
         return Err(format!(
             "invalid node name {node:?} ({NODE_ENV} or the host name): {why}"
@@ -39,7 +39,7 @@ pub(crate) fn settings(
     }
     let host_id = match state_dir {
         Some(dir) => host_id(dir)?,
-        None => format!("client:{}", crate::host::hostname()),
+        None => format!("client:{}", rea_host::hostname()),
     };
     Ok(rea_pg::Settings {
         url,
@@ -86,29 +86,22 @@ fn host_id(state_dir: &Path) -> Result<String, String> {
     Ok(format!("{machine}:{}:{id}", state_dir.display()))
 }
 
-/// Digests of the job definitions this node runs: one per job, and one
-/// over all of them (nodes whose definitions differ are flagged by
-/// `rea status`; the `[cluster]` table itself, which names the node, is
-/// not part of it).
-pub(crate) fn digests(cfg: &Config) -> (String, Vec<rea_pg::JobDef>) {
-    use std::hash::{Hash, Hasher};
-    let mut jobs: Vec<rea_pg::JobDef> = cfg
-        .jobs
-        .iter()
-        .map(|j| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            format!("{j:?}").hash(&mut h);
-            rea_pg::JobDef {
-                name: j.name.clone(),
-                digest: format!("{:016x}", h.finish()),
-                overlap: j.overlap,
-            }
-        })
-        .collect();
-    jobs.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for j in &jobs {
-        (&j.name, &j.digest).hash(&mut h);
-    }
-    (format!("{:016x}", h.finish()), jobs)
+/// How `rea run` starts its node when the job file has `[cluster]`: the
+/// one place that names cluster mode's backend (PostgreSQL, `rea_pg`).
+/// The daemon holds what this returns as a `ClusterNode` and never knows
+/// which backend it is.
+pub(crate) fn start_node() -> rea_daemon::StartNode {
+    std::sync::Arc::new(|c, state_dir, events| {
+        let settings = settings(c, Some(state_dir))?;
+        tracing::info!(
+            cluster = settings.cluster.as_str(),
+            node = settings.node.as_str(),
+            database = %rea_pg::redact(&settings.url),
+            lease_ms = settings.lease.as_millis() as u64,
+            "cluster mode"
+        );
+        let node: Box<dyn rea_store::cluster::ClusterNode> =
+            Box::new(rea_pg::Node::start(settings, events));
+        Ok(node)
+    })
 }

@@ -6,30 +6,15 @@
 //! |---|---|
 //! | `cli` | the clap definitions (also used for man pages and completions) |
 //! | `commands/*` | one file per subcommand, thin |
-//! | `daemon/*` | `rea run`: the event loop and what it does with the engine's actions |
-//! | `executor` | spawning and supervising one run's process group |
-//! | `control/*` | the local socket: typed protocol, server, blocking client |
-//! | `host` | facts about the machine: users, sendmail, the job file's checks |
-//! | `journald` | runs' output in the systemd journal (`job_output = "journal"`) |
-//! | `state_dir`, `watch`, `timer`, `notify` | the state directory and its lock, the job-file watcher, the wall-clock timer, systemd notification |
+//! | `cluster` | cluster mode's settings, and the one place a backend is chosen (`rea_pg`) |
 //! | `failure`, `table`, `time_text` | how commands fail; aligned tables for people; instants as people read and type them |
 
 mod cli;
 mod cluster;
 mod commands;
-mod control;
-mod daemon;
-mod executor;
 mod failure;
-mod host;
-mod jobfiles;
-mod journald;
-mod notify;
-mod state_dir;
 mod table;
 mod time_text;
-mod timer;
-mod watch;
 
 use std::process::ExitCode;
 

@@ -2,9 +2,9 @@
 //! with `--kill`.
 
 use crate::cli::{CancelArgs, Global};
-use crate::control::protocol::CancelReply;
-use crate::control::Request;
 use crate::failure::{self, Outcome};
+use rea_proto::protocol::CancelReply;
+use rea_proto::Request;
 
 pub(crate) fn run(global: &Global, args: &CancelArgs) -> Outcome {
     if let Some(s) = super::cluster::settings(global)? {

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{exit, CheckArgs, Global};
 use crate::failure::{self, Failure, Outcome};
-use crate::jobfiles::{HostChecks, JobFiles};
+use rea_daemon::jobfiles::{HostChecks, JobFiles};
 
 fn diag_json(d: &Diagnostic) -> Value {
     json!({ "file": d.file, "line": d.line, "col": d.col, "message": d.message, "hint": d.hint })
@@ -28,7 +28,7 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
     } else {
         HostChecks::Strict
     };
-    let mut files = JobFiles::new(&path, options, crate::host::is_root()).host_checks(checks);
+    let mut files = JobFiles::new(&path, options, rea_host::user::is_root()).host_checks(checks);
     let result = match files.load(true) {
         Ok(Some(loaded)) => Ok(loaded),
         Ok(None) => Err(Vec::new()),

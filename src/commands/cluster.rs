@@ -8,10 +8,10 @@ use rea_store::history::HistoryReader;
 use serde_json::json;
 
 use crate::cli::{exit, CancelArgs, Global, PendingArgs, SelectArgs, StatusArgs};
-use crate::control::protocol::{ClusterNodeInfo, StatusReply};
-use crate::control::{Client, Request};
 use crate::failure::{self, Failure, Outcome};
 use crate::table::Table;
+use rea_proto::protocol::{ClusterNodeInfo, StatusReply};
+use rea_proto::{Client, Request};
 
 /// The cluster settings if the job file has `[cluster]`; None: local mode.
 pub(crate) fn settings(global: &Global) -> Result<Option<rea_pg::Settings>, Failure> {
@@ -271,7 +271,7 @@ pub(crate) fn pause(
             SelectError::Nothing => Failure::invalid("name jobs, --tag TAG or --all".to_string()),
         },
     )?;
-    let by = format!("{}@{}", s.node, crate::host::hostname());
+    let by = format!("{}@{}", s.node, rea_host::hostname());
     let (changed, paused) = reader(s)?
         .pause((!args.all).then_some(names.as_slice()), pause, &by)
         .map_err(db_failure)?;

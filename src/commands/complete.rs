@@ -25,9 +25,9 @@ use clap::CommandFactory;
 use rea_config::LoadOptions;
 
 use crate::cli::{Cli, CompleteArgs, Global};
-use crate::control::protocol::{PendingReply, StatusReply};
-use crate::control::{Client, Request};
 use crate::failure::{self, Failure, Outcome};
+use rea_proto::protocol::{PendingReply, StatusReply};
+use rea_proto::{Client, Request};
 
 /// How long completion waits for the daemon: a TAB must not hang.
 const PATIENCE: Duration = Duration::from_millis(1500);
@@ -201,12 +201,16 @@ pub(crate) fn run(global: &Global, args: &CompleteArgs) -> Outcome {
         let options = LoadOptions {
             allow_insecure_permissions: true,
         };
-        crate::jobfiles::JobFiles::new(&super::job_file(&global), options, crate::host::is_root())
-            .host_checks(crate::jobfiles::HostChecks::Off)
-            .load(true)
-            .ok()
-            .flatten()
-            .map(|loaded| loaded.config)
+        rea_daemon::jobfiles::JobFiles::new(
+            &super::job_file(&global),
+            options,
+            rea_host::user::is_root(),
+        )
+        .host_checks(rea_daemon::jobfiles::HostChecks::Off)
+        .load(true)
+        .ok()
+        .flatten()
+        .map(|loaded| loaded.config)
     });
     let mut client = super::state_dir(&global)
         .ok()

@@ -17,12 +17,12 @@ use std::process::ExitCode;
 use rea_config::{Config, Diagnostic, FileKind};
 
 use crate::cli::{exit, EditArgs, Global};
-use crate::control::protocol::{EditGetReply, EditPutReply};
-use crate::control::{Request, Response};
 use crate::failure::{Failure, Outcome};
+use rea_proto::protocol::{EditGetReply, EditPutReply};
+use rea_proto::{Request, Response};
 
 pub(crate) fn run(global: &Global, args: &EditArgs) -> Outcome {
-    if crate::host::is_root() && args.user.is_none() {
+    if rea_host::user::is_root() && args.user.is_none() {
         return edit_main(global);
     }
     edit_through_daemon(global, args.user.clone())
@@ -146,7 +146,7 @@ fn run_editor(path: &Path) -> Result<(), Failure> {
 /// mode.
 fn edit_main(global: &Global) -> Outcome {
     let path = super::job_file_in_use(global);
-    let original = crate::jobfiles::read_for_edit(&path).map_err(Failure::runtime)?;
+    let original = rea_daemon::jobfiles::read_for_edit(&path).map_err(Failure::runtime)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -167,7 +167,8 @@ fn edit_main(global: &Global) -> Outcome {
 }
 
 fn check_text(text: &str, path: &Path, kind: &FileKind) -> Result<Config, Vec<Diagnostic>> {
-    rea_config::parse_as(text.as_bytes(), path, kind).and_then(crate::host::with_host_checks)
+    rea_config::parse_as(text.as_bytes(), path, kind)
+        .and_then(rea_daemon::host_checks::with_host_checks)
 }
 
 /// Writes `text` over `path` atomically, with the original's owner and
@@ -176,7 +177,7 @@ fn install_keeping_owner(path: &Path, text: &str) -> Result<(), Failure> {
     let meta = std::fs::metadata(path).ok();
     let mode = meta.as_ref().map_or(0o644, |m| m.mode() & 0o7755);
     let owner = meta.as_ref().map(|m| (m.uid(), m.gid()));
-    crate::jobfiles::install(path, text.as_bytes(), mode, owner)
+    rea_daemon::jobfiles::install(path, text.as_bytes(), mode, owner)
         .map_err(|e| Failure::runtime(format!("cannot install {}: {e}", path.display())))
 }
 
@@ -184,7 +185,7 @@ fn reload_if_running(global: &Global) {
     let Ok(mut client) = super::connect(global) else {
         return;
     };
-    match super::ask::<crate::control::protocol::ReloadReply>(&mut client, &Request::Reload) {
+    match super::ask::<rea_proto::protocol::ReloadReply>(&mut client, &Request::Reload) {
         Ok(r) => eprintln!("rea: the daemon reloaded: {} jobs", r.data.jobs),
         Err(f) => eprintln!("{f}"),
     }

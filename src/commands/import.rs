@@ -197,7 +197,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 /// (`users/NAME.toml`), through the daemon, which checks it as that user's
 /// file and reloads.
 fn install(global: &Global, args: &ImportArgs, toml: &str) -> Result<(), Failure> {
-    let user = match (&args.owner, crate::host::is_root()) {
+    let user = match (&args.owner, rea_host::user::is_root()) {
         (Some(owner), _) => Some(owner.clone()),
         (None, false) => None,
         (None, true) => {
@@ -206,9 +206,9 @@ fn install(global: &Global, args: &ImportArgs, toml: &str) -> Result<(), Failure
             ))
         }
     };
-    let answer = super::request::<crate::control::protocol::EditPutReply>(
+    let answer = super::request::<rea_proto::protocol::EditPutReply>(
         global,
-        &crate::control::Request::EditPut {
+        &rea_proto::Request::EditPut {
             user,
             content: toml.to_string(),
         },

@@ -10,9 +10,9 @@ use chrono::SecondsFormat;
 use rea_core::record::{Record, RunStatus};
 
 use crate::cli::{exit, Global, LogsArgs};
-use crate::control::protocol::{FollowReply, StreamLine};
-use crate::control::{Client, Request};
 use crate::failure::{self, Failure, Outcome};
+use rea_proto::protocol::{FollowReply, StreamLine};
+use rea_proto::{Client, Request};
 
 pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
     if args.follow {

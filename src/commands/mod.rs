@@ -28,13 +28,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use rea_config::{Config, Diagnostic, LoadOptions};
 
-use crate::control::protocol::PingReply;
-use crate::jobfiles::{HostChecks, JobFiles};
+use rea_daemon::jobfiles::{HostChecks, JobFiles};
+use rea_proto::protocol::PingReply;
 use serde::de::DeserializeOwned;
 
 use crate::cli::{exit, Global};
-use crate::control::{Client, ClientError, Request, Response};
 use crate::failure::Failure;
+use rea_proto::{Client, ClientError, Request, Response};
 
 /// The main job file: `--file`, `$REA_FILE` (both via clap), else
 /// `/etc/rea/jobs.toml` for root and `./jobs.toml` for others.
@@ -42,7 +42,7 @@ pub(crate) fn job_file(global: &Global) -> PathBuf {
     global
         .file
         .clone()
-        .unwrap_or_else(crate::jobfiles::default_main)
+        .unwrap_or_else(rea_daemon::jobfiles::default_main)
 }
 
 /// The main job file a command reads: `--file`/`$REA_FILE`, else the one
@@ -56,7 +56,7 @@ pub(crate) fn job_file_in_use(global: &Global) -> PathBuf {
         let ping = ask::<PingReply>(&mut client, &Request::Ping).ok()?;
         ping.data.file.map(PathBuf::from)
     });
-    daemons.unwrap_or_else(crate::jobfiles::default_main)
+    daemons.unwrap_or_else(rea_daemon::jobfiles::default_main)
 }
 
 /// Loads the job files (the main file and the ones beside it) for a
@@ -67,7 +67,7 @@ pub(crate) fn job_file_in_use(global: &Global) -> PathBuf {
 /// and `rea check` is where it is an error.
 pub(crate) fn load_config(global: &Global) -> Result<Config, Failure> {
     let path = job_file_in_use(global);
-    let mut files = JobFiles::new(&path, LoadOptions::default(), crate::host::is_root())
+    let mut files = JobFiles::new(&path, LoadOptions::default(), rea_host::user::is_root())
         .host_checks(HostChecks::Lenient);
     match files.load(true) {
         Ok(Some(loaded)) => {
@@ -116,12 +116,11 @@ pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
 /// except that a user without a daemon of their own talks to the system's
 /// (`/var/lib/rea`), where their own jobs are.
 pub(crate) fn state_dir(global: &Global) -> Result<PathBuf, Failure> {
-    let dir = crate::state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
-    if global.state_dir.is_none() && !crate::host::is_root() {
-        let system = PathBuf::from(crate::state_dir::SYSTEM);
-        if !crate::control::socket_path(&dir).exists()
-            && crate::control::socket_path(&system).exists()
-        {
+    let dir =
+        rea_host::state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
+    if global.state_dir.is_none() && !rea_host::user::is_root() {
+        let system = PathBuf::from(rea_host::state_dir::SYSTEM);
+        if !rea_proto::socket_path(&dir).exists() && rea_proto::socket_path(&system).exists() {
             return Ok(system);
         }
     }
@@ -146,7 +145,7 @@ pub(crate) fn history_reader(
         return Ok(rea_store::Local::history_reader(dir));
     }
     let client = Client::connect(dir, global.client_timeout).map_err(client_failure)?;
-    Ok(Box::new(crate::control::RemoteHistory::new(client)))
+    Ok(Box::new(rea_proto::RemoteHistory::new(client)))
 }
 
 /// Connects to the daemon of the state directory, or explains why not.

@@ -2,9 +2,9 @@
 //! lives in the daemon and survives its restarts.
 
 use crate::cli::{Global, SelectArgs};
-use crate::control::protocol::PauseReply;
-use crate::control::{Request, Selector};
 use crate::failure::{self, Outcome};
+use rea_proto::protocol::PauseReply;
+use rea_proto::{Request, Selector};
 
 pub(crate) fn run(global: &Global, args: &SelectArgs, pause: bool) -> Outcome {
     if let Some(s) = super::cluster::settings(global)? {

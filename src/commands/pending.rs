@@ -3,10 +3,10 @@
 use chrono::Utc;
 
 use crate::cli::{Global, PendingArgs};
-use crate::control::protocol::PendingReply;
-use crate::control::Request;
 use crate::failure::{self, Outcome};
 use crate::table::Table;
+use rea_proto::protocol::PendingReply;
+use rea_proto::Request;
 
 pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
     if let Some(s) = super::cluster::settings(global)? {

@@ -17,8 +17,8 @@
 
 use std::process::ExitCode;
 
-use crate::control::protocol::StatusReply;
 use crate::failure::Outcome;
+use rea_proto::protocol::StatusReply;
 
 /// The probe's verdict, worst wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

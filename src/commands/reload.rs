@@ -1,9 +1,9 @@
 //! `rea reload`: the daemon re-reads the job file now.
 
 use crate::cli::Global;
-use crate::control::protocol::ReloadReply;
-use crate::control::Request;
 use crate::failure::{self, Outcome};
+use rea_proto::protocol::ReloadReply;
+use rea_proto::Request;
 
 pub(crate) fn run(global: &Global) -> Outcome {
     let reply = super::request::<ReloadReply>(global, &Request::Reload)?.data;

@@ -1,9 +1,10 @@
 //! `rea run`: the foreground daemon.
 
+use rea_daemon::{Options, StartError};
+use rea_host::state_dir;
+
 use crate::cli::{exit, Global, LogFormat, RunArgs};
-use crate::daemon::{self, Options, StartError};
 use crate::failure::{self, Failure, Outcome};
-use crate::state_dir;
 
 pub(crate) fn run(global: &Global, args: &RunArgs) -> Outcome {
     init_logging(args.log_format);
@@ -12,8 +13,9 @@ pub(crate) fn run(global: &Global, args: &RunArgs) -> Outcome {
         file: super::job_file(global),
         state_dir,
         allow_insecure: args.allow_insecure,
+        cluster: Some(crate::cluster::start_node()),
     };
-    match daemon::run(opts) {
+    match rea_daemon::run(opts) {
         Ok(()) => failure::ok(),
         Err(StartError::Config(diags)) => Err(super::invalid_file(
             &diags,

@@ -9,11 +9,11 @@ use rea_store::history::JobSummary;
 use serde_json::json;
 
 use crate::cli::{Global, StatusArgs};
-use crate::control::protocol::{StatusReply, Ts};
-use crate::control::{Client, ClientError, Request};
 use crate::failure::{self, Failure, Outcome};
-use crate::state_dir;
 use crate::table::Table;
+use rea_host::state_dir;
+use rea_proto::protocol::{StatusReply, Ts};
+use rea_proto::{Client, ClientError, Request};
 
 pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
     if let Some(s) = super::cluster::settings(global)? {

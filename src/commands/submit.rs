@@ -12,9 +12,9 @@ use serde_json::json;
 use rea_core::oneshot::OneShotRetry;
 
 use crate::cli::{AtArgs, Global, OneShotOpts, SubmitArgs};
-use crate::control::protocol::{FieldNames, SubmitReply};
-use crate::control::{Request, Submission};
 use crate::failure::{self, Failure, Outcome};
+use rea_proto::protocol::{FieldNames, SubmitReply};
+use rea_proto::{Request, Submission};
 
 /// When a one-shot runs.
 enum When {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use rea_core::record::{Record, RunStatus};
 
 use crate::cli::{exit, Global, TriggerArgs};
-use crate::control::protocol::TriggerReply;
-use crate::control::Request;
 use crate::failure::{self, exit_code, Outcome};
+use rea_proto::protocol::TriggerReply;
+use rea_proto::Request;
 
 pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
     let mut client = super::connect(global)?;
@@ -75,8 +75,8 @@ pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
         println!("{}", end.raw);
     } else {
         println!("{}", ended(&args.job, record));
-        if let Some(at) = record.detail.as_ref().and_then(|d| d["retry_at"].as_str()) {
-            println!("retry scheduled at {at}");
+        if let Some(at) = record.retry_at() {
+            println!("retry scheduled at {}", rea_core::record::format_ts(at));
         }
     }
     Ok(exit_status(record))

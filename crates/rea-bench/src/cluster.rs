@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use rea_pg::ClusterNode;
 
 use crate::report::Figure;
 use crate::util::{self, Daemon, TempDir};

@@ -249,6 +249,22 @@ mod ms_time {
 }
 
 impl Record {
+    /// Says in the record that the run is retried at `at` (`detail.retry_at`
+    /// in the history format, rea-history(5)). The one writer of that key.
+    pub fn set_retry_at(&mut self, at: DateTime<Utc>) {
+        self.detail = Some(serde_json::json!({ "retry_at": format_ts(at) }));
+    }
+
+    /// When the run is retried, if the record says so: the one reader of
+    /// `detail.retry_at` (the cluster store and the CLI read it here, so
+    /// the key is no contract between crates).
+    pub fn retry_at(&self) -> Option<DateTime<Utc>> {
+        let text = self.detail.as_ref()?.get("retry_at")?.as_str()?;
+        DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
     /// A line of `event` at `ts` with every optional field empty.
     pub fn new(event: Event, ts: DateTime<Utc>) -> Record {
         Record {

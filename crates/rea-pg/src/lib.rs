@@ -13,18 +13,21 @@
 //! |---|---|
 //! | `settings.rs` | [`Settings`]: where the database is, who this node is, lease timings; connecting |
 //! | `migrate.rs` | the embedded migrations, applied under an advisory lock |
+//! | `backlog.rs` | run starts and ends waiting for the database, bounded in records and bytes |
 //! | `node.rs` | [`Node`]: the daemon's side — heartbeat, claims, run starts and ends with their backlog, the sweeper, pending work |
 //! | `reader.rs` | [`Reader`]: the cluster-wide answers of `rea status`, `history`, `logs`, `pending` (blocking; no daemon needed) |
 //!
 //! No pool: a node holds two connections (heartbeat, and everything else
 //! one statement at a time), a command one.
 
+mod backlog;
 mod migrate;
 mod node;
 mod reader;
 mod settings;
 
 pub use migrate::migrate;
-pub use node::{pipelined, Event, JobDef, Node, NodeHealth, BACKLOG_MAX};
+pub use node::{pipelined, Node};
+pub use rea_store::cluster::{ClusterNode, Event, JobDef, NodeHealth, SubmitError};
 pub use reader::{ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
 pub use settings::{redact, Settings};

@@ -19,7 +19,9 @@
 //! Every ownership write is conditional on this node's live lease in the
 //! same statement (the SQL in `sql/raw/`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,6 +32,8 @@ use rea_core::job::Overlap;
 use rea_core::oneshot::OneShot;
 use rea_core::record::{Record, RunStatus, Trigger};
 use rea_store::claims::{Answer, OccurrenceClaims};
+use rea_store::cluster::{ClusterNode, Done, SubmitError};
+use rea_store::cluster::{Event, JobDef, NodeHealth};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -37,6 +41,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 use tracing::{error, info, warn};
 
+use crate::backlog::{Backlog, Weighed};
 use crate::settings::{error_text, Settings};
 
 const CLAIM: &str = include_str!("../sql/raw/claim.sql");
@@ -57,8 +62,6 @@ const NEXT_ONESHOT_DUE: &str = include_str!("../sql/raw/next_oneshot_due.sql");
 /// Run starts and ends sent together by one flush of the backlog.
 const FLUSH_BATCH: usize = 64;
 
-/// Run starts and ends kept while the database does not take them.
-pub const BACKLOG_MAX: usize = 10_000;
 /// A claim more than this in the database clock's future is refused
 /// (`early`); the node asks again.
 const MAX_EARLY_MS: i32 = 1000;
@@ -68,66 +71,6 @@ const ONESHOT_BATCH: usize = 256;
 /// Submissions made durable by one statement (those that reached the node
 /// together: a group commit).
 const SUBMIT_BATCH: usize = 4096;
-
-/// What the cluster tells the daemon's loop.
-#[derive(Debug, Clone)]
-pub enum Event {
-    /// The answer to a claim (`ClaimRequest::run`).
-    Claimed { run: String, outcome: ClaimOutcome },
-    /// The store handed this node a run it decided: a retry (of a failed
-    /// run, or of one whose node died), or an occurrence that waited for
-    /// its job's run (`overlap = "queue"`).
-    Adopted {
-        job: String,
-        trigger: Trigger,
-        attempt: u32,
-        scheduled: DateTime<Utc>,
-        grant: Grant,
-    },
-    /// A due one-shot, claimed by this node only.
-    OneShot {
-        shot: Box<OneShot>,
-        attempt: u32,
-        grant: Grant,
-    },
-    /// Stop the run holding this fence (another node replaced it).
-    Stop { fence: i64 },
-    /// The lease is gone (database unreachable past it, or this node was
-    /// declared dead): nothing is claimed until [`Event::LeaseBack`].
-    LeaseLost { why: String },
-    /// The node holds a live lease (again).
-    LeaseBack { epoch: i64 },
-}
-
-/// How the node is doing, for `rea status` and the metrics.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeHealth {
-    pub epoch: Option<i64>,
-    pub lease_live: bool,
-    /// Since the database last renewed the lease (since the node started
-    /// when it never did): past the lease, the node is not scheduling.
-    pub lease_age: Duration,
-    /// Until the lease ends by the node's own (monotonic) deadline; zero
-    /// without a live lease.
-    pub lease_left: Duration,
-    /// Run starts and ends waiting for the database.
-    pub backlog: usize,
-    /// Dropped because the backlog was full.
-    pub dropped: u64,
-    /// The last error from the database, and when (it stays until the
-    /// next one: whether the node is fine now is `lease_live`).
-    pub last_error: Option<(DateTime<Utc>, String)>,
-}
-
-/// A job as this node defines it, for the store.
-#[derive(Debug, Clone)]
-pub struct JobDef {
-    pub name: String,
-    /// Digest of the job's definition (nodes whose definitions differ are
-    /// flagged by `rea status`).
-    pub digest: String,
-    pub overlap: Overlap,
-}
 
 #[derive(Debug)]
 struct Shared {
@@ -169,12 +112,12 @@ enum Cmd {
     },
     Submit {
         shot: Box<OneShot>,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: Done<Result<(), SubmitError>>,
     },
     Pause {
         jobs: Option<Vec<String>>,
         paused: bool,
-        reply: oneshot::Sender<Result<Vec<String>, String>>,
+        reply: Done<Result<Vec<String>, String>>,
     },
     Leave {
         reply: oneshot::Sender<bool>,
@@ -191,7 +134,7 @@ pub struct Node {
 }
 
 /// A one-shot to queue and where to say whether it is durable.
-type Submission = (Box<OneShot>, oneshot::Sender<Result<(), String>>);
+type Submission = (Box<OneShot>, Done<Result<(), SubmitError>>);
 
 /// Claims go to the node's main task; answers come back as events.
 struct Claims {
@@ -244,6 +187,16 @@ impl Node {
             slots,
         }
     }
+}
+
+impl ClusterNode for Node {
+    fn cluster(&self) -> &str {
+        &self.settings.cluster
+    }
+
+    fn node(&self) -> &str {
+        &self.settings.node
+    }
 
     /// How many more runs the daemon could start now, having taken
     /// `oneshots_taken` one-shots from [`Event::OneShot`] so far: due
@@ -251,7 +204,7 @@ impl Node {
     /// nodes; those granted but still on their way to the daemon count as
     /// taken), and a node that had to leave some behind asks again when
     /// slots free up.
-    pub fn set_free_slots(&self, free: usize, oneshots_taken: u64) {
+    fn set_free_slots(&self, free: usize, oneshots_taken: u64) {
         let wake = {
             let mut s = lock(&self.shared);
             let in_flight = s.oneshots_granted.saturating_sub(oneshots_taken);
@@ -265,12 +218,8 @@ impl Node {
         }
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// The claims seam for the daemon.
-    pub fn claims(&self) -> Box<dyn OccurrenceClaims> {
+    fn claims(&self) -> Box<dyn OccurrenceClaims> {
         Box::new(Claims {
             tx: self.tx.clone(),
         })
@@ -279,7 +228,7 @@ impl Node {
     /// A history record of this node: `started` and final lines of runs
     /// the store granted (`cluster_run`) are written to the store, in
     /// order, through the backlog. Others are this node's own.
-    pub fn record(&self, rec: &Record) {
+    fn record(&self, rec: &Record) {
         if rec.cluster_run.is_some() && rec.status.is_some() {
             let _ = self.tx.send(Cmd::Record(Box::new(rec.clone())));
         }
@@ -287,13 +236,13 @@ impl Node {
 
     /// This node's job definitions (at start and after each reload): the
     /// store creates the jobs' rows and keeps the digests for `rea status`.
-    pub fn publish(&self, digest: String, jobs: Vec<JobDef>) {
+    fn publish(&self, digest: String, jobs: Vec<JobDef>) {
         let _ = self.tx.send(Cmd::Publish { digest, jobs });
     }
 
     /// Queues a one-shot in the store (any node may run it); the reply
     /// says when it is durable.
-    pub fn submit(&self, shot: OneShot, reply: oneshot::Sender<Result<(), String>>) {
+    fn submit(&self, shot: OneShot, reply: Done<Result<(), SubmitError>>) {
         let _ = self.tx.send(Cmd::Submit {
             shot: Box::new(shot),
             reply,
@@ -302,11 +251,11 @@ impl Node {
 
     /// Cluster-wide pause (`jobs` None: every job, and jobs first seen
     /// later) or resume; the reply lists the jobs that changed.
-    pub fn pause(
+    fn pause(
         &self,
         jobs: Option<Vec<String>>,
         paused: bool,
-        reply: oneshot::Sender<Result<Vec<String>, String>>,
+        reply: Done<Result<Vec<String>, String>>,
     ) {
         let _ = self.tx.send(Cmd::Pause {
             jobs,
@@ -317,23 +266,25 @@ impl Node {
 
     /// Clean shutdown, once this node's runs have ended: flushes the
     /// backlog and frees the name (waits at most `limit`).
-    pub async fn leave(&self, limit: Duration) -> bool {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Leave { reply: tx }).is_err() {
-            return false;
-        }
-        let left = tokio::time::timeout(limit, rx)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or(false);
-        if let Ok(mut s) = self.shared.lock() {
-            s.stopping = true;
-        }
-        left
+    fn leave(&self, limit: Duration) -> Pin<Box<dyn Future<Output = bool> + '_>> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            if self.tx.send(Cmd::Leave { reply: tx }).is_err() {
+                return false;
+            }
+            let left = tokio::time::timeout(limit, rx)
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(false);
+            if let Ok(mut s) = self.shared.lock() {
+                s.stopping = true;
+            }
+            left
+        })
     }
 
-    pub fn health(&self) -> NodeHealth {
+    fn health(&self) -> NodeHealth {
         match self.shared.lock() {
             Ok(s) => NodeHealth {
                 epoch: s.epoch,
@@ -588,6 +539,26 @@ enum Write {
 /// A statement parameter.
 type P<'a> = &'a (dyn ToSql + Sync);
 
+impl Weighed for Write {
+    fn weight(&self) -> usize {
+        let detail = |d: &Value| d.to_string().len();
+        match self {
+            Write::Started { detail: d, .. } => std::mem::size_of::<Write>() + detail(d),
+            Write::Ended {
+                detail: d,
+                output,
+                reason,
+                ..
+            } => {
+                std::mem::size_of::<Write>()
+                    + detail(d)
+                    + output.as_ref().map_or(0, |(o, _)| o.len())
+                    + reason.as_ref().map_or(0, String::len)
+            }
+        }
+    }
+}
+
 impl Write {
     fn run_id(&self) -> i64 {
         match self {
@@ -642,7 +613,7 @@ struct Main {
     events: mpsc::UnboundedSender<Event>,
     conn: Option<(Client, Stmts)>,
     io: Duration,
-    backlog: VecDeque<Write>,
+    backlog: Backlog<Write>,
     /// The epoch under which each granted run was claimed (its writes must
     /// name it: a later epoch does not own it).
     run_epochs: HashMap<i64, i64>,
@@ -669,7 +640,7 @@ async fn main_loop(
         events,
         conn: None,
         io,
-        backlog: VecDeque::new(),
+        backlog: Backlog::new(),
         run_epochs: HashMap::new(),
         config: None,
         published: None,
@@ -822,7 +793,7 @@ impl Main {
                 reply,
             } => {
                 let r = self.pause(jobs, paused).await;
-                let _ = reply.send(r);
+                reply(r);
             }
             Cmd::Leave { reply } => {
                 self.flush().await;
@@ -1096,11 +1067,10 @@ impl Main {
         let Some(w) = write_of(rec) else {
             return false;
         };
-        if self.backlog.len() >= BACKLOG_MAX {
-            self.backlog.pop_front();
-            lock(&self.shared).dropped += 1;
+        let dropped = self.backlog.push(w);
+        if dropped > 0 {
+            lock(&self.shared).dropped += dropped;
         }
-        self.backlog.push_back(w);
         true
     }
 
@@ -1513,7 +1483,7 @@ impl Main {
     /// whether its one-shot is durable (or why not). A name already
     /// pending (in the store, or earlier in the batch) is refused alone.
     async fn submit(&mut self, batch: Vec<Submission>) {
-        let duplicate = |id: &str| format!("a one-shot named {id:?} is already pending");
+        let duplicate = |id: &str| SubmitError::Duplicate { id: id.to_string() };
         let mut ids: Vec<String> = Vec::with_capacity(batch.len());
         let mut dues: Vec<DateTime<Utc>> = Vec::with_capacity(batch.len());
         let mut specs: Vec<Value> = Vec::with_capacity(batch.len());
@@ -1522,13 +1492,13 @@ impl Main {
         let mut seen = std::collections::HashSet::with_capacity(batch.len());
         for (shot, reply) in batch {
             if !seen.insert(shot.id.clone()) {
-                let _ = reply.send(Err(duplicate(&shot.id)));
+                reply(Err(duplicate(&shot.id)));
                 continue;
             }
             let spec = match serde_json::to_value(&*shot) {
                 Ok(v) => v,
                 Err(e) => {
-                    let _ = reply.send(Err(e.to_string()));
+                    reply(Err(SubmitError::Refused(e.to_string())));
                     continue;
                 }
             };
@@ -1560,7 +1530,7 @@ impl Main {
                 let queued: std::collections::HashSet<String> =
                     rows.iter().map(|r| r.get(0)).collect();
                 for (id, reply) in ids.iter().zip(replies) {
-                    let _ = reply.send(if queued.contains(id) {
+                    reply(if queued.contains(id) {
                         Ok(())
                     } else {
                         Err(duplicate(id))
@@ -1569,7 +1539,7 @@ impl Main {
             }
             Err(m) => {
                 for reply in replies {
-                    let _ = reply.send(Err(m.clone()));
+                    reply(Err(SubmitError::Refused(m.clone())));
                 }
                 self.fail(&format!("one-shot submissions: {m}"));
             }
@@ -1635,12 +1605,8 @@ fn write_of(rec: &Record) -> Option<Write> {
         });
     }
     let retry_delay_ms = rec
-        .detail
-        .as_ref()
-        .and_then(|d| d.get("retry_at"))
-        .and_then(Value::as_str)
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| (t.with_timezone(&Utc) - rec.ts).num_milliseconds().max(0));
+        .retry_at()
+        .map(|t| (t - rec.ts).num_milliseconds().max(0));
     Some(Write::Ended {
         run_id,
         status: status.as_str(),

@@ -7,6 +7,7 @@
 //! | [`journal::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
 //! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
+//! | [`cluster::ClusterNode`] | a node's live side of a shared store: lease, claims, one-shots, pauses | none: local mode has no cluster |
 //!
 //! [`Local::open`] opens all of them in one state directory. A shared
 //! backend (several nodes on one database) implements the same traits; the
@@ -21,6 +22,7 @@ use std::path::Path;
 use rea_core::oneshot::OneShot;
 
 pub mod claims;
+pub mod cluster;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod files;

@@ -18,10 +18,6 @@ impl Engine {
         self.cluster = cluster;
     }
 
-    pub fn is_cluster(&self) -> bool {
-        self.cluster
-    }
-
     /// Claims sent and not yet answered (the daemon waits for them before
     /// it stops, so no started run is left without an owner).
     pub fn claims_in_flight(&self) -> usize {
@@ -246,8 +242,9 @@ impl Engine {
         out
     }
 
-    /// Jobs with occurrences waiting for the node's lease (status).
-    pub fn unclaimed(&self) -> &BTreeMap<String, DateTime<Utc>> {
+    /// Jobs with occurrences waiting for the node's lease.
+    #[cfg(test)]
+    pub(crate) fn unclaimed(&self) -> &BTreeMap<String, DateTime<Utc>> {
         &self.unclaimed
     }
 }

@@ -43,7 +43,7 @@ fn plan_retry(
     match policy.delay_for(attempt, rng.f64()) {
         Some(delay) => {
             let at = later(now, delay);
-            rec.detail = Some(json!({ "retry_at": crate::record::format_ts(at) }));
+            rec.set_retry_at(at);
             if cluster && rec.cluster_run.is_some() {
                 return Retry::Elsewhere;
             }
@@ -124,32 +124,6 @@ impl Engine {
                 }
             }
         }
-        out
-    }
-
-    /// Another node claimed the occurrence of a run the engine asked to
-    /// start (`Action::Start`): the run is dropped without a record, a
-    /// retry or a result here (the node that runs it records it), and its
-    /// place goes to whatever waits.
-    pub fn claim_lost(&mut self, run: &str, now: DateTime<Utc>) -> Vec<Action> {
-        let mut out = Vec::new();
-        self.advance(now, &mut out);
-        if let Some(active) = self.runs.remove(run) {
-            let name = active.pending.job;
-            if active.pending.oneshot {
-                if let Some(shot) = self.oneshots.get_mut(name.as_str()) {
-                    shot.running = false;
-                }
-            } else if let Some(state) = self.jobs.get_mut(name.as_str()) {
-                state.active = state.active.saturating_sub(1);
-                if state.removed && state.active == 0 {
-                    self.jobs.remove(name.as_str());
-                } else {
-                    self.kick(&name, now, &mut out);
-                }
-            }
-        }
-        self.fill_slots(now, &mut out);
         out
     }
 
@@ -331,7 +305,7 @@ impl Engine {
                 // next start (at-least-once); in cluster mode the store puts
                 // it back for any node at once.
                 if self.cluster {
-                    rec.detail = Some(json!({ "retry_at": crate::record::format_ts(now) }));
+                    rec.set_retry_at(now);
                 } else {
                     done = false;
                 }

@@ -1041,40 +1041,6 @@ fn a_paused_job_catches_up_nothing_after_a_stall() {
     assert_eq!(m.count, Some(4));
 }
 
-/// An occurrence another node claimed: no record, no failure streak, no
-/// retry; its global slot goes to the next run waiting, and the job's next
-/// occurrence is this node's to claim again.
-#[test]
-fn a_lost_claim_drops_the_run_without_a_trace_and_frees_its_slot() {
-    let mut failing = job("a", "* * * * *");
-    failing.retry = RetryPolicy {
-        attempts: 3,
-        ..RetryPolicy::default()
-    };
-    let cfg = config(vec![failing, job("b", "* * * * *")], 1);
-    let mut engine = Engine::new(&cfg.plan(), 5);
-    let t0 = at("2026-11-29T00:00:30Z");
-    let _ = engine.start(t0, Recovered::default());
-    let due = at("2026-11-29T00:01:00Z");
-    let first = starts(&engine.wake(due, false));
-    assert_eq!(first.len(), 1, "one slot: {first:?}");
-    assert_eq!(engine.queued(), 1, "the other job waits for the slot");
-    let lost = engine.claim_lost(&first[0].run, due);
-    assert!(records(&lost).is_empty(), "a lost claim records nothing");
-    let next = starts(&lost);
-    assert_eq!(next.len(), 1, "the waiting run takes the slot");
-    assert_ne!(next[0].name, first[0].name);
-    let status = engine.job_status(&first[0].name).expect("job");
-    assert!(status.running.is_empty());
-    assert_eq!(status.consecutive_failures, 0);
-    assert_eq!(
-        status.retry_at, None,
-        "no retry for a run that never ran here"
-    );
-    assert_eq!(status.last, None, "no result either");
-    assert_eq!(status.next_fire, Some(at("2026-11-29T00:02:00Z")));
-}
-
 #[test]
 fn hooks_hold_a_slot_until_done_and_go_before_waiting_runs() {
     let mut hooked = job("h", "* * * * *");

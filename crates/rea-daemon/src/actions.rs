@@ -1,0 +1,252 @@
+//! Carrying out the engine's actions: spawning runs (in cluster mode, once
+//! the store granted them: `REA_FENCE`), signalling them, appending history records, telling
+//! `trigger --wait` clients and followers, keeping the one-shot journal in step.
+
+use std::collections::VecDeque;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rea_core::engine::{Action, Def, StartRun};
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+use rea_core::run::{Program, Started};
+use serde_json::Value;
+use tracing::{error, info, warn};
+
+use super::hooks::{home_dir, inherits_daemon_env, run_env};
+use super::{Loop, Msg};
+use rea_exec::{self as executor, RunSpec};
+use rea_host::user as host;
+
+impl Loop {
+    /// Carries out actions until none are left (an action's answer may
+    /// produce more, e.g. a failed spawn frees a slot).
+    pub(super) fn execute(&mut self, actions: &mut VecDeque<Action>) {
+        self.execute_actions(actions);
+        self.sync_journal();
+    }
+
+    fn execute_actions(&mut self, actions: &mut VecDeque<Action>) {
+        while let Some(action) = actions.pop_front() {
+            match action {
+                Action::Record(rec) => {
+                    if let Some(m) = &mut self.metrics {
+                        m.observe(&rec);
+                    }
+                    log_record(&rec);
+                    self.append(&rec);
+                    self.cluster_record(&rec);
+                    self.notify_waiters(&rec);
+                }
+                // Cluster mode: one-shots live in the database, not the journal.
+                Action::OneShotDone { id } if self.cluster.is_none() => self.journal.del(&id),
+                Action::OneShotDone { .. } => {}
+                Action::Claim(c) => self.claim(c, actions),
+                Action::AfterRun(a) => self.after_run(*a),
+                Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
+                Action::Terminate { run } => {
+                    if let Some((h, _)) = self.handles.get(&run) {
+                        h.terminate();
+                    }
+                }
+                Action::Start(start) => {
+                    let run = start.run.clone();
+                    let result = self.spawn(start);
+                    actions.extend(self.engine.spawned(&run, result, Utc::now()));
+                }
+            }
+        }
+    }
+
+    /// Makes queued journal deletions durable (they need no acknowledgement,
+    /// so one sync per loop iteration serves them all).
+    pub(super) fn sync_journal(&mut self) {
+        if self.journal.dirty() {
+            if let Err(e) = self.journal.commit() {
+                error!("cannot write the one-shot journal: {e}");
+            }
+        }
+        if self.journal.should_compact(self.engine.oneshot_count()) {
+            let pending = self.engine.oneshots();
+            match self
+                .journal
+                .compact(&mut pending.iter().map(|s| s.def.as_ref()))
+            {
+                Ok(()) => info!(pending = pending.len(), "one-shot journal compacted"),
+                Err(e) => error!("cannot compact the one-shot journal: {e}"),
+            }
+        }
+    }
+
+    pub(super) fn notify_waiters(&mut self, rec: &Record) {
+        let is_final = rec.event == Event::Run && rec.status.is_some_and(|s| s.is_final());
+        if !is_final {
+            return;
+        }
+        let Some(run) = rec.run.as_deref() else {
+            return;
+        };
+        let waiters = self.waiters.remove(run);
+        if waiters.is_none() && !self.follows.awaited(run) {
+            return;
+        }
+        let value = serde_json::to_value(rec).unwrap_or(Value::Null);
+        for w in waiters.into_iter().flatten() {
+            let _ = w.send(value.clone());
+        }
+        self.followed_run_ended(run, &value);
+    }
+
+    pub(super) fn append(&mut self, rec: &Record) {
+        if let Err(e) = self.history.append(rec) {
+            // Scheduling goes on: the record waits in the writer's backlog and
+            // is written when the disk accepts it again.
+            error!("cannot write the history log (kept in memory, retried on the next write): {e}");
+            if let Some(m) = &self.metrics {
+                m.history_write_error();
+            }
+        }
+    }
+
+    /// A run or hook process ended.
+    pub(super) fn on_finished(&mut self, msg: Msg, actions: &mut VecDeque<Action>) {
+        match msg {
+            Msg::Finished { run, outcome } => {
+                self.handles.remove(&run);
+                actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
+            }
+            Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
+        }
+    }
+
+    pub(super) fn spawn(&mut self, start: StartRun) -> Result<Started, String> {
+        let (program, env_base, dir, timeout, kill_grace, output_limit, kill_stragglers) =
+            match &start.def {
+                Def::Job(job) => (
+                    Program::Shell {
+                        shell: job.shell.to_string(),
+                        script: job.command.clone(),
+                    },
+                    &*job.env,
+                    job.dir.clone(),
+                    job.timeout,
+                    job.kill_grace,
+                    job.output_limit,
+                    job.kill_stragglers,
+                ),
+                Def::OneShot(shot) => (
+                    shot.program(),
+                    &shot.rare().env,
+                    Some(shot.dir.to_path_buf()),
+                    shot.timeout(),
+                    rea_core::oneshot::KILL_GRACE,
+                    rea_core::oneshot::OUTPUT_LIMIT,
+                    true,
+                ),
+            };
+        let (user, shell) = match &start.def {
+            Def::Job(job) => (
+                job.user.as_deref().map(host::user).transpose()?,
+                &*job.shell,
+            ),
+            Def::OneShot(_) => (None, "/bin/sh"),
+        };
+        // As cron: in the job's `dir`, else its owner's home.
+        let home = match &start.def {
+            Def::Job(_) if dir.is_none() => home_dir(user.as_ref()),
+            _ => None,
+        };
+        // As cron does for a crontab's owner: the user database says who
+        // the job is; the job's own env may still override. Another user's
+        // job inherits nothing of the daemon's environment.
+        let inherit_env = inherits_daemon_env(user.as_ref());
+        let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
+        env.push((
+            "REA_SCHEDULED_AT".into(),
+            start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),
+        ));
+        env.push(("REA_ATTEMPT".into(), start.attempt.to_string()));
+        env.push(("REA_TRIGGER".into(), start.trigger.as_str().to_string()));
+        if let Some(g) = start.grant {
+            env.push(("REA_FENCE".into(), g.fence.to_string()));
+        }
+        let journal = self
+            .journald
+            .as_ref()
+            .map(|j| j.lines(&start.name, &start.run));
+        let spec = RunSpec {
+            program,
+            env,
+            inherit_env,
+            dir,
+            home,
+            timeout,
+            kill_grace,
+            output_limit,
+            stdin: None,
+            pass_fd: None,
+            user,
+            kill_stragglers,
+            journal,
+        };
+        let (started, handle, fut) = executor::spawn(spec)?;
+        self.handles
+            .insert(start.run.clone(), (handle, start.name.clone()));
+        self.run_spawned(&start.name, &start.run);
+        let tx = self.tx.clone();
+        let run = start.run;
+        tokio::spawn(async move {
+            let outcome = fut.await;
+            let _ = tx.send(Msg::Finished {
+                run,
+                outcome: Box::new(outcome),
+            });
+        });
+        Ok(started)
+    }
+}
+
+pub(super) fn fmt_time(t: Option<DateTime<Utc>>) -> String {
+    t.map(rea_core::record::format_ts).unwrap_or_default()
+}
+
+/// One log line per history record about a run, naming job, run and attempt.
+fn log_record(rec: &Record) {
+    let job = rec.job.as_deref().unwrap_or("");
+    let run = rec.run.as_deref().unwrap_or("");
+    let attempt = rec.attempt.unwrap_or(0);
+    let reason = rec.reason.as_deref().unwrap_or("");
+    match (rec.event, rec.status) {
+        (Event::Run, Some(RunStatus::Started)) => {
+            let trigger = rec.trigger.map(Trigger::as_str).unwrap_or_default();
+            info!(job, run, attempt, trigger = %trigger, pid = rec.pid.unwrap_or(0), scheduled = %fmt_time(rec.scheduled), "run started")
+        }
+        (Event::Run, Some(RunStatus::Succeeded)) => {
+            info!(
+                job,
+                run,
+                attempt,
+                duration_ms = rec.duration_ms.unwrap_or(0),
+                "run succeeded"
+            )
+        }
+        (Event::Run, Some(RunStatus::Skipped)) => info!(job, run, attempt, reason, "run skipped"),
+        (Event::Run, Some(status)) => warn!(
+            job,
+            run,
+            attempt,
+            exit_code = rec.exit_code,
+            signal = rec.signal,
+            reason,
+            "run {}",
+            status.as_str().replace('_', " ")
+        ),
+        (Event::Missed, _) => {
+            warn!(
+                job,
+                count = rec.count.unwrap_or(0),
+                reason,
+                "occurrences missed"
+            )
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,327 @@
+//! Following runs' output as it comes: `rea logs --follow JOB` (the job's
+//! running run, or its next one) and `rea trigger --follow` (the run it
+//! starts). The loop only keeps who waits for which run and hands each
+//! follower its run's [`Follower`] when the run starts; from there a
+//! follower is a task of its own, reading the run's tap and passing lines
+//! to its connection through a small channel. So a client that reads
+//! slowly only loses output (and is told how much: the tap keeps a bounded
+//! ring per run), one that stops reading is dropped by its connection's
+//! write timeout, and neither holds up the loop, the run or other clients.
+//! Followers are counted daemon-wide ([`MAX_FOLLOWERS`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+use super::users::Scope;
+use super::Loop;
+use crate::control::protocol::{FollowReply, StreamLine};
+use crate::control::{Reply, Response};
+use rea_exec::Follower;
+
+/// Clients following output at once, daemon-wide; more are refused.
+pub(super) const MAX_FOLLOWERS: usize = 64;
+
+/// Lines a follower's task may have handed to its connection and not yet
+/// seen written: with the connection's own buffer, all a slow client can
+/// hold in the daemon.
+const LINES_QUEUED: usize = 4;
+
+/// The loop's bookkeeping for followers.
+pub(super) struct Follows {
+    slots: Arc<Semaphore>,
+    /// Followers waiting for a run to start.
+    waiting: Vec<Waiting>,
+}
+
+impl Default for Follows {
+    fn default() -> Self {
+        Follows {
+            slots: Arc::new(Semaphore::new(MAX_FOLLOWERS)),
+            waiting: Vec::new(),
+        }
+    }
+}
+
+impl Follows {
+    /// Whether a follower waits for `run` to start.
+    pub(super) fn awaited(&self, run: &str) -> bool {
+        self.waiting
+            .iter()
+            .any(|w| matches!(&w.target, Target::Run(r) if r == run))
+    }
+}
+
+/// A follower waiting for its run.
+struct Waiting {
+    target: Target,
+    tx: oneshot::Sender<Attach>,
+}
+
+enum Target {
+    /// This run (`trigger --follow`: it may wait for a slot first).
+    Run(String),
+    /// The next run of this job.
+    Next(String),
+}
+
+/// What a waiting follower learns.
+enum Attach {
+    /// Its run started.
+    Run(Attached),
+    /// Its run ended without starting (skipped, or it could not be
+    /// spawned): its final record.
+    Ended(Value),
+}
+
+/// A follower with its run.
+struct Attached {
+    run: String,
+    job: String,
+    output: Follower,
+    /// The run's final record, from the loop's waiters.
+    end: oneshot::Receiver<Value>,
+}
+
+enum Source {
+    Attached(Attached),
+    Waiting(oneshot::Receiver<Attach>),
+}
+
+impl Loop {
+    /// `follow`: the job's newest running run, else its next one.
+    pub(super) fn follow(&mut self, job: String, scope: &Scope) -> Reply {
+        let is_job = self
+            .config
+            .jobs
+            .iter()
+            .any(|j| j.name == job && scope.sees(j));
+        let is_oneshot = *scope == Scope::Admin
+            && (self.engine.oneshot(&job).is_some()
+                || self.handles.values().any(|(_, n)| *n == job));
+        if !is_job && !is_oneshot {
+            return Reply::Done(self.unknown_job_in(&job, scope));
+        }
+        let Some(slot) = self.follow_slot() else {
+            return Reply::Done(too_many());
+        };
+        // Run ids sort by when they were made: the largest is the newest.
+        let running = self
+            .handles
+            .iter()
+            .filter(|(_, (_, name))| *name == job)
+            .map(|(run, _)| run)
+            .max()
+            .cloned();
+        let attached = running.and_then(|run| self.attach(&run, &job));
+        if attached.is_none() && self.stopping.is_stopping() {
+            return Reply::Done(Response::err(
+                "refused",
+                format!("the daemon is stopping: no run of {job:?} will start"),
+            ));
+        }
+        let (first, source) = match attached {
+            Some(attached) => (
+                FollowReply {
+                    job,
+                    run: Some(attached.run.clone()),
+                    state: "running".into(),
+                },
+                Source::Attached(attached),
+            ),
+            None => {
+                let (tx, rx) = oneshot::channel();
+                self.follows.waiting.push(Waiting {
+                    target: Target::Next(job.clone()),
+                    tx,
+                });
+                (
+                    FollowReply {
+                        job,
+                        run: None,
+                        state: "waiting".into(),
+                    },
+                    Source::Waiting(rx),
+                )
+            }
+        };
+        stream(Response::with(&first), source, slot)
+    }
+
+    /// `trigger --follow`: `first` (the trigger's answer), then the
+    /// output of `run` once it starts, then its end.
+    pub(super) fn follow_trigger(&mut self, first: Response, run: String) -> Reply {
+        let Some(slot) = self.follow_slot() else {
+            return Reply::Done(too_many());
+        };
+        let (tx, rx) = oneshot::channel();
+        self.follows.waiting.push(Waiting {
+            target: Target::Run(run),
+            tx,
+        });
+        stream(first, Source::Waiting(rx), slot)
+    }
+
+    /// A follower's slot, if one is free; first forgets followers whose
+    /// clients left while they waited.
+    fn follow_slot(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.follows.waiting.retain(|w| !w.tx.is_closed());
+        self.follows.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// A follower of `run`, which is running, told its end like a
+    /// `trigger --wait` client.
+    fn attach(&mut self, run: &str, job: &str) -> Option<Attached> {
+        let output = self.handles.get(run)?.0.follow();
+        let (tx, end) = oneshot::channel();
+        self.waiters.entry(run.to_string()).or_default().push(tx);
+        Some(Attached {
+            run: run.to_string(),
+            job: job.to_string(),
+            output,
+            end,
+        })
+    }
+
+    /// `run` of `name` was just spawned: hands it to who waits for it.
+    pub(super) fn run_spawned(&mut self, name: &str, run: &str) {
+        if self.follows.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.follows.waiting);
+        for w in waiting {
+            let wanted = match &w.target {
+                Target::Run(r) => r == run,
+                Target::Next(j) => j == name,
+            };
+            if !wanted || w.tx.is_closed() {
+                if !w.tx.is_closed() {
+                    self.follows.waiting.push(w);
+                }
+                continue;
+            }
+            if let Some(attached) = self.attach(run, name) {
+                let _ = w.tx.send(Attach::Run(attached));
+            }
+        }
+    }
+
+    /// `run` has its final record: who waited for it to start never will.
+    pub(super) fn followed_run_ended(&mut self, run: &str, record: &Value) {
+        let (ended, waiting): (Vec<Waiting>, Vec<Waiting>) =
+            std::mem::take(&mut self.follows.waiting)
+                .into_iter()
+                .partition(|w| matches!(&w.target, Target::Run(r) if r == run));
+        self.follows.waiting = waiting;
+        for w in ended {
+            let _ = w.tx.send(Attach::Ended(record.clone()));
+        }
+    }
+
+    /// The daemon stops: no run starts any more, so who waits for a next
+    /// run is told now.
+    pub(super) fn stop_waiting_followers(&mut self) {
+        self.follows
+            .waiting
+            .retain(|w| matches!(w.target, Target::Run(_)));
+    }
+}
+
+fn too_many() -> Response {
+    Response::err(
+        "refused",
+        format!(
+            "too many followers: the daemon streams output to {MAX_FOLLOWERS} clients already; try again later"
+        ),
+    )
+}
+
+/// A streamed answer: `first`, then what `source` produces.
+fn stream(first: Response, source: Source, slot: OwnedSemaphorePermit) -> Reply {
+    let (tx, rx) = mpsc::channel(LINES_QUEUED);
+    tokio::spawn(feed(source, tx, slot));
+    Reply::Stream(first, rx)
+}
+
+/// A follower's task: the run (once it starts), its output, its final
+/// record. Ends early when the connection is gone.
+async fn feed(source: Source, lines: mpsc::Sender<Response>, _slot: OwnedSemaphorePermit) {
+    let attached = match source {
+        Source::Attached(a) => a,
+        Source::Waiting(rx) => {
+            let attach = tokio::select! {
+                attach = rx => attach,
+                () = lines.closed() => return,
+            };
+            match attach {
+                Ok(Attach::Run(a)) => a,
+                Ok(Attach::Ended(record)) => {
+                    let _ = lines.send(Response::ok(record)).await;
+                    return;
+                }
+                Err(_) => {
+                    let _ = lines
+                        .send(Response::err(
+                            "refused",
+                            "the daemon is stopping: no run will start",
+                        ))
+                        .await;
+                    return;
+                }
+            }
+        }
+    };
+    let Attached {
+        run,
+        job,
+        mut output,
+        end,
+    } = attached;
+    let send = |line: StreamLine| lines.send(Response::with(&line));
+    if send(StreamLine::Run { run, job }).await.is_err() {
+        return;
+    }
+    loop {
+        let chunk = tokio::select! {
+            chunk = output.next() => chunk,
+            () = lines.closed() => return,
+        };
+        let Some(chunk) = chunk else { break };
+        if chunk.skipped > 0
+            && send(StreamLine::Skipped {
+                bytes: chunk.skipped,
+            })
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if !chunk.text.is_empty() && send(StreamLine::Output { text: chunk.text }).await.is_err() {
+            return;
+        }
+    }
+    let record = tokio::select! {
+        record = end => record,
+        () = lines.closed() => return,
+    };
+    let last = match record {
+        Ok(record) => {
+            // Too late for the live output: it is all in the record.
+            let text = record["output"].as_str().unwrap_or_default();
+            if output.missed_output()
+                && !text.is_empty()
+                && send(StreamLine::Output {
+                    text: text.to_string(),
+                })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            Response::ok(record)
+        }
+        Err(_) => Response::err("refused", "the daemon stopped before the run ended"),
+    };
+    let _ = lines.send(last).await;
+}

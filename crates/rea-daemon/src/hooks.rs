@@ -1,0 +1,588 @@
+//! What a finished run's job asks for beyond its record: hook commands
+//! (`on_success`, `on_failure`, `on_retry_exhausted`) and mail to `mailto`
+//! through sendmail, as cron mails MAILTO. Hooks run one after the other in
+//! one of the `max_concurrent` slots (the engine hands them out), show in
+//! `rea status`, and are stopped at shutdown like runs; they are never
+//! retried, and their failures are only logged: a hook can never cause
+//! another run or another hook. Mail goes at once, outside the limit.
+//!
+//! Also the environment every run and hook gets ([`run_env`]): a job running
+//! as another user than the daemon's gets cron's environment only, nothing
+//! of the daemon's. Its hooks run as that user too, and read the run's
+//! output from a sealed memfd on their descriptor 3 ([`output_file`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rea_core::engine::{Action, AfterRun, Hook};
+use rea_core::job::Job;
+use rea_core::record::{Record, RunStatus, Trigger};
+use rea_core::run::{Outcome, Program, Termination};
+use tracing::{error, info, warn};
+
+use super::actions::fmt_time;
+use super::shutdown::Stopping;
+use super::{Loop, Msg};
+use rea_exec::{self as executor, RunHandle, RunSpec};
+use rea_host::user::{self as host, User};
+
+/// A finished run's hooks being run, one after the other, in one of the
+/// `max_concurrent` slots (`Action::StartHooks`).
+pub(super) struct HookBatch {
+    pub(super) job: Arc<Job>,
+    pub(super) run: String,
+    /// Hooks not started yet, in order.
+    remaining: VecDeque<(Hook, String)>,
+    env: Vec<(String, String)>,
+    user: Option<User>,
+    inherit_env: bool,
+    output_file: Option<Arc<OwnedFd>>,
+    /// The hook running now.
+    pub(super) current: Option<RunningHook>,
+}
+
+/// A hook process, for `rea status` and for stopping it.
+pub(super) struct RunningHook {
+    pub(super) hook: Hook,
+    pub(super) pid: u32,
+    pub(super) since: DateTime<Utc>,
+    handle: RunHandle,
+}
+
+impl Loop {
+    /// Mail of a finished run. Hooks come here only when the daemon is
+    /// stopping and will not run them.
+    pub(super) fn after_run(&mut self, a: AfterRun) {
+        let run = a.record.run.clone().unwrap_or_default();
+        if a.mail {
+            self.send_mail(&a.job, &a.record);
+        }
+        if !a.hooks.is_empty() {
+            let names: Vec<&str> = a.hooks.iter().map(|(h, _)| h.name()).collect();
+            warn!(
+                job = a.job.name.as_str(),
+                run = run.as_str(),
+                hooks = names.join(", ").as_str(),
+                "the daemon is stopping: hooks not run"
+            );
+        }
+    }
+
+    /// Starts the hooks of `Action::StartHooks`; the engine is told
+    /// (`hooks_done`) when the last has ended or none could start.
+    pub(super) fn start_hooks(&mut self, id: u64, a: AfterRun, actions: &mut VecDeque<Action>) {
+        let job = a.job;
+        let rec = a.record;
+        let run = rec.run.clone().unwrap_or_default();
+        let user = match job.user.as_deref().map(host::user).transpose() {
+            Ok(u) => u,
+            Err(e) => {
+                error!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot run hooks: {e}"
+                );
+                actions.extend(self.engine.hooks_done(id, Utc::now()));
+                return;
+            }
+        };
+        let output_file = match output_file(rec.output.as_deref().unwrap_or("")) {
+            Ok(file) => Some(Arc::new(file)),
+            Err(e) => {
+                warn!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "cannot hold the output for hooks: {e}"
+                );
+                None
+            }
+        };
+        let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
+        let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+        env.push(("REA_STATUS".into(), status.to_string()));
+        env.push((
+            "REA_EXIT_CODE".into(),
+            rec.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+        ));
+        env.push(("REA_ATTEMPT".into(), rec.attempt.unwrap_or(1).to_string()));
+        env.push((
+            "REA_DURATION_MS".into(),
+            rec.duration_ms.unwrap_or(0).to_string(),
+        ));
+        let shown = if output_file.is_some() {
+            OUTPUT_FILE
+        } else {
+            "/dev/null"
+        };
+        env.push(("REA_OUTPUT_FILE".into(), shown.to_string()));
+        let inherit_env = inherits_daemon_env(user.as_ref());
+        self.hook_batches.insert(
+            id,
+            HookBatch {
+                job,
+                run,
+                remaining: a.hooks.into(),
+                env,
+                user,
+                inherit_env,
+                output_file,
+                current: None,
+            },
+        );
+        self.next_hook(id, actions);
+    }
+
+    /// A hook process ended: log how, then start the batch's next one.
+    pub(super) fn hook_finished(&mut self, id: u64, o: &Outcome, actions: &mut VecDeque<Action>) {
+        let Some(batch) = self.hook_batches.get_mut(&id) else {
+            return;
+        };
+        let Some(current) = batch.current.take() else {
+            return;
+        };
+        let (job, run, hook) = (
+            batch.job.name.as_str(),
+            batch.run.as_str(),
+            current.hook.name(),
+        );
+        let first = o.output.text.lines().next().unwrap_or("");
+        match (o.timed_out, o.termination) {
+            (false, Termination::Exited(0)) => info!(job, run, hook, "hook succeeded"),
+            (true, _) => warn!(
+                job,
+                run,
+                hook,
+                "hook timed out after {}",
+                rea_core::duration::format(batch.job.extras().hook_timeout)
+            ),
+            (_, t) => warn!(job, run, hook, output = first, "hook failed ({t:?})"),
+        }
+        self.next_hook(id, actions);
+    }
+
+    /// Starts the batch's next hook that can start; when none is left, the
+    /// batch is over and its slot goes back to the engine.
+    fn next_hook(&mut self, id: u64, actions: &mut VecDeque<Action>) {
+        let terminating = self.stopping == Stopping::Terminating;
+        let Some(batch) = self.hook_batches.get_mut(&id) else {
+            return;
+        };
+        if terminating {
+            batch.remaining.clear();
+        }
+        while let Some((hook, command)) = batch.remaining.pop_front() {
+            let mut env = batch.env.clone();
+            env.push(("REA_HOOK".into(), hook.name().to_string()));
+            let job = &batch.job;
+            let spec = RunSpec {
+                program: Program::Shell {
+                    shell: job.shell.to_string(),
+                    script: command,
+                },
+                env,
+                inherit_env: batch.inherit_env,
+                dir: job.dir.clone(),
+                home: home_dir(batch.user.as_ref()),
+                timeout: Some(job.extras().hook_timeout),
+                kill_grace: job.kill_grace,
+                output_limit: 16 * 1024,
+                stdin: None,
+                pass_fd: batch.output_file.as_ref().map(own_view),
+                user: batch.user.clone(),
+                kill_stragglers: true,
+                journal: None,
+            };
+            match executor::spawn(spec) {
+                Err(e) => warn!(
+                    job = job.name.as_str(),
+                    run = batch.run.as_str(),
+                    hook = hook.name(),
+                    "hook could not start: {e}"
+                ),
+                Ok((started, handle, fut)) => {
+                    batch.current = Some(RunningHook {
+                        hook,
+                        pid: started.pid,
+                        since: started.at,
+                        handle,
+                    });
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        let outcome = fut.await;
+                        let _ = tx.send(Msg::HookFinished {
+                            id,
+                            outcome: Box::new(outcome),
+                        });
+                    });
+                    return;
+                }
+            }
+        }
+        self.hook_batches.remove(&id);
+        actions.extend(self.engine.hooks_done(id, Utc::now()));
+    }
+
+    /// At shutdown, after the grace: running hooks are terminated (TERM,
+    /// their job's `kill_grace`, KILL to their group) and the rest of each
+    /// batch is dropped.
+    pub(super) fn terminate_hooks(&mut self) {
+        for batch in self.hook_batches.values_mut() {
+            if !batch.remaining.is_empty() {
+                warn!(
+                    job = batch.job.name.as_str(),
+                    run = batch.run.as_str(),
+                    "the daemon is stopping: {} hook(s) not run",
+                    batch.remaining.len()
+                );
+                batch.remaining.clear();
+            }
+            if let Some(current) = &batch.current {
+                current.handle.terminate();
+            }
+        }
+    }
+
+    /// The run's output through sendmail, as cron mails MAILTO.
+    pub(super) fn send_mail(&mut self, job: &Job, rec: &Record) {
+        let run = rec.run.clone().unwrap_or_default();
+        let Some(sendmail) = crate::host_checks::sendmail_for(&self.config) else {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "no sendmail ({}): mail to {} not sent",
+                rea_host::sendmail_places(),
+                job.extras().mailto.join(", ")
+            );
+            return;
+        };
+        let mut argv = vec![
+            sendmail.display().to_string(),
+            "-i".to_string(),
+            "--".to_string(),
+        ];
+        argv.extend(job.extras().mailto.iter().cloned());
+        let spec = RunSpec {
+            program: Program::Argv(argv),
+            env: Vec::new(),
+            inherit_env: true,
+            dir: None,
+            home: None,
+            timeout: Some(Duration::from_secs(60)),
+            kill_grace: Duration::from_secs(5),
+            output_limit: 4096,
+            stdin: Some(mail_message(job, rec).into_bytes()),
+            pass_fd: None,
+            user: None,
+            kill_stragglers: true,
+            journal: None,
+        };
+        let name = job.name.clone();
+        match executor::spawn(spec) {
+            Err(e) => warn!(
+                job = name.as_str(),
+                run = run.as_str(),
+                "cannot start sendmail: {e}"
+            ),
+            Ok((_, _, fut)) => {
+                tokio::spawn(async move {
+                    let o = fut.await;
+                    if o.termination != Termination::Exited(0) {
+                        warn!(
+                            job = name.as_str(),
+                            run = run.as_str(),
+                            output = o.output.text.trim(),
+                            "sendmail failed ({:?})",
+                            o.termination
+                        );
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// A plain-text mail about a run, headers included (for `sendmail -i`).
+fn mail_message(job: &Job, rec: &Record) -> String {
+    let host = rea_host::hostname();
+    let status = rec.status.map(RunStatus::as_str).unwrap_or("");
+    let how = match (rec.exit_code, rec.signal) {
+        (Some(c), _) => format!(" (exit {c})"),
+        (None, Some(s)) => format!(" (signal {s})"),
+        _ => String::new(),
+    };
+    let output = rec.output.as_deref().unwrap_or("");
+    let mut m = String::new();
+    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
+    m.push_str(&format!(
+        "Subject: rea: {} {status}{how} on {host}\n",
+        job.name
+    ));
+    m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    m.push_str(&format!(
+        "X-Rea-Run: {}\n\n",
+        rec.run.as_deref().unwrap_or("")
+    ));
+    m.push_str(&format!("job:       {}\n", job.name));
+    m.push_str(&format!("command:   {}\n", job.command));
+    m.push_str(&format!(
+        "run:       {} (attempt {}, trigger {})\n",
+        rec.run.as_deref().unwrap_or(""),
+        rec.attempt.unwrap_or(1),
+        rec.trigger.map(Trigger::as_str).unwrap_or_default()
+    ));
+    m.push_str(&format!("status:    {status}{how}\n"));
+    if let Some(r) = &rec.reason {
+        m.push_str(&format!("reason:    {r}\n"));
+    }
+    m.push_str(&format!("scheduled: {}\n", fmt_time(rec.scheduled)));
+    m.push_str(&format!("started:   {}\n", fmt_time(rec.started)));
+    m.push_str(&format!("duration:  {} ms\n", rec.duration_ms.unwrap_or(0)));
+    m.push_str(&format!("host:      {host}\n\n"));
+    m.push_str(&format!(
+        "output ({} bytes written):\n",
+        rec.output_bytes.unwrap_or(0)
+    ));
+    m.push_str(output);
+    if !output.ends_with('\n') {
+        m.push('\n');
+    }
+    m
+}
+
+/// Where a hook finds the run's output: [`executor::PASSED_FD`], opened
+/// again by name (so each open reads from the start).
+const OUTPUT_FILE: &str = "/proc/self/fd/3";
+
+/// The run's output for its hooks, in a sealed memfd handed to each hook as
+/// descriptor 3 (`REA_OUTPUT_FILE=/proc/self/fd/3`).
+///
+/// Chosen over a file in a directory because it is the safest way to give
+/// the output to a hook running as another user: no path that user (or any
+/// other) could race, replace or pre-create with a symlink, nothing written
+/// to disk that a crash could leave behind (output may hold secrets), no
+/// directory whose permissions would have to let the user in, and nothing
+/// to clean up. The seals make it read-only for everyone; reopening
+/// `/proc/self/fd/3` is allowed to the hook's own user (it is the hook's own
+/// descriptor). The one limit: the name means "descriptor 3 of the process
+/// that opens it", so a program the hook starts sees the file only if it
+/// inherits descriptor 3 (sudo, su and Python's subprocess close inherited
+/// descriptors): pass such programs the content, or a copy.
+fn output_file(text: &str) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "rea-output",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(text.as_bytes())?;
+    let fd = OwnedFd::from(file);
+    // Kernels without seals (before 3.17) still give a working file.
+    let _ = rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    );
+    Ok(fd)
+}
+
+/// A read-only description of the output file of its own, so one hook's
+/// reading position (a hook reading descriptor 3 directly) is not the
+/// next one's; the shared one if /proc cannot give it.
+fn own_view(file: &Arc<OwnedFd>) -> Arc<OwnedFd> {
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        Ok(fd) => Arc::new(fd),
+        Err(_) => Arc::clone(file),
+    }
+}
+
+/// Whether a job's runs and hooks start from the daemon's environment:
+/// those of the daemon's own user do; a job running as another user gets
+/// cron's environment and nothing of the daemon's (which may hold root's
+/// secrets).
+pub(super) fn inherits_daemon_env(user: Option<&User>) -> bool {
+    user.is_none_or(|u| u.uid == host::own_uid())
+}
+
+/// Whose job it is, as cron sees a crontab's owner: the job's `user`, else
+/// the daemon's own.
+fn owner(user: Option<&User>) -> Option<&User> {
+    match user {
+        Some(u) => Some(u),
+        None => host::own_user(),
+    }
+}
+
+/// Where a job without `dir` starts, as cron runs jobs: its owner's home
+/// directory ([`RunSpec::home`]: when the run can enter it, else the
+/// daemon's own working directory).
+pub(super) fn home_dir(user: Option<&User>) -> Option<PathBuf> {
+    owner(user)
+        .map(|u| u.home.clone())
+        .filter(|h| h.is_absolute())
+}
+
+/// The variables of a job's run or hook: the owner's variables, the job's
+/// `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the daemon's
+/// environment if [`inherits_daemon_env`], else all the run gets.
+pub(super) fn run_env(
+    user: Option<&User>,
+    shell: &str,
+    job_env: &BTreeMap<String, String>,
+    name: &str,
+    run: &str,
+) -> Vec<(String, String)> {
+    let mut env = user_env(user, shell);
+    env.extend(job_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.push(("REA_JOB".into(), name.to_string()));
+    env.push(("REA_RUN_ID".into(), run.to_string()));
+    env
+}
+
+/// What cron sets for a crontab's owner (the job's `user`, else the
+/// daemon's): HOME, USER and LOGNAME from the user database, SHELL = the
+/// shell that runs the command (not the user's login shell), and cron's
+/// PATH for a run that inherits nothing (another user's) or whose daemon
+/// has none (the job's `env` may set its own).
+fn user_env(user: Option<&User>, shell: &str) -> Vec<(String, String)> {
+    let mut env = Vec::with_capacity(5);
+    if let Some(u) = owner(user) {
+        env.push(("HOME".into(), u.home.display().to_string()));
+        env.push(("USER".into(), u.name.clone()));
+        env.push(("LOGNAME".into(), u.name.clone()));
+    }
+    env.push(("SHELL".into(), shell.to_string()));
+    if !inherits_daemon_env(user) || !executor::daemon_has_path() {
+        env.push(("PATH".into(), executor::DEFAULT_PATH.to_string()));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_env() -> BTreeMap<String, String> {
+        [("PATH", "/opt/bin"), ("HOME", "/srv")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn another_users_run_gets_crons_environment() {
+        let nobody = host::user("nobody").expect("nobody exists");
+        if nobody.uid == rustix::process::geteuid().as_raw() {
+            eprintln!("skipped: runs as nobody");
+            return;
+        }
+        assert!(!inherits_daemon_env(Some(&nobody)));
+        let env = run_env(Some(&nobody), "/bin/bash", &BTreeMap::new(), "j", "r1");
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "HOME",
+                "USER",
+                "LOGNAME",
+                "SHELL",
+                "PATH",
+                "REA_JOB",
+                "REA_RUN_ID"
+            ]
+        );
+        assert!(env.contains(&("PATH".to_string(), "/usr/bin:/bin".to_string())));
+        assert!(env.contains(&("SHELL".to_string(), "/bin/bash".to_string())));
+        // The job's env comes later, so it wins.
+        let env = run_env(Some(&nobody), "/bin/sh", &job_env(), "j", "r1");
+        let last = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(last("PATH").as_deref(), Some("/opt/bin"));
+        assert_eq!(last("HOME").as_deref(), Some("/srv"));
+    }
+
+    #[test]
+    fn the_daemons_own_user_keeps_its_environment_with_crons_variables_set() {
+        assert!(inherits_daemon_env(None));
+        let me = host::own_user().expect("the test runs as a known user");
+        assert!(inherits_daemon_env(Some(me)));
+        for user in [None, Some(me)] {
+            let env = run_env(user, "/bin/sh", &BTreeMap::new(), "j", "r1");
+            assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
+            let home = me.home.display().to_string();
+            assert!(env.contains(&("HOME".to_string(), home)), "{env:?}");
+            assert!(env.contains(&("LOGNAME".to_string(), me.name.clone())));
+            assert!(env.contains(&("SHELL".to_string(), "/bin/sh".to_string())));
+        }
+    }
+
+    #[test]
+    fn runs_without_dir_start_in_the_owners_home() {
+        let me = host::own_user().expect("the test runs as a known user");
+        if me.home.is_absolute() {
+            assert_eq!(home_dir(None), Some(me.home.clone()));
+        }
+        let mut relative = me.clone();
+        relative.home = PathBuf::from("relative/home");
+        assert_eq!(home_dir(Some(&relative)), None, "the daemon's cwd then");
+    }
+
+    /// A hook of a `user =` job, running as that user, reads the output.
+    #[tokio::test]
+    async fn the_output_file_is_readable_by_a_hook_of_another_user() {
+        if !host::is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let nobody = host::user("nobody").expect("nobody exists");
+        let file = Arc::new(output_file("line one\nline two\n").expect("memfd"));
+        let mut outputs = Vec::new();
+        // Two hooks in a row, one reading descriptor 3 directly: each starts
+        // at the beginning.
+        for script in [
+            "cat <&3; cat \"$REA_OUTPUT_FILE\"",
+            "cat \"$REA_OUTPUT_FILE\"; echo x >> \"$REA_OUTPUT_FILE\" || echo read-only",
+        ] {
+            let spec = RunSpec {
+                program: Program::Shell {
+                    shell: "/bin/sh".into(),
+                    script: script.into(),
+                },
+                env: vec![("REA_OUTPUT_FILE".into(), OUTPUT_FILE.into())],
+                inherit_env: false,
+                dir: Some("/".into()),
+                home: None,
+                timeout: Some(Duration::from_secs(20)),
+                kill_grace: Duration::from_millis(200),
+                output_limit: 4096,
+                stdin: None,
+                pass_fd: Some(own_view(&file)),
+                user: Some(nobody.clone()),
+                kill_stragglers: true,
+                journal: None,
+            };
+            let (_, _, running) = executor::spawn(spec).expect("spawn");
+            outputs.push(running.await.output.text);
+        }
+        assert_eq!(outputs[0], "line one\nline two\nline one\nline two\n");
+        assert!(
+            outputs[1].starts_with("line one\nline two\n"),
+            "{}",
+            outputs[1]
+        );
+        assert!(outputs[1].ends_with("read-only\n"), "{}", outputs[1]);
+    }
+}

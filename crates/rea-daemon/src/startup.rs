@@ -1,0 +1,274 @@
+//! Start-up: lock the state directory, load the job file, open the
+//! stores, bind the sockets, and recover what the previous daemon left in
+//! the history (interrupted runs, missed occurrences, last results).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use chrono::Utc;
+use rea_config::Config;
+use rea_core::engine::{Action, Engine, LastRun, Recovered};
+use rea_core::record::{Event, Record};
+use rea_store::history::{HistoryReader, JobSummary, RunSummary};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::{metrics, release_freed_memory, Loop, Msg, Options, StartError, Stopping};
+use crate::control::Incoming;
+use crate::jobfiles::{JobFiles, Loaded};
+use rea_host::state_dir;
+
+/// What the loop waits on, besides its timer and signals.
+pub(super) struct Inputs {
+    /// Kept alive while the job file is watched.
+    pub(super) watcher: Option<crate::watch::Watcher>,
+    pub(super) changes: mpsc::UnboundedReceiver<crate::watch::Change>,
+    pub(super) scrapes: mpsc::Receiver<metrics::Scrape>,
+    pub(super) finished: mpsc::UnboundedReceiver<Msg>,
+    pub(super) control: mpsc::UnboundedReceiver<Incoming>,
+    /// Cluster mode's events (never yields in local mode).
+    pub(super) cluster: mpsc::UnboundedReceiver<rea_store::cluster::Event>,
+}
+
+/// A daemon ready to run its loop.
+pub(super) struct Started {
+    pub(super) d: Loop,
+    pub(super) inputs: Inputs,
+    /// What the engine decided at start (interrupted runs, catch-up,
+    /// `@reboot`, late one-shots).
+    pub(super) actions: VecDeque<Action>,
+    /// The state directory's lock, held until the daemon ends.
+    pub(super) lock: state_dir::Lock,
+}
+
+pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
+    state_dir::ensure(&opts.state_dir).map_err(StartError::Other)?;
+    let lock = state_dir::lock(&opts.state_dir).map_err(|e| match e {
+        state_dir::LockError::Held { pid, path } => StartError::Locked(format!(
+            "another rea daemon{} is already running with state directory {} (lock {})",
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            opts.state_dir.display(),
+            path.display()
+        )),
+        state_dir::LockError::Io(m) => StartError::Other(m),
+    })?;
+    // Watch before the first load: an edit in between then causes one
+    // harmless extra reload instead of being lost. The drop-ins and the
+    // users' files are watched with the main file.
+    let set = rea_config::FileSet::of(&opts.file, rea_host::user::is_root());
+    let others: Vec<std::path::PathBuf> = std::iter::once(set.dropins).chain(set.users).collect();
+    let (watcher, changes) =
+        match crate::watch::watch_files(&opts.file, &others, crate::watch::Timing::default()) {
+            Ok((w, rx)) => (Some(w), rx),
+            Err(e) => {
+                warn!("{e}; the job file is not watched (reload with SIGHUP or `rea reload`)");
+                (None, mpsc::unbounded_channel().1)
+            }
+        };
+    let mut files = JobFiles::new(
+        &opts.file,
+        rea_config::LoadOptions {
+            allow_insecure_permissions: opts.allow_insecure,
+        },
+        rea_host::user::is_root(),
+    );
+    let Loaded {
+        config,
+        refused: refused_at_start,
+    } = load(&mut files, true)
+        .map_err(StartError::Config)?
+        .ok_or_else(|| StartError::Other("the job file could not be loaded".into()))?;
+    let stores = rea_store::Local::open(
+        &opts.state_dir,
+        config.daemon.history_max_bytes,
+        config.daemon.history_files,
+    )
+    .map_err(|e| StartError::Other(e.to_string()))?;
+    let pending: HashSet<&str> = stores.pending.iter().map(|s| &*s.id).collect();
+    super::requests::name_clashes(&config, |name| pending.contains(name))
+        .map_err(StartError::Config)?;
+    // Cluster mode: pauses are cluster-wide, in the database.
+    let paused = if config.cluster.is_some() {
+        Default::default()
+    } else {
+        stores.paused.load().unwrap_or_else(|e| {
+            warn!("{e}");
+            Default::default()
+        })
+    };
+    let (cluster, cluster_events) = match (&config.cluster, &opts.cluster) {
+        (Some(c), Some(start)) => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let node = start(c, &opts.state_dir, tx).map_err(StartError::Other)?;
+            (Some(super::cluster::Cluster::new(node)), rx)
+        }
+        (Some(_), None) => {
+            return Err(StartError::Other(
+                "the job file has [cluster], but this rea was built without a cluster backend"
+                    .into(),
+            ))
+        }
+        (None, _) => (None, mpsc::unbounded_channel().1),
+    };
+    if stores.malformed_journal_lines > 0 {
+        warn!(
+            lines = stores.malformed_journal_lines,
+            "ignored unreadable lines in the one-shot journal (a torn last write)"
+        );
+    }
+    // Bound now, so a taken metrics address fails the start
+    // (before the control socket, which would be left behind).
+    let (mut metrics, scrapes) = metrics::start(&config).await.map_err(StartError::Other)?;
+    // Users' files mean users talk to the daemon about their jobs.
+    let others = files.set().users.as_ref().is_some_and(|d| d.is_dir());
+    let listener = crate::control::bind(&opts.state_dir, others).map_err(StartError::Other)?;
+
+    let reader = rea_store::Local::history_reader(&opts.state_dir);
+    let (mut recovered, summaries) = recover(reader.as_ref(), &config);
+    recovered.paused = paused;
+    recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
+    let started_at = Utc::now();
+    let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
+    engine.set_cluster(cluster.is_some());
+    for (name, s) in summaries {
+        if let Some(m) = metrics.as_mut() {
+            m.seed(&name, &s);
+        }
+        if let Some(last) = s.last.as_ref().and_then(last_run_of) {
+            engine.seed_last(&name, last, s.consecutive_failures as u32);
+        }
+    }
+    let (tx, finished) = mpsc::unbounded_channel::<Msg>();
+    let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
+    let connections = crate::control::Connections::new();
+    tokio::spawn(crate::control::serve(
+        listener,
+        ctl_tx,
+        others,
+        connections.clone(),
+    ));
+    let mut d = Loop {
+        engine,
+        history: stores.history,
+        journal: stores.journal,
+        paused: stores.paused,
+        cluster,
+        handles: HashMap::new(),
+        connections,
+        hook_batches: HashMap::new(),
+        tx,
+        waiters: HashMap::new(),
+        follows: Default::default(),
+        journald: crate::journal_for(config.daemon.job_output),
+        config,
+        opts: opts.clone(),
+        started_at,
+        last_reload: started_at,
+        config_error: None,
+        metrics,
+        notify: rea_host::notify::Notifier::from_env(),
+        last_shape: None,
+        stopping: Stopping::No,
+        settling: None,
+        files,
+    };
+    let mut rec = Record::new(Event::DaemonStarted, started_at);
+    rec.detail = Some(json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "file": opts.file.display().to_string(),
+    }));
+    d.append(&rec);
+    if !refused_at_start.is_empty() {
+        let errors = refused_at_start
+            .iter()
+            .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
+            .collect();
+        d.reject(errors, started_at);
+    }
+    d.cluster_publish();
+    let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
+    let restored = stores.pending.len();
+    actions.extend(d.engine.restore(stores.pending, started_at));
+    if restored > 0 {
+        info!(pending = restored, "one-shots restored from the journal");
+    }
+    release_freed_memory();
+    info!(
+        jobs = d.config.jobs.len(),
+        file = %opts.file.display(),
+        state_dir = %opts.state_dir.display(),
+        "rea daemon started"
+    );
+    Ok(Started {
+        d,
+        inputs: Inputs {
+            watcher,
+            changes,
+            scrapes,
+            finished,
+            control,
+            cluster: cluster_events,
+        },
+        actions,
+        lock,
+    })
+}
+
+/// Loads the job files (`force`: parse even unchanged ones); logs the
+/// machine's warnings about a newly loaded configuration.
+pub(super) fn load(
+    files: &mut JobFiles,
+    force: bool,
+) -> Result<Option<Loaded>, Vec<rea_config::Diagnostic>> {
+    let loaded = files.load(force)?;
+    for w in loaded.iter().flat_map(|l| &l.config.warnings) {
+        warn!("{w}");
+    }
+    Ok(loaded)
+}
+
+/// What the previous daemon left in the history log: when each job's
+/// schedule was last dealt with, runs it left unfinished, each job's last
+/// result.
+fn recover(
+    reader: &dyn HistoryReader,
+    config: &Config,
+) -> (Recovered, HashMap<String, JobSummary>) {
+    let names: HashSet<String> = config.jobs.iter().map(|j| j.name.clone()).collect();
+    let (last_occurrences, previous_start) =
+        reader.last_occurrences(&names).unwrap_or_else(|e| {
+            warn!("cannot read the history log for catch-up ({e}); missed occurrences will not be caught up");
+            Default::default()
+        });
+    let unfinished = reader.unfinished_runs().unwrap_or_else(|e| {
+        warn!("cannot read the history log for interrupted runs: {e}");
+        Vec::new()
+    });
+    let summaries = reader.recent_summaries(&names).unwrap_or_else(|e| {
+        warn!("cannot read the history log for the last results: {e}");
+        Default::default()
+    });
+    (
+        Recovered {
+            last_occurrences,
+            previous_start,
+            unfinished,
+            paused: Default::default(),
+            terminated: Default::default(),
+        },
+        summaries,
+    )
+}
+
+fn last_run_of(s: &RunSummary) -> Option<LastRun> {
+    let ended = s.ended.or(s.started)?;
+    Some(LastRun {
+        run: s.run.clone().unwrap_or_default(),
+        status: s.status,
+        ended,
+        duration: Duration::from_millis(s.duration_ms.unwrap_or(0)),
+        exit_code: s.exit_code,
+    })
+}

@@ -1,0 +1,176 @@
+//! What the daemon tells about itself: the `status` answer (typed, see
+//! `control::protocol`) and systemd's one-line status.
+
+use chrono::{DateTime, Utc};
+use rea_core::engine::{JobStatus, OneShotStatus};
+
+use super::users::Scope;
+use super::Loop;
+use crate::control::protocol::{
+    ConfigError, DaemonInfo, HistoryInfo, HookInfo, JobInfo, LastInfo, OneShotInfo, RunningInfo,
+    StatusReply, Ts, WriteError,
+};
+
+impl Loop {
+    /// Every job's live state (or one job's).
+    pub(super) fn status_reply(
+        &self,
+        only: Option<&str>,
+        now: DateTime<Utc>,
+        scope: &Scope,
+    ) -> StatusReply {
+        let mut statuses: Vec<JobStatus> = match only {
+            Some(name) => self.engine.job_status(name).into_iter().collect(),
+            None => self.engine.status(),
+        };
+        if *scope != Scope::Admin {
+            let mine: std::collections::HashSet<&str> = self.visible_names(scope).collect();
+            statuses.retain(|s| mine.contains(s.name.as_str()));
+        }
+        let health = self.history.health();
+        StatusReply {
+            live: true,
+            daemon: DaemonInfo {
+                running: true,
+                pid: std::process::id(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                started_at: Ts(self.started_at),
+                uptime_s: (now - self.started_at).num_seconds().max(0),
+                file: self.opts.file.display().to_string(),
+                state_dir: self.opts.state_dir.display().to_string(),
+                last_reload: Ts(self.last_reload),
+                config_error: self.config_error.as_ref().map(|(at, errors)| ConfigError {
+                    at: Ts(*at),
+                    errors: errors.clone(),
+                }),
+                running_runs: self.engine.running(),
+                running_hooks: self.engine.hooks_running(),
+                max_concurrent: self.engine.max_concurrent(),
+                queued: self.engine.queued(),
+                oneshots_pending: self.engine.oneshot_count(),
+                history: HistoryInfo {
+                    backlog: health.backlog,
+                    dropped: health.dropped,
+                    last_error: health.last_error.map(|e| WriteError {
+                        at: Ts(e.at),
+                        message: e.message,
+                    }),
+                },
+                cluster: self.cluster_info(),
+            },
+            jobs: statuses
+                .iter()
+                .map(|s| {
+                    let mut info = job_info(s);
+                    info.hooks = self.hooks_of(&s.name);
+                    info
+                })
+                .collect(),
+            oneshot: None,
+        }
+    }
+
+    /// The hook processes of `job`'s finished runs, oldest first.
+    fn hooks_of(&self, job: &str) -> Vec<HookInfo> {
+        let mut hooks: Vec<HookInfo> = self
+            .hook_batches
+            .values()
+            .filter(|b| b.job.name == job)
+            .filter_map(|b| {
+                b.current.as_ref().map(|h| HookInfo {
+                    hook: h.hook.name().to_string(),
+                    run: b.run.clone(),
+                    pid: h.pid,
+                    since: Ts(h.since),
+                })
+            })
+            .collect();
+        hooks.sort_by_key(|h| h.since.0);
+        hooks
+    }
+
+    pub(super) fn notify_ready(&mut self) {
+        if self.notify.enabled() {
+            let line = rea_host::notify::status_line(
+                self.config.jobs.len(),
+                self.engine.next_wake(),
+                self.config_error.as_ref().map(|(_, e)| e.len()),
+            );
+            self.notify.ready(&line);
+        }
+    }
+
+    /// Once per loop iteration; sends only when the summary changed.
+    pub(super) fn notify_summary(&mut self) {
+        if self.notify.enabled() {
+            self.notify.summary(
+                self.config.jobs.len(),
+                self.engine.next_wake(),
+                self.config_error.as_ref().map(|(_, e)| e.len()),
+            );
+        }
+    }
+}
+
+/// A pending one-shot as the protocol shows it.
+pub(super) fn oneshot_info(s: &OneShotStatus) -> OneShotInfo {
+    let d = &s.def;
+    OneShotInfo {
+        id: d.id.to_string(),
+        state: if s.running { "running" } else { "pending" }.to_string(),
+        due: Ts(d.due),
+        next_attempt_at: s.next_attempt_at.map(Ts),
+        argv: d.argv.to_vec(),
+        shell: d.shell,
+        dir: d.dir.display().to_string(),
+        tags: d.rare().tags.clone(),
+        submitted: Ts(d.submitted),
+        timeout_ms: d.rare().timeout_ms,
+        expire_ms: d.rare().expire_ms,
+        retry: d.rare().retry.clone(),
+    }
+}
+
+fn job_info(s: &JobStatus) -> JobInfo {
+    let state = if !s.running.is_empty() {
+        "running"
+    } else if s.queued > 0 {
+        "queued"
+    } else if s.retry_at.is_some() {
+        "retry_pending"
+    } else if !s.enabled {
+        "disabled"
+    } else if s.paused {
+        "paused"
+    } else {
+        "idle"
+    };
+    JobInfo {
+        name: s.name.clone(),
+        state: state.to_string(),
+        enabled: s.enabled,
+        paused: s.paused,
+        hooks: Vec::new(),
+        running: s
+            .running
+            .iter()
+            .map(|(run, pid, since)| RunningInfo {
+                run: run.clone(),
+                pid: *pid,
+                since: since.map(Ts),
+            })
+            .collect(),
+        queued: s.queued,
+        retry_at: s.retry_at.map(Ts),
+        next_fire: s.next_fire.map(Ts),
+        consecutive_failures: s.consecutive_failures,
+        after: s.after.clone(),
+        last: s.last.as_ref().map(|l| LastInfo {
+            run: l.run.clone(),
+            status: l.status.as_str().to_string(),
+            ended: Ts(l.ended),
+            duration_ms: l.duration.as_millis() as u64,
+            exit_code: l.exit_code,
+        }),
+    }
+}

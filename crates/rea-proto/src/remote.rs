@@ -1,0 +1,83 @@
+//! The history as the daemon tells it: for a user whose jobs a root daemon
+//! runs (users' files), who cannot read the state directory. It answers
+//! `rea history` and `rea logs` for their own jobs (see
+//! `daemon::users`); summaries and start-up questions are the daemon's.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+use rea_core::record::Record;
+use rea_store::history::{HistoryReader, JobSummary, LastOccurrences, Query};
+
+use super::{Client, Request};
+
+pub struct RemoteHistory {
+    client: RefCell<Client>,
+}
+
+impl RemoteHistory {
+    pub fn new(client: Client) -> RemoteHistory {
+        RemoteHistory {
+            client: RefCell::new(client),
+        }
+    }
+
+    fn ask<T: serde::de::DeserializeOwned>(&self, request: &Request) -> io::Result<T> {
+        let resp = self
+            .client
+            .borrow_mut()
+            .request(request)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        if !resp.ok {
+            let kind = match resp.code.as_deref() {
+                Some("unknown_job") => io::ErrorKind::NotFound,
+                _ => io::ErrorKind::PermissionDenied,
+            };
+            return Err(io::Error::new(
+                kind,
+                resp.error.unwrap_or_else(|| "the daemon refused".into()),
+            ));
+        }
+        resp.data_as().map_err(io::Error::other)
+    }
+}
+
+fn unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the daemon answers this from its own history only",
+    )
+}
+
+impl HistoryReader for RemoteHistory {
+    fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
+        self.ask(&Request::History {
+            query: query.clone(),
+        })
+    }
+
+    fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+        self.ask(&Request::FindRun {
+            run: run_id.to_string(),
+        })
+    }
+
+    fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+        self.ask(&Request::LatestFinalRun {
+            job: job.to_string(),
+        })
+    }
+
+    fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+        Err(unsupported())
+    }
+
+    fn last_occurrences(&self, _jobs: &HashSet<String>) -> io::Result<LastOccurrences> {
+        Err(unsupported())
+    }
+
+    fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+        Err(unsupported())
+    }
+}

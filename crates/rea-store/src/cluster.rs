@@ -1,0 +1,146 @@
+//! The shared store's live side: what a daemon running as one node of a
+//! cluster asks of it and hears from it. The daemon's loop holds a
+//! `Box<dyn ClusterNode>` and never names the backend that implements it
+//! (`rea_pg::Node` for PostgreSQL); the program chooses it once, at start.
+//!
+//! Nothing here blocks: a request is handed to the backend's own tasks
+//! and its answer comes back later, either as an [`Event`] on the channel
+//! the backend was started with, or through a [`Done`] callback called on
+//! the backend's task (which must not block either: the daemon's callbacks
+//! send a reply on a channel). No runtime is named (`.ci/layers`: no tokio
+//! in rea-store); the backend brings its own.
+//!
+//! Errors and decisions that cross this seam are types ([`SubmitError`],
+//! [`crate::claims::ClaimOutcome`]), never text to match.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rea_core::claim::Grant;
+use rea_core::job::Overlap;
+use rea_core::oneshot::OneShot;
+use rea_core::record::{Record, Trigger};
+
+use crate::claims::{ClaimOutcome, OccurrenceClaims};
+
+/// What the cluster tells the daemon's loop.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The answer to a claim (`ClaimRequest::run`).
+    Claimed { run: String, outcome: ClaimOutcome },
+    /// The store handed this node a run it decided: a retry (of a failed
+    /// run, or of one whose node died), or an occurrence that waited for
+    /// its job's run (`overlap = "queue"`).
+    Adopted {
+        job: String,
+        trigger: Trigger,
+        attempt: u32,
+        scheduled: DateTime<Utc>,
+        grant: Grant,
+    },
+    /// A due one-shot, claimed by this node only.
+    OneShot {
+        shot: Box<OneShot>,
+        attempt: u32,
+        grant: Grant,
+    },
+    /// Stop the run holding this fence (another node replaced it).
+    Stop { fence: i64 },
+    /// The lease is gone (database unreachable past it, or this node was
+    /// declared dead): nothing is claimed until [`Event::LeaseBack`].
+    LeaseLost { why: String },
+    /// The node holds a live lease (again).
+    LeaseBack { epoch: i64 },
+}
+
+/// How the node is doing, for `rea status` and the metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeHealth {
+    pub epoch: Option<i64>,
+    pub lease_live: bool,
+    /// Since the database last renewed the lease (since the node started
+    /// when it never did): past the lease, the node is not scheduling.
+    pub lease_age: Duration,
+    /// Until the lease ends by the node's own (monotonic) deadline; zero
+    /// without a live lease.
+    pub lease_left: Duration,
+    /// Run starts and ends waiting for the database.
+    pub backlog: usize,
+    /// Dropped because the backlog was full.
+    pub dropped: u64,
+    /// The last error from the database, and when (it stays until the
+    /// next one: whether the node is fine now is `lease_live`).
+    pub last_error: Option<(DateTime<Utc>, String)>,
+}
+
+/// A job as this node defines it, for the store.
+#[derive(Debug, Clone)]
+pub struct JobDef {
+    pub name: String,
+    /// Digest of the job's definition (nodes whose definitions differ are
+    /// flagged by `rea status`).
+    pub digest: String,
+    pub overlap: Overlap,
+}
+
+/// Why a one-shot was not queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubmitError {
+    /// A one-shot of that name is already pending (in the store, or
+    /// earlier in the same batch).
+    Duplicate { id: String },
+    /// The store could not take it (the message says why).
+    Refused(String),
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::Duplicate { id } => {
+                write!(f, "a one-shot named {id:?} is already pending")
+            }
+            SubmitError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// Where an answer goes: called once, on the backend's task.
+pub type Done<T> = Box<dyn FnOnce(T) + Send>;
+
+/// One node of a cluster, as the daemon's loop uses it. Every method
+/// returns at once; the work happens on the backend's tasks.
+pub trait ClusterNode: Send {
+    /// The cluster's name and this node's (for `rea status`, metrics).
+    fn cluster(&self) -> &str;
+    fn node(&self) -> &str;
+    /// The claims seam: each claim is answered by an [`Event::Claimed`].
+    fn claims(&self) -> Box<dyn OccurrenceClaims>;
+    /// How many more runs the daemon could start now, having taken
+    /// `oneshots_taken` one-shots from [`Event::OneShot`] so far.
+    fn set_free_slots(&self, free: usize, oneshots_taken: u64);
+    /// A history record of this node (the store keeps those of the runs
+    /// it granted).
+    fn record(&self, rec: &Record);
+    /// This node's job definitions (at start and after each reload).
+    fn publish(&self, digest: String, jobs: Vec<JobDef>);
+    /// Queues a one-shot cluster-wide; `done` hears when it is durable.
+    fn submit(&self, shot: OneShot, done: Done<Result<(), SubmitError>>);
+    /// Cluster-wide pause (`jobs` None: every job, and jobs first seen
+    /// later) or resume; `done` hears the jobs that changed.
+    fn pause(
+        &self,
+        jobs: Option<Vec<String>>,
+        paused: bool,
+        done: Done<Result<Vec<String>, String>>,
+    );
+    /// Clean shutdown once this node's runs have ended: flushes what the
+    /// store has not taken yet and frees the name (waits at most `limit`;
+    /// says whether it got that far).
+    fn leave(&self, limit: Duration) -> Pin<Box<dyn Future<Output = bool> + '_>>;
+    fn health(&self) -> NodeHealth;
+}
