@@ -73,7 +73,7 @@ impl fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 /// What a command ends with.
-pub(crate) type Outcome = Result<ExitCode, Failure>;
+pub(crate) type CommandResult = Result<ExitCode, Failure>;
 
 /// `cli::exit` codes (and a triggered job's own status) as an `ExitCode`.
 pub(crate) fn exit_code(code: i32) -> ExitCode {
@@ -81,6 +81,6 @@ pub(crate) fn exit_code(code: i32) -> ExitCode {
 }
 
 /// Success.
-pub(crate) fn ok() -> Outcome {
+pub(crate) fn ok() -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }

@@ -2,11 +2,11 @@
 //! with `--kill`.
 
 use crate::cli::{CancelArgs, Global};
-use crate::failure::{self, Outcome};
+use crate::failure::{self, CommandResult};
 use rea_proto::protocol::CancelReply;
 use rea_proto::Request;
 
-pub(crate) fn run(global: &Global, args: &CancelArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &CancelArgs) -> CommandResult {
     if let Some(s) = super::cluster::settings(global)? {
         return super::cluster::cancel(&s, args);
     }

@@ -7,7 +7,7 @@ use rea_config::{Diagnostic, LoadOptions};
 use serde_json::{json, Value};
 
 use crate::cli::{exit, CheckArgs, Global};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use rea_daemon::jobfiles::{HostChecks, JobFiles};
 
 fn diag_json(d: &Diagnostic) -> Value {
@@ -18,7 +18,7 @@ fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-pub(crate) fn run(global: &Global, args: &CheckArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &CheckArgs) -> CommandResult {
     let path = super::job_file_in_use(global);
     let options = LoadOptions {
         allow_insecure_permissions: args.allow_insecure,

@@ -8,7 +8,7 @@ use rea_store::history::HistoryReader;
 use serde_json::json;
 
 use crate::cli::{exit, CancelArgs, Global, PendingArgs, SelectArgs, StatusArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use crate::table::Table;
 use rea_proto::protocol::{ClusterNodeInfo, StatusReply};
 use rea_proto::{Client, Request};
@@ -97,7 +97,7 @@ fn node_line(node: Option<&ClusterNodeInfo>) -> String {
     )
 }
 
-pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -> Outcome {
+pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -> CommandResult {
     // Only shown: `--check` answers from the database alone.
     let node = if args.check { None } else { this_node(global) };
     let st = match reader(s).and_then(|r| r.status(args.job.as_deref()).map_err(db_failure)) {
@@ -203,7 +203,7 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
     failure::ok()
 }
 
-pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> Outcome {
+pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> CommandResult {
     let (total, rows) = reader(s)?
         .pending(args.tag.as_deref(), args.limit.unwrap_or(usize::MAX))
         .map_err(db_failure)?;
@@ -243,7 +243,7 @@ pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> Outcome {
     failure::ok()
 }
 
-pub(crate) fn cancel(s: &rea_pg::Settings, args: &CancelArgs) -> Outcome {
+pub(crate) fn cancel(s: &rea_pg::Settings, args: &CancelArgs) -> CommandResult {
     let done = reader(s)?
         .cancel(&args.ids, args.kill)
         .map_err(|e| Failure::new(exit::NOT_FOUND, e))?;
@@ -258,7 +258,7 @@ pub(crate) fn pause(
     s: &rea_pg::Settings,
     args: &SelectArgs,
     pause: bool,
-) -> Outcome {
+) -> CommandResult {
     let cfg = super::load_config(global)?;
     use rea_core::job::SelectError;
     let jobs = cfg.jobs.iter().map(|j| &**j);

@@ -25,7 +25,7 @@ use clap::CommandFactory;
 use rea_config::LoadOptions;
 
 use crate::cli::{Cli, CompleteArgs, Global};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use rea_proto::protocol::{PendingReply, StatusReply};
 use rea_proto::{Client, Request};
 
@@ -179,7 +179,7 @@ fn read_line(words: &[String], index: usize) -> Line {
     line
 }
 
-pub(crate) fn run(global: &Global, args: &CompleteArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &CompleteArgs) -> CommandResult {
     let line = read_line(&args.words, args.index);
     let Some(target) = line.target else {
         return Err(Failure::silent(1));

@@ -17,11 +17,11 @@ use std::process::ExitCode;
 use rea_config::{Config, Diagnostic, FileKind};
 
 use crate::cli::{exit, EditArgs, Global};
-use crate::failure::{Failure, Outcome};
+use crate::failure::{CommandResult, Failure};
 use rea_proto::protocol::{EditGetReply, EditPutReply};
 use rea_proto::{Request, Response};
 
-pub(crate) fn run(global: &Global, args: &EditArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &EditArgs) -> CommandResult {
     if rea_host::user::is_root() && args.user.is_none() {
         return edit_main(global);
     }
@@ -144,7 +144,7 @@ fn run_editor(path: &Path) -> Result<(), Failure> {
 /// Root: the main job file, checked as the daemon would (with this
 /// machine's users), installed over the original keeping its owner and
 /// mode.
-fn edit_main(global: &Global) -> Outcome {
+fn edit_main(global: &Global) -> CommandResult {
     let path = super::job_file_in_use(global);
     let original = rea_daemon::jobfiles::read_for_edit(&path).map_err(Failure::runtime)?;
     let name = path
@@ -192,7 +192,7 @@ fn reload_if_running(global: &Global) {
 }
 
 /// A user's own file, through the daemon (which alone may write it).
-fn edit_through_daemon(global: &Global, user: Option<String>) -> Outcome {
+fn edit_through_daemon(global: &Global, user: Option<String>) -> CommandResult {
     let mut client = super::connect(global)?;
     let current =
         super::ask::<EditGetReply>(&mut client, &Request::EditGet { user: user.clone() })?.data;

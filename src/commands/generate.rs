@@ -17,7 +17,7 @@ use clap_complete::Shell;
 use clap_mangen::Man;
 
 use crate::cli::{exit, Cli, GenerateArgs, Generated};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 
 /// ENVIRONMENT, FILES and EXAMPLES of rea(1).
 const REA_1_SECTIONS: &str = include_str!("../../man/src/rea.1.in");
@@ -144,7 +144,7 @@ const EXIT_STATUSES: &[(i32, &str)] = &[
     ),
 ];
 
-pub(crate) fn run(args: &GenerateArgs) -> Outcome {
+pub(crate) fn run(args: &GenerateArgs) -> CommandResult {
     let written = match args.what {
         Generated::Man => man_pages(&args.out),
         Generated::Completions => completions(&args.out),

@@ -7,12 +7,12 @@ use rea_core::record::{Event, Record, RunStatus};
 use rea_store::history::Query;
 
 use crate::cli::{Global, HistoryArgs, StatusFilter};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use crate::table::Table;
 
 const FINAL: [RunStatus; 6] = RunStatus::FINAL;
 
-pub(crate) fn run(global: &Global, args: &HistoryArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
     let dir = super::state_dir(global)?;
     let now = Utc::now();
     let tz = crate::time_text::zone(args.utc);

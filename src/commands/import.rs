@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use rea_config::crontab::{self, Format, Options, Source};
 
 use crate::cli::{exit, Global, ImportArgs};
-use crate::failure::{exit_code, Failure, Outcome};
+use crate::failure::{exit_code, CommandResult, Failure};
 
-pub(crate) fn run(global: &Global, args: &ImportArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &ImportArgs) -> CommandResult {
     if let Some(out) = &args.output {
         if out.exists() && !args.force {
             return Err(Failure::runtime(format!(

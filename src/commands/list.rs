@@ -4,10 +4,10 @@ use chrono::Utc;
 use serde_json::json;
 
 use crate::cli::{Global, ListArgs};
-use crate::failure::{self, Outcome};
+use crate::failure::{self, CommandResult};
 use crate::table::Table;
 
-pub(crate) fn run(global: &Global, args: &ListArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &ListArgs) -> CommandResult {
     let cfg = super::load_config(global)?;
     let now = Utc::now();
     if args.json {

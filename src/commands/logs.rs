@@ -10,11 +10,11 @@ use chrono::SecondsFormat;
 use rea_core::record::{Record, RunStatus};
 
 use crate::cli::{exit, Global, LogsArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use rea_proto::protocol::{FollowReply, StreamLine};
 use rea_proto::{Client, Request};
 
-pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
     if args.follow {
         return follow(global, args);
     }
@@ -96,7 +96,7 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> Outcome {
 }
 
 /// `rea logs --follow JOB`: exits as `rea trigger --wait` does.
-fn follow(global: &Global, args: &LogsArgs) -> Outcome {
+fn follow(global: &Global, args: &LogsArgs) -> CommandResult {
     let mut client = super::connect(global)?;
     let request = Request::Follow {
         job: args.job.clone(),

@@ -1,5 +1,5 @@
 //! One file per subcommand; each is thin and delegates to the crates below
-//! and the program's modules. Each returns `Outcome` (`Result<ExitCode,
+//! and the program's modules. Each returns `CommandResult` (`Result<ExitCode,
 //! Failure>`): only `main` prints a failure and exits.
 
 pub(crate) mod cancel;

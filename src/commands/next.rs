@@ -7,7 +7,7 @@ use rea_config::zone;
 use rea_core::schedule::Schedule;
 
 use crate::cli::{Global, NextArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 
 /// A job name never contains whitespace and never starts with `@`; an
 /// expression always does one or the other (`@daily`, `0 3 * * *`).
@@ -15,7 +15,7 @@ fn is_expression(target: &str) -> bool {
     target.trim().starts_with('@') || target.trim().contains(char::is_whitespace)
 }
 
-pub(crate) fn run(global: &Global, args: &NextArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &NextArgs) -> CommandResult {
     let after: DateTime<Utc> = match &args.after {
         None => Utc::now(),
         Some(text) => match DateTime::parse_from_rfc3339(text.trim()) {

@@ -2,11 +2,11 @@
 //! lives in the daemon and survives its restarts.
 
 use crate::cli::{Global, SelectArgs};
-use crate::failure::{self, Outcome};
+use crate::failure::{self, CommandResult};
 use rea_proto::protocol::PauseReply;
 use rea_proto::{Request, Selector};
 
-pub(crate) fn run(global: &Global, args: &SelectArgs, pause: bool) -> Outcome {
+pub(crate) fn run(global: &Global, args: &SelectArgs, pause: bool) -> CommandResult {
     if let Some(s) = super::cluster::settings(global)? {
         return super::cluster::pause(global, &s, args, pause);
     }

@@ -3,12 +3,12 @@
 use chrono::Utc;
 
 use crate::cli::{Global, PendingArgs};
-use crate::failure::{self, Outcome};
+use crate::failure::{self, CommandResult};
 use crate::table::Table;
 use rea_proto::protocol::PendingReply;
 use rea_proto::Request;
 
-pub(crate) fn run(global: &Global, args: &PendingArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &PendingArgs) -> CommandResult {
     if let Some(s) = super::cluster::settings(global)? {
         return super::cluster::pending(&s, args);
     }

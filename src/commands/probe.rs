@@ -17,7 +17,7 @@
 
 use std::process::ExitCode;
 
-use crate::failure::Outcome;
+use crate::failure::CommandResult;
 use rea_proto::protocol::StatusReply;
 
 /// The probe's verdict, worst wins.
@@ -83,7 +83,7 @@ fn failing_live(data: &StatusReply) -> Vec<Failing> {
 }
 
 /// The probe over a running daemon's answer.
-pub(crate) fn live(data: &StatusReply) -> Outcome {
+pub(crate) fn live(data: &StatusReply) -> CommandResult {
     let failing = failing_live(data);
     let enabled = data.jobs.iter().filter(|j| j.enabled).count();
     let mut notes = Vec::new();
@@ -118,7 +118,7 @@ pub(crate) fn live(data: &StatusReply) -> Outcome {
 /// The probe in cluster mode, from the database: CRITICAL when no node is
 /// live or a job's last run (on whichever node) failed; WARNING when a
 /// node's job definitions differ from the others'.
-pub(crate) fn cluster(st: &rea_pg::ClusterStatus) -> Outcome {
+pub(crate) fn cluster(st: &rea_pg::ClusterStatus) -> CommandResult {
     let failing: Vec<Failing> = st
         .jobs
         .iter()
@@ -166,12 +166,12 @@ pub(crate) fn cluster(st: &rea_pg::ClusterStatus) -> Outcome {
 }
 
 /// The probe when the cluster's database cannot be read: CRITICAL.
-pub(crate) fn unreachable(why: &str) -> Outcome {
+pub(crate) fn unreachable(why: &str) -> CommandResult {
     report(Verdict::Critical, &[why.to_string()])
 }
 
 /// The probe without a daemon: CRITICAL, with what the history says.
-pub(crate) fn offline(failing: &[Failing], enabled: usize, state_dir: &str) -> Outcome {
+pub(crate) fn offline(failing: &[Failing], enabled: usize, state_dir: &str) -> CommandResult {
     let mut notes = vec![format!("no daemon runs for {state_dir}")];
     if !failing.is_empty() {
         notes.push(failing_text(failing, enabled));
@@ -201,7 +201,7 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-fn report(verdict: Verdict, notes: &[String]) -> Outcome {
+fn report(verdict: Verdict, notes: &[String]) -> CommandResult {
     println!("rea {}: {}", verdict.word(), notes.join("; "));
     Ok(ExitCode::from(verdict as u8))
 }

@@ -4,9 +4,9 @@ use rea_daemon::{Options, StartError};
 use rea_host::state_dir;
 
 use crate::cli::{exit, Global, LogFormat, RunArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 
-pub(crate) fn run(global: &Global, args: &RunArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &RunArgs) -> CommandResult {
     init_logging(args.log_format);
     let state_dir = state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
     let opts = Options {

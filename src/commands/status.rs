@@ -9,13 +9,13 @@ use rea_store::history::JobSummary;
 use serde_json::json;
 
 use crate::cli::{Global, StatusArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use crate::table::Table;
 use rea_host::state_dir;
 use rea_proto::protocol::{StatusReply, Ts};
 use rea_proto::{Client, ClientError, Request};
 
-pub(crate) fn run(global: &Global, args: &StatusArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
     if let Some(s) = super::cluster::settings(global)? {
         return super::cluster::status(global, &s, args);
     }
@@ -163,7 +163,7 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
 }
 
 /// The view without a daemon: the job file plus the history log.
-fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> Outcome {
+fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> CommandResult {
     let cfg = super::load_config(global)?;
     if let Some(name) = &args.job {
         if !cfg.jobs.iter().any(|j| &j.name == name) {

@@ -12,7 +12,7 @@ use serde_json::json;
 use rea_core::oneshot::OneShotRetry;
 
 use crate::cli::{AtArgs, Global, OneShotOpts, SubmitArgs};
-use crate::failure::{self, Failure, Outcome};
+use crate::failure::{self, CommandResult, Failure};
 use rea_proto::protocol::{FieldNames, SubmitReply};
 use rea_proto::{Request, Submission};
 
@@ -22,7 +22,7 @@ enum When {
     At(DateTime<Utc>),
 }
 
-pub(crate) fn submit(global: &Global, args: &SubmitArgs) -> Outcome {
+pub(crate) fn submit(global: &Global, args: &SubmitArgs) -> CommandResult {
     let when = match (&args.in_, &args.at) {
         (Some(d), None) => When::In(
             rea_core::duration::parse(d).map_err(|e| Failure::invalid(format!("--in: {e}")))?,
@@ -35,7 +35,7 @@ pub(crate) fn submit(global: &Global, args: &SubmitArgs) -> Outcome {
     send(global, &args.opts, when)
 }
 
-pub(crate) fn at(global: &Global, args: &AtArgs) -> Outcome {
+pub(crate) fn at(global: &Global, args: &AtArgs) -> CommandResult {
     // `rea at now + 30m` and `rea at 2026-12-01 10:00`: at(1) takes the
     // time as several words.
     let time = args.time.join(" ");
@@ -53,7 +53,7 @@ fn duration_ms(flag: &str, v: &Option<String>) -> Result<Option<u64>, String> {
         .transpose()
 }
 
-fn send(global: &Global, o: &OneShotOpts, when: When) -> Outcome {
+fn send(global: &Global, o: &OneShotOpts, when: When) -> CommandResult {
     let mut env = BTreeMap::new();
     for kv in &o.env {
         match kv.split_once('=') {

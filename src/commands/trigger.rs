@@ -8,11 +8,11 @@ use std::time::Duration;
 use rea_core::record::{Record, RunStatus};
 
 use crate::cli::{exit, Global, TriggerArgs};
-use crate::failure::{self, exit_code, Outcome};
+use crate::failure::{self, exit_code, CommandResult};
 use rea_proto::protocol::TriggerReply;
 use rea_proto::Request;
 
-pub(crate) fn run(global: &Global, args: &TriggerArgs) -> Outcome {
+pub(crate) fn run(global: &Global, args: &TriggerArgs) -> CommandResult {
     let mut client = super::connect(global)?;
     let wait = args.wait || args.follow;
     let request = Request::Trigger {

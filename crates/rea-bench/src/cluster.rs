@@ -268,9 +268,11 @@ fn claim_round_trips(pg: &PrivatePg, m: usize) -> Vec<f64> {
 }
 
 /// The next claim answer: Some(won), None for another event.
-async fn next_answer(rx: &mut tokio::sync::mpsc::UnboundedReceiver<rea_pg::Event>) -> Option<bool> {
+async fn next_answer(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<rea_pg::NodeEvent>,
+) -> Option<bool> {
     match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
-        Ok(Some(rea_pg::Event::Claimed { outcome, .. })) => Some(outcome.grant().is_some()),
+        Ok(Some(rea_pg::NodeEvent::Claimed { outcome, .. })) => Some(outcome.grant().is_some()),
         Ok(Some(_)) => None,
         _ => util::die("cluster bench: claims unanswered"),
     }

@@ -99,7 +99,7 @@ fn library(dir: &TempDir, n: usize) -> Vec<Figure> {
 
     let before = live_bytes();
     let t = Instant::now();
-    let replayed = rea_store::journal::Journal::open(&dir.state())
+    let replayed = rea_store::oneshots::Journal::open(&dir.state())
         .unwrap_or_else(|e| util::die(format!("journal: {e}")));
     let open = t.elapsed();
     let open_held = held(before);

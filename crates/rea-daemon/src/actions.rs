@@ -11,7 +11,7 @@ use rea_core::run::{Program, Started};
 use serde_json::Value;
 use tracing::{error, info, warn};
 
-use super::hooks::{home_dir, inherits_daemon_env, run_env};
+use super::environment::{home_dir, inherits_daemon_env, run_env};
 use super::{Loop, Msg};
 use rea_exec::{self as executor, RunSpec};
 use rea_host::user as host;
@@ -37,7 +37,9 @@ impl Loop {
                     self.notify_waiters(&rec);
                 }
                 // Cluster mode: one-shots live in the database, not the journal.
-                Action::OneShotDone { id } if self.cluster.is_none() => self.journal.del(&id),
+                Action::OneShotDone { id } if self.cluster.is_none() => {
+                    self.oneshot_journal.del(&id)
+                }
                 Action::OneShotDone { .. } => {}
                 Action::Claim(c) => self.claim(c, actions),
                 Action::AfterRun(a) => self.after_run(*a),
@@ -59,15 +61,18 @@ impl Loop {
     /// Makes queued journal deletions durable (they need no acknowledgement,
     /// so one sync per loop iteration serves them all).
     pub(super) fn sync_journal(&mut self) {
-        if self.journal.dirty() {
-            if let Err(e) = self.journal.commit() {
+        if self.oneshot_journal.dirty() {
+            if let Err(e) = self.oneshot_journal.commit() {
                 error!("cannot write the one-shot journal: {e}");
             }
         }
-        if self.journal.should_compact(self.engine.oneshot_count()) {
+        if self
+            .oneshot_journal
+            .should_compact(self.engine.oneshot_count())
+        {
             let pending = self.engine.oneshots();
             match self
-                .journal
+                .oneshot_journal
                 .compact(&mut pending.iter().map(|s| s.def.as_ref()))
             {
                 Ok(()) => info!(pending = pending.len(), "one-shot journal compacted"),
@@ -185,7 +190,7 @@ impl Loop {
             pass_fd: None,
             user,
             kill_stragglers,
-            journal,
+            journald: journal,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles

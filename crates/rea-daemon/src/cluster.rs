@@ -16,8 +16,8 @@ use rea_config::Config;
 use rea_core::engine::Action;
 use rea_core::oneshot::OneShot;
 use rea_core::record::Record;
-use rea_store::claims::{Answer, ClaimRequest, OccurrenceClaims};
-use rea_store::cluster::{ClusterNode, Event, JobDef, SubmitError};
+use rea_store::claims::{ClaimAnswer, ClaimRequest, OccurrenceClaims};
+use rea_store::cluster::{ClusterNode, JobDef, NodeEvent, SubmitError};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -81,11 +81,11 @@ impl Loop {
     pub(super) fn claim(&mut self, c: ClaimRequest, actions: &mut VecDeque<Action>) {
         let answer = match &mut self.cluster {
             Some(cl) => cl.claims.claim(&c),
-            None => Answer::Now(rea_store::claims::ClaimOutcome::Unavailable(
+            None => ClaimAnswer::Now(rea_store::claims::ClaimOutcome::Unavailable(
                 "no cluster store".into(),
             )),
         };
-        if let Answer::Now(outcome) = answer {
+        if let ClaimAnswer::Now(outcome) = answer {
             actions.extend(self.engine.claimed(&c.run, outcome, Utc::now()));
         }
     }
@@ -144,10 +144,10 @@ impl Loop {
         }
     }
 
-    pub(super) fn on_cluster_event(&mut self, ev: Event, actions: &mut VecDeque<Action>) {
+    pub(super) fn on_cluster_event(&mut self, ev: NodeEvent, actions: &mut VecDeque<Action>) {
         let now = Utc::now();
         match ev {
-            Event::Claimed { run, outcome } => {
+            NodeEvent::Claimed { run, outcome } => {
                 if let rea_store::claims::ClaimOutcome::Unavailable(e) = &outcome {
                     warn!(run = run.as_str(), "claim not answered: {e}");
                 }
@@ -159,7 +159,7 @@ impl Loop {
                 }
                 actions.extend(self.engine.claimed(&run, outcome, now));
             }
-            Event::Adopted {
+            NodeEvent::Adopted {
                 job,
                 trigger,
                 attempt,
@@ -169,7 +169,7 @@ impl Loop {
                 self.engine
                     .adopt(&job, trigger, attempt, scheduled, grant, now),
             ),
-            Event::OneShot {
+            NodeEvent::OneShot {
                 shot,
                 attempt,
                 grant,
@@ -179,12 +179,12 @@ impl Loop {
                 }
                 actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now));
             }
-            Event::Stop { fence } => actions.extend(self.engine.stop_fence(fence, now)),
-            Event::LeaseLost { why } => {
+            NodeEvent::Stop { fence } => actions.extend(self.engine.stop_fence(fence, now)),
+            NodeEvent::LeaseLost { why } => {
                 warn!("cluster: {why}; no scheduled run starts until the lease is back");
                 actions.extend(self.engine.lease_lost(now));
             }
-            Event::LeaseBack { epoch } => {
+            NodeEvent::LeaseBack { epoch } => {
                 info!(
                     epoch,
                     "cluster: lease held; catching up what could not be claimed"

@@ -17,8 +17,10 @@
 //! | `startup.rs` | lock, load, open the stores, recover from the history |
 //! | `shutdown.rs` | the stopping states: drain, then terminate |
 //! | `actions.rs` | carrying out the engine's actions (spawn, terminate, record) |
-//! | `requests.rs` | control requests: reload, trigger, pause, one-shots |
+//! | `requests.rs` | control requests: trigger, pause, one-shots, status |
+//! | `reload.rs` | re-reading the job files (watcher, SIGHUP, `rea reload`), their guards |
 //! | `hooks.rs` | hooks and mail after a run |
+//! | `environment.rs` | the variables every run and hook starts with, and its directory |
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
@@ -39,7 +41,7 @@ use rea_core::oneshot::OneShot;
 use rea_core::record::{Event, Record};
 use rea_core::run::Outcome;
 use rea_store::history::HistoryWriter;
-use rea_store::journal::OneShotJournal;
+use rea_store::oneshots::OneShotJournal;
 use rea_store::paused::PausedStore;
 use serde_json::Value;
 use tokio::signal::unix::{signal, SignalKind};
@@ -54,6 +56,7 @@ use crate::timer::{Wake, WallTimer};
 mod actions;
 mod cluster;
 mod control;
+mod environment;
 mod follow;
 mod guard;
 mod hooks;
@@ -61,6 +64,7 @@ pub mod host_checks;
 pub mod jobfiles;
 mod metrics;
 mod orphans;
+mod reload;
 mod requests;
 mod shutdown;
 mod startup;
@@ -69,7 +73,7 @@ mod timer;
 mod users;
 mod watch;
 
-use requests::ReloadCause;
+use reload::ReloadCause;
 use shutdown::Stopping;
 
 /// What `rea run` was asked to do.
@@ -91,7 +95,7 @@ pub type StartNode = std::sync::Arc<
     dyn Fn(
             &rea_config::ClusterConfig,
             &std::path::Path,
-            mpsc::UnboundedSender<rea_store::cluster::Event>,
+            mpsc::UnboundedSender<rea_store::cluster::NodeEvent>,
         ) -> Result<Box<dyn rea_store::cluster::ClusterNode>, String>
         + Send
         + Sync,
@@ -169,7 +173,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut sigterm = sig(SignalKind::terminate())?;
     let mut sigint = sig(SignalKind::interrupt())?;
     let mut sighup = sig(SignalKind::hangup())?;
-    let startup::Started {
+    let startup::Booted {
         mut d,
         mut inputs,
         mut actions,
@@ -324,7 +328,7 @@ struct Loop {
     /// The stores (`rea_store`): the loop names no backend.
     history: Box<dyn HistoryWriter>,
     /// Durable pending one-shots.
-    journal: Box<dyn OneShotJournal>,
+    oneshot_journal: Box<dyn OneShotJournal>,
     paused: Box<dyn PausedStore>,
     /// Cluster mode (`[cluster]`): the node and its claims. None: this
     /// daemon schedules alone, as it always did.

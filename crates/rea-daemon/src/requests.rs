@@ -6,227 +6,24 @@
 
 use std::collections::VecDeque;
 
-use chrono::{DateTime, Utc};
-use rea_config::Config;
+use chrono::Utc;
 use rea_core::engine::{Action, CancelResult, SubmitError, TriggerResult};
 use rea_core::job::name_problem;
 use rea_core::oneshot::{OneShot, OneShotRare};
-use rea_core::record::{Event, Record};
-use serde_json::json;
 use tokio::sync::oneshot;
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
-use super::startup::load;
+use super::reload::ReloadCause;
 use super::status::oneshot_info;
 use super::users::Scope;
-use super::{free_in_background, metrics, Loop};
+use super::Loop;
 use crate::control::protocol::{
-    CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, ReloadReply,
-    SubmitReply, TriggerReply, Ts,
+    CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, SubmitReply,
+    TriggerReply, Ts,
 };
 use crate::control::{self, Incoming, Reply, Request, Response, Selector};
 
-/// How long a job file that would remove more than half of the jobs must
-/// stay unchanged before the watcher applies it.
-pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Who asked for a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ReloadCause {
-    /// The file watcher saw a change.
-    Watcher,
-    /// A shrinking change held by the watcher has stayed the same.
-    Settled,
-    /// SIGHUP: re-read even an unchanged file.
-    Signal,
-    /// `rea reload`.
-    Request,
-}
-
 impl Loop {
-    /// Re-reads the job file. An invalid file changes nothing but the banner.
-    /// Unless forced (SIGHUP), a file whose bytes are those of the
-    /// configuration in force is not parsed again: an edit seen by the
-    /// watcher and then by `rea reload` (or the other way round) costs one
-    /// parse, which matters for a 100,000-job file.
-    ///
-    /// What the watcher sees may be a file half written (`render >
-    /// jobs.toml` truncates it first). So a change seen by the watcher that
-    /// would remove every job is never applied (only `rea reload` or SIGHUP
-    /// apply an empty file), and one that would remove more than half of
-    /// them is applied only once the file has stayed the same for
-    /// [`SETTLE`]; both are logged loudly.
-    pub(super) fn reload(
-        &mut self,
-        actions: &mut VecDeque<Action>,
-        cause: ReloadCause,
-    ) -> Result<ReloadReply, Vec<String>> {
-        let now = Utc::now();
-        let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
-        if cause != ReloadCause::Settled {
-            self.settling = None;
-        }
-        self.notify.reloading();
-        // Put back if nothing is applied, so the next look sees the change.
-        let before = self.files.clone();
-        let loaded = load(&mut self.files, force).and_then(|l| match l {
-            Some(l) => self.check_names(&l.config).map(|()| Some(l)),
-            None => Ok(None),
-        });
-        let result = match loaded {
-            Ok(None) => {
-                self.settling = None;
-                // Nothing new, but a file still refused is still an error
-                // for whoever asked (logged and recorded when it was new).
-                let still: Vec<String> = self
-                    .files
-                    .refused()
-                    .iter()
-                    .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
-                    .collect();
-                if still.is_empty() {
-                    Ok(ReloadReply {
-                        jobs: self.config.jobs.len(),
-                        unchanged: true,
-                    })
-                } else {
-                    Err(still)
-                }
-            }
-            Ok(Some(loaded)) => {
-                let refusals: Vec<String> = loaded
-                    .refused
-                    .iter()
-                    .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
-                    .collect();
-                match self.shrink_guard(&loaded.config, cause, now) {
-                    Some(held) => {
-                        self.files = before;
-                        held
-                    }
-                    None => {
-                        let reply = self.apply(loaded.config, actions, now);
-                        if refusals.is_empty() {
-                            Ok(reply)
-                        } else {
-                            Err(self.reject(refusals, now))
-                        }
-                    }
-                }
-            }
-            Err(diags) => {
-                self.files = before;
-                let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
-                Err(self.reject(errors, now))
-            }
-        };
-        self.notify_ready();
-        result
-    }
-
-    /// Puts a valid configuration in force.
-    fn apply(
-        &mut self,
-        cfg: Config,
-        actions: &mut VecDeque<Action>,
-        now: DateTime<Utc>,
-    ) -> ReloadReply {
-        if self.config_error.take().is_some() {
-            info!("the job file is valid again");
-        }
-        self.settling = None;
-        let (before, after) = (self.config.jobs.len(), cfg.jobs.len());
-        if after * 2 < before {
-            warn!(
-                before,
-                after,
-                "the job file now has {after} job(s) instead of {before}; the others are removed"
-            );
-        }
-        actions.extend(self.engine.reload(&cfg.plan(), now));
-        metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
-        let cluster_changed = self.cluster.is_some() && cfg.cluster != self.config.cluster;
-        self.history
-            .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
-        if cfg.daemon.job_output != self.config.daemon.job_output {
-            self.journald = crate::journal_for(cfg.daemon.job_output);
-        }
-        let old = std::mem::replace(&mut self.config, cfg);
-        self.last_reload = now;
-        if cluster_changed {
-            warn!("[cluster] changed: the new settings take effect when the daemon restarts");
-        }
-        self.cluster_publish();
-        free_in_background(old);
-        info!(jobs = self.config.jobs.len(), "job file reloaded");
-        ReloadReply {
-            jobs: self.config.jobs.len(),
-            unchanged: false,
-        }
-    }
-
-    /// What the watcher saw would remove every job, or more than half of
-    /// them: hold it (see `reload`). None: apply it.
-    fn shrink_guard(
-        &mut self,
-        cfg: &Config,
-        cause: ReloadCause,
-        now: DateTime<Utc>,
-    ) -> Option<Result<ReloadReply, Vec<String>>> {
-        let (before, after) = (self.config.jobs.len(), cfg.jobs.len());
-        let from_watcher = matches!(cause, ReloadCause::Watcher | ReloadCause::Settled);
-        if !from_watcher || before == 0 || after * 2 >= before {
-            return None;
-        }
-        if after == 0 {
-            let message = format!(
-                "{}: the job file is now empty of jobs (it had {before}); a file seen half written is not applied: run `rea reload` (or send SIGHUP) to apply it",
-                self.opts.file.display()
-            );
-            return Some(Err(self.reject(vec![message], now)));
-        }
-        match (cause, self.settling) {
-            (ReloadCause::Settled, Some((digest, _))) if digest == cfg.digest => None,
-            _ => {
-                warn!(
-                    before,
-                    after,
-                    "the job file would remove {} of {before} jobs; applying it once it has not changed for {}",
-                    before - after,
-                    rea_core::duration::format(SETTLE)
-                );
-                self.settling = Some((cfg.digest, tokio::time::Instant::now() + SETTLE));
-                Some(Ok(ReloadReply {
-                    jobs: before,
-                    unchanged: true,
-                }))
-            }
-        }
-    }
-
-    /// Job names must not be those of pending one-shots.
-    fn check_names(&self, cfg: &Config) -> Result<(), Vec<rea_config::Diagnostic>> {
-        name_clashes(cfg, |name| self.engine.oneshot(name).is_some())
-    }
-
-    /// The file on disk is not put in force: say why, everywhere.
-    pub(super) fn reject(&mut self, errors: Vec<String>, now: DateTime<Utc>) -> Vec<String> {
-        for e in &errors {
-            error!("{e}");
-        }
-        error!(
-            "the job file has {} error(s); still running the last good configuration",
-            errors.len()
-        );
-        let mut rec = Record::new(Event::ConfigRejected, now);
-        rec.count = Some(errors.len() as u64);
-        rec.reason = Some(errors.join("\n"));
-        rec.detail = Some(json!({ "file": self.opts.file.display().to_string() }));
-        self.append(&rec);
-        self.config_error = Some((now, errors.clone()));
-        errors
-    }
-
     /// Answers one control request.
     pub(super) fn control(
         &mut self,
@@ -400,7 +197,7 @@ impl Loop {
         match incoming.request {
             Request::Submit(sub) => match self.prepare_submission(sub, batch) {
                 Ok(shot) => {
-                    self.journal.add(&shot);
+                    self.oneshot_journal.add(&shot);
                     batch.push((shot, incoming.reply));
                 }
                 Err(resp) => {
@@ -497,9 +294,9 @@ impl Loop {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = self.journal.commit() {
+        if let Err(e) = self.oneshot_journal.commit() {
             error!("cannot write the one-shot journal: {e}");
-            self.journal.discard();
+            self.oneshot_journal.discard();
             for (shot, reply) in batch.drain(..) {
                 let _ = reply.send(Reply::Done(Response::err(
                     "refused",
@@ -523,7 +320,7 @@ impl Loop {
                 Err(e) => {
                     // Validated before the commit; only a race inside this very
                     // batch gets here. Undo the journal line.
-                    self.journal.del(&id);
+                    self.oneshot_journal.del(&id);
                     let _ = reply.send(Reply::Done(Response::err("refused", e.message())));
                 }
             }
@@ -558,35 +355,5 @@ impl Loop {
             changed,
             paused: self.engine.paused().iter().cloned().collect(),
         }))
-    }
-}
-
-/// Job names must not be those of pending one-shots (`rea status NAME`,
-/// `rea cancel NAME` would not know which is meant): one diagnostic per
-/// clash, at the job.
-pub(super) fn name_clashes(
-    cfg: &Config,
-    pending: impl Fn(&str) -> bool,
-) -> Result<(), Vec<rea_config::Diagnostic>> {
-    let clashes: Vec<rea_config::Diagnostic> = cfg
-        .jobs
-        .iter()
-        .filter(|j| pending(&j.name))
-        .map(|j| {
-            cfg.diagnostic_at(
-                &j.name,
-                "",
-                format!("job {:?} has the name of a pending one-shot", j.name),
-                Some(format!(
-                    "rename the job, or cancel the one-shot first: rea cancel {}",
-                    j.name
-                )),
-            )
-        })
-        .collect();
-    if clashes.is_empty() {
-        Ok(())
-    } else {
-        Err(clashes)
     }
 }

@@ -28,11 +28,11 @@ pub(super) struct Inputs {
     pub(super) finished: mpsc::UnboundedReceiver<Msg>,
     pub(super) control: mpsc::UnboundedReceiver<Incoming>,
     /// Cluster mode's events (never yields in local mode).
-    pub(super) cluster: mpsc::UnboundedReceiver<rea_store::cluster::Event>,
+    pub(super) cluster: mpsc::UnboundedReceiver<rea_store::cluster::NodeEvent>,
 }
 
 /// A daemon ready to run its loop.
-pub(super) struct Started {
+pub(super) struct Booted {
     pub(super) d: Loop,
     pub(super) inputs: Inputs,
     /// What the engine decided at start (interrupted runs, catch-up,
@@ -42,7 +42,7 @@ pub(super) struct Started {
     pub(super) lock: state_dir::Lock,
 }
 
-pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
+pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     state_dir::ensure(&opts.state_dir).map_err(StartError::Other)?;
     let lock = state_dir::lock(&opts.state_dir).map_err(|e| match e {
         state_dir::LockError::Held { pid, path } => StartError::Locked(format!(
@@ -86,7 +86,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     )
     .map_err(|e| StartError::Other(e.to_string()))?;
     let pending: HashSet<&str> = stores.pending.iter().map(|s| &*s.id).collect();
-    super::requests::name_clashes(&config, |name| pending.contains(name))
+    super::reload::name_clashes(&config, |name| pending.contains(name))
         .map_err(StartError::Config)?;
     // Cluster mode: pauses are cluster-wide, in the database.
     let paused = if config.cluster.is_some() {
@@ -130,7 +130,9 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
-    engine.set_cluster(cluster.is_some());
+    if cluster.is_some() {
+        engine.set_decisions(rea_core::engine::Decisions::Store);
+    }
     for (name, s) in summaries {
         if let Some(m) = metrics.as_mut() {
             m.seed(&name, &s);
@@ -151,7 +153,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     let mut d = Loop {
         engine,
         history: stores.history,
-        journal: stores.journal,
+        oneshot_journal: stores.oneshots,
         paused: stores.paused,
         cluster,
         handles: HashMap::new(),
@@ -201,7 +203,7 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
         state_dir = %opts.state_dir.display(),
         "rea daemon started"
     );
-    Ok(Started {
+    Ok(Booted {
         d,
         inputs: Inputs {
             watcher,

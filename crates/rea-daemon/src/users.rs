@@ -191,7 +191,7 @@ impl Loop {
         // are neither hers to fix nor hers to read: only those of her file
         // (a job name another file already has) send her back to the editor.
         let shown = path.display().to_string();
-        let mine: Vec<String> = match self.reload(actions, super::requests::ReloadCause::Request) {
+        let mine: Vec<String> = match self.reload(actions, super::reload::ReloadCause::Request) {
             Ok(_) => Vec::new(),
             Err(errors) => errors
                 .into_iter()

@@ -135,7 +135,7 @@ pub struct RunSpec {
     pub kill_stragglers: bool,
     /// Also send the output, line by line as it comes, to the journal
     /// (`[daemon] job_output = "journal"`).
-    pub journal: Option<crate::journald::Lines>,
+    pub journald: Option<crate::journald::Lines>,
 }
 
 /// The descriptor number at which the child finds [`RunSpec::pass_fd`].
@@ -268,7 +268,12 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
     });
     let (stop_reading, stop_rx) = oneshot::channel();
     let tap = tap::Tap::new(Capture::new(spec.output_limit));
-    let reader = tokio::spawn(read_output(output_pipe, tap.clone(), spec.journal, stop_rx));
+    let reader = tokio::spawn(read_output(
+        output_pipe,
+        tap.clone(),
+        spec.journald,
+        stop_rx,
+    ));
     let (control, control_rx) = mpsc::unbounded_channel();
     let supervisor = tokio::spawn(supervise(Supervised {
         pid,

@@ -26,7 +26,7 @@ fn sh(script: &str) -> RunSpec {
         pass_fd: None,
         user: None,
         kill_stragglers: true,
-        journal: None,
+        journald: None,
     }
 }
 

@@ -28,6 +28,6 @@ mod settings;
 
 pub use migrate::migrate;
 pub use node::{pipelined, Node};
-pub use rea_store::cluster::{ClusterNode, Event, JobDef, NodeHealth, SubmitError};
+pub use rea_store::cluster::{ClusterNode, JobDef, NodeEvent, NodeHealth, SubmitError};
 pub use reader::{ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
 pub use settings::{redact, Settings};

@@ -5,10 +5,10 @@
 //!   registration), renews its lease on the database clock every
 //!   `heartbeat`, and keeps a local deadline on the monotonic clock from
 //!   the *send* time of its last successful renewal: past it the node
-//!   claims nothing and says so ([`Event::LeaseLost`]) without waiting for
+//!   claims nothing and says so ([`NodeEvent::LeaseLost`]) without waiting for
 //!   the socket. Renewal never queues behind a claim waiting on a job's row.
 //! - the **main** task takes the daemon's commands one at a time: claims
-//!   (answered as [`Event::Claimed`]: the daemon's loop never waits on the
+//!   (answered as [`NodeEvent::Claimed`]: the daemon's loop never waits on the
 //!   database), run starts and ends (kept in a bounded backlog and written
 //!   in order when the database accepts them, those that arrived together
 //!   pipelined; an end the cluster no longer takes — the node was declared
@@ -31,9 +31,9 @@ use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
 use rea_core::job::Overlap;
 use rea_core::oneshot::OneShot;
 use rea_core::record::{Record, RunStatus, Trigger};
-use rea_store::claims::{Answer, OccurrenceClaims};
+use rea_store::claims::{ClaimAnswer, OccurrenceClaims};
 use rea_store::cluster::{ClusterNode, Done, SubmitError};
-use rea_store::cluster::{Event, JobDef, NodeHealth};
+use rea_store::cluster::{JobDef, NodeEvent, NodeHealth};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -142,10 +142,12 @@ struct Claims {
 }
 
 impl OccurrenceClaims for Claims {
-    fn claim(&mut self, claim: &ClaimRequest) -> Answer {
+    fn claim(&mut self, claim: &ClaimRequest) -> ClaimAnswer {
         match self.tx.send(Cmd::Claim(claim.clone())) {
-            Ok(()) => Answer::Later,
-            Err(_) => Answer::Now(ClaimOutcome::Unavailable("the cluster node stopped".into())),
+            Ok(()) => ClaimAnswer::Later,
+            Err(_) => {
+                ClaimAnswer::Now(ClaimOutcome::Unavailable("the cluster node stopped".into()))
+            }
         }
     }
 }
@@ -153,7 +155,7 @@ impl OccurrenceClaims for Claims {
 impl Node {
     /// Starts the node's tasks on the current (tokio) runtime; events go
     /// to `events`.
-    pub fn start(settings: Settings, events: mpsc::UnboundedSender<Event>) -> Node {
+    pub fn start(settings: Settings, events: mpsc::UnboundedSender<NodeEvent>) -> Node {
         let shared = Arc::new(Mutex::new(Shared {
             epoch: None,
             deadline: None,
@@ -199,7 +201,7 @@ impl ClusterNode for Node {
     }
 
     /// How many more runs the daemon could start now, having taken
-    /// `oneshots_taken` one-shots from [`Event::OneShot`] so far: due
+    /// `oneshots_taken` one-shots from [`NodeEvent::OneShot`] so far: due
     /// one-shots are claimed up to that many (the rest are left to other
     /// nodes; those granted but still on their way to the daemon count as
     /// taken), and a node that had to leave some behind asks again when
@@ -334,7 +336,7 @@ async fn within<T>(
 async fn heartbeat_loop(
     s: Settings,
     shared: Arc<Mutex<Shared>>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<NodeEvent>,
 ) {
     let io = (s.lease / 2).max(Duration::from_millis(200));
     // Renewal is sent at t0; the lease ends at the database's
@@ -387,10 +389,10 @@ async fn heartbeat_loop(
                     };
                     if back {
                         info!(epoch, node = s.node.as_str(), "cluster: lease held");
-                        let _ = events.send(Event::LeaseBack { epoch });
+                        let _ = events.send(NodeEvent::LeaseBack { epoch });
                     }
                     for fence in fences {
-                        let _ = events.send(Event::Stop { fence });
+                        let _ = events.send(NodeEvent::Stop { fence });
                     }
                 }
                 Ok(None) if epoch.is_some() => {
@@ -407,7 +409,7 @@ async fn heartbeat_loop(
                         "cluster: this node was declared dead by the cluster (its lease ended); its runs are recorded as interrupted elsewhere; registering again"
                     );
                     if was_live {
-                        let _ = events.send(Event::LeaseLost {
+                        let _ = events.send(NodeEvent::LeaseLost {
                             why: "this node was declared dead by the cluster".into(),
                         });
                     }
@@ -436,7 +438,7 @@ async fn heartbeat_loop(
                 node = s.node.as_str(),
                 "cluster: lease not renewed in time (database unreachable?); no scheduled run starts until it is"
             );
-            let _ = events.send(Event::LeaseLost {
+            let _ = events.send(NodeEvent::LeaseLost {
                 why: "the lease could not be renewed in time".into(),
             });
         }
@@ -610,7 +612,7 @@ impl Write {
 struct Main {
     s: Settings,
     shared: Arc<Mutex<Shared>>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<NodeEvent>,
     conn: Option<(Client, Stmts)>,
     io: Duration,
     backlog: Backlog<Write>,
@@ -627,7 +629,7 @@ struct Main {
 async fn main_loop(
     s: Settings,
     shared: Arc<Mutex<Shared>>,
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<NodeEvent>,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     slots: Arc<tokio::sync::Notify>,
 ) {
@@ -769,7 +771,7 @@ impl Main {
         match cmd {
             Cmd::Claim(req) => {
                 let outcome = self.claim(&req).await;
-                let _ = self.events.send(Event::Claimed {
+                let _ = self.events.send(NodeEvent::Claimed {
                     run: req.run,
                     outcome,
                 });
@@ -865,7 +867,7 @@ impl Main {
         if !together || epoch.is_none() || self.conn.is_none() {
             for req in batch {
                 let outcome = self.claim(&req).await;
-                let _ = self.events.send(Event::Claimed {
+                let _ = self.events.send(NodeEvent::Claimed {
                     run: req.run,
                     outcome,
                 });
@@ -924,7 +926,7 @@ impl Main {
             };
             match outcome {
                 Some(outcome) => {
-                    let _ = self.events.send(Event::Claimed {
+                    let _ = self.events.send(NodeEvent::Claimed {
                         run: req.run,
                         outcome,
                     });
@@ -934,7 +936,7 @@ impl Main {
         }
         for req in again {
             let outcome = self.claim(&req).await;
-            let _ = self.events.send(Event::Claimed {
+            let _ = self.events.send(NodeEvent::Claimed {
                 run: req.run,
                 outcome,
             });
@@ -1323,7 +1325,7 @@ impl Main {
                     let attempt: i32 = row.get(4);
                     granted.push(run_id);
                     match spec.and_then(|v| serde_json::from_value::<OneShot>(v).ok()) {
-                        Some(shot) => events.push(Event::OneShot {
+                        Some(shot) => events.push(NodeEvent::OneShot {
                             shot: Box::new(shot),
                             attempt: attempt.max(1) as u32,
                             grant: Grant { run_id, fence },
@@ -1431,7 +1433,7 @@ impl Main {
                     }
                     let run_id: i64 = row.get(1);
                     granted.push(run_id);
-                    events.push(Event::Adopted {
+                    events.push(NodeEvent::Adopted {
                         job: row.get(2),
                         trigger: Trigger::Retry,
                         attempt: row.get::<_, i32>(5).max(1) as u32,
@@ -1455,7 +1457,7 @@ impl Main {
                 for row in rows {
                     let run_id: i64 = row.get(0);
                     granted.push(run_id);
-                    events.push(Event::Adopted {
+                    events.push(NodeEvent::Adopted {
                         job: row.get(1),
                         trigger: Trigger::Schedule,
                         attempt: 1,

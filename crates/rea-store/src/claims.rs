@@ -7,7 +7,7 @@
 //! In cluster mode the engine emits a [`ClaimRequest`] for every run it
 //! would start; the daemon hands it to [`OccurrenceClaims::claim`]. A
 //! database round trip must never block the daemon's loop, so a backend
-//! may answer [`Answer::Later`] and deliver the [`ClaimOutcome`] as an
+//! may answer [`ClaimAnswer::Later`] and deliver the [`ClaimOutcome`] as an
 //! event that the loop feeds to `Engine::claimed`. The outcome carries the
 //! store's decisions: started here (run id, fence, the mark it replaced),
 //! skipped (paused, overlap), queued, missed, lost to another node, already
@@ -17,7 +17,7 @@ pub use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant, OnLeaseL
 
 /// When the answer to a claim comes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
+pub enum ClaimAnswer {
     /// Decided at once.
     Now(ClaimOutcome),
     /// The backend delivers it later, as an event of the daemon's loop
@@ -27,5 +27,5 @@ pub enum Answer {
 
 /// Decides who starts a run, cluster-wide.
 pub trait OccurrenceClaims: Send {
-    fn claim(&mut self, claim: &ClaimRequest) -> Answer;
+    fn claim(&mut self, claim: &ClaimRequest) -> ClaimAnswer;
 }

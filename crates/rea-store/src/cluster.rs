@@ -4,7 +4,7 @@
 //! (`rea_pg::Node` for PostgreSQL); the program chooses it once, at start.
 //!
 //! Nothing here blocks: a request is handed to the backend's own tasks
-//! and its answer comes back later, either as an [`Event`] on the channel
+//! and its answer comes back later, either as an [`NodeEvent`] on the channel
 //! the backend was started with, or through a [`Done`] callback called on
 //! the backend's task (which must not block either: the daemon's callbacks
 //! send a reply on a channel). No runtime is named (`.ci/layers`: no tokio
@@ -28,7 +28,7 @@ use crate::claims::{ClaimOutcome, OccurrenceClaims};
 
 /// What the cluster tells the daemon's loop.
 #[derive(Debug, Clone)]
-pub enum Event {
+pub enum NodeEvent {
     /// The answer to a claim (`ClaimRequest::run`).
     Claimed { run: String, outcome: ClaimOutcome },
     /// The store handed this node a run it decided: a retry (of a failed
@@ -50,7 +50,7 @@ pub enum Event {
     /// Stop the run holding this fence (another node replaced it).
     Stop { fence: i64 },
     /// The lease is gone (database unreachable past it, or this node was
-    /// declared dead): nothing is claimed until [`Event::LeaseBack`].
+    /// declared dead): nothing is claimed until [`NodeEvent::LeaseBack`].
     LeaseLost { why: String },
     /// The node holds a live lease (again).
     LeaseBack { epoch: i64 },
@@ -118,10 +118,10 @@ pub trait ClusterNode: Send {
     /// The cluster's name and this node's (for `rea status`, metrics).
     fn cluster(&self) -> &str;
     fn node(&self) -> &str;
-    /// The claims seam: each claim is answered by an [`Event::Claimed`].
+    /// The claims seam: each claim is answered by an [`NodeEvent::Claimed`].
     fn claims(&self) -> Box<dyn OccurrenceClaims>;
     /// How many more runs the daemon could start now, having taken
-    /// `oneshots_taken` one-shots from [`Event::OneShot`] so far.
+    /// `oneshots_taken` one-shots from [`NodeEvent::OneShot`] so far.
     fn set_free_slots(&self, free: usize, oneshots_taken: u64);
     /// A history record of this node (the store keeps those of the runs
     /// it granted).

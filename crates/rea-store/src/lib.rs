@@ -4,7 +4,7 @@
 //! | trait | what | embedded backend (a state directory) |
 //! |---|---|---|
 //! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) |
-//! | [`journal::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
+//! | [`oneshots::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
 //! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
 //! | [`cluster::ClusterNode`] | a node's live side of a shared store: lease, claims, one-shots, pauses | none: local mode has no cluster |
@@ -27,13 +27,13 @@ pub mod cluster;
 pub mod conformance;
 mod files;
 pub mod history;
-pub mod journal;
+pub mod oneshots;
 pub mod paused;
 
 /// The embedded backend: everything in one state directory.
 pub struct Local {
     pub history: Box<dyn history::HistoryWriter>,
-    pub journal: Box<dyn journal::OneShotJournal>,
+    pub oneshots: Box<dyn oneshots::OneShotJournal>,
     pub paused: Box<dyn paused::PausedStore>,
     /// The one-shots the journal holds (to restore at start).
     pub pending: Vec<OneShot>,
@@ -56,18 +56,18 @@ impl Local {
                     ),
                 )
             })?;
-        let replayed = journal::Journal::open(state_dir).map_err(|e| {
+        let replayed = oneshots::Journal::open(state_dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
                     "cannot open the one-shot journal {}: {e}",
-                    journal::journal_path(state_dir).display()
+                    oneshots::journal_path(state_dir).display()
                 ),
             )
         })?;
         Ok(Local {
             history: Box::new(history),
-            journal: Box::new(replayed.journal),
+            oneshots: Box::new(replayed.journal),
             paused: Box::new(paused::PausedFile::new(state_dir)),
             pending: replayed.pending,
             malformed_journal_lines: replayed.malformed,

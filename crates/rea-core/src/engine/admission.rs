@@ -56,23 +56,27 @@ impl Engine {
                 out,
             );
         }
-        let run = if self.cluster {
-            let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
-            let run = pending.run.clone();
-            let overlap = if force {
-                Overlap::Allow
-            } else {
-                self.jobs.get(name).map_or(Overlap::Skip, |s| s.def.overlap)
-            };
-            self.request_claim(pending, overlap, ClaimMode::Run, 1, &mut out);
-            Some(run)
-        } else if force {
-            let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
-            let run = pending.run.clone();
-            self.enqueue(pending, now, &mut out);
-            Some(run)
-        } else {
-            self.dispatch(name, Trigger::Manual, 1, now, Duration::ZERO, now, &mut out)
+        let run = match self.arbiter {
+            Arbiter::Store(_) => {
+                let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                let run = pending.run.clone();
+                let overlap = if force {
+                    Overlap::Allow
+                } else {
+                    self.jobs.get(name).map_or(Overlap::Skip, |s| s.def.overlap)
+                };
+                self.request_claim(pending, overlap, ClaimMode::Run, 1, &mut out);
+                Some(run)
+            }
+            Arbiter::Engine if force => {
+                let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                let run = pending.run.clone();
+                self.enqueue(pending, now, &mut out);
+                Some(run)
+            }
+            Arbiter::Engine => {
+                self.dispatch(name, Trigger::Manual, 1, now, Duration::ZERO, now, &mut out)
+            }
         };
         self.fill_slots(now, &mut out);
         let result = match run {
@@ -100,13 +104,16 @@ impl Engine {
         out: &mut Vec<Action>,
     ) -> Option<String> {
         let pending = self.new_pending(name, trigger, attempt, scheduled, jitter, now);
-        if self.cluster {
+        match self.arbiter {
             // The store takes the overlap and pause decisions on the job's
             // shared row; this node only asks.
-            let overlap = self.jobs.get(name)?.def.overlap;
-            let run = pending.run.clone();
-            self.request_claim(pending, overlap, ClaimMode::Run, 1, out);
-            return Some(run);
+            Arbiter::Store(_) => {
+                let overlap = self.jobs.get(name)?.def.overlap;
+                let run = pending.run.clone();
+                self.request_claim(pending, overlap, ClaimMode::Run, 1, out);
+                return Some(run);
+            }
+            Arbiter::Engine => {}
         }
         let state = self.jobs.get_mut(name)?;
         if state.active == 0 {
@@ -154,7 +161,7 @@ impl Engine {
                 // Not yet spawned: drop it from the global queue.
                 let mut i = 0;
                 while i < self.ready.len() {
-                    if self.ready[i].job == name {
+                    if self.ready[i].source.name() == name {
                         if let Some(old) = self.ready.remove(i) {
                             out.push(skip_record(
                                 &old,
@@ -168,7 +175,7 @@ impl Engine {
                     }
                 }
                 for (run, active) in self.runs.iter_mut() {
-                    if active.pending.job == name && active.stop.is_none() {
+                    if active.pending.source.name() == name && active.stop.is_none() {
                         active.stop = Some(StopReason::Replaced);
                         out.push(Action::Terminate { run: run.clone() });
                     }
@@ -214,7 +221,7 @@ impl Engine {
 
     /// Into the global queue (counts as active for the job's overlap).
     pub(super) fn enqueue(&mut self, mut p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        if let Some(state) = self.jobs.get_mut(p.job.as_str()) {
+        if let Some(state) = self.jobs.get_mut(p.source.name()) {
             state.active += 1;
         }
         p.ready_at = now;
@@ -240,23 +247,24 @@ impl Engine {
             let Some(p) = self.ready.pop_front() else {
                 break;
             };
-            let def = if p.oneshot {
-                let Some(def) = self.shot_def(&p.job) else {
-                    continue;
-                };
-                if let Some(shot) = self.oneshots.get_mut(p.job.as_str()) {
-                    shot.running = true;
+            let def = match &p.source {
+                Source::OneShot(id) => {
+                    let Some(def) = self.shot_def(id) else {
+                        continue;
+                    };
+                    if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
+                        shot.running = true;
+                    }
+                    Def::OneShot(def)
                 }
-                Def::OneShot(def)
-            } else {
-                match self.jobs.get(p.job.as_str()) {
+                Source::Job(name) => match self.jobs.get(name.as_str()) {
                     Some(state) => Def::Job(state.def.clone()),
                     None => continue,
-                }
+                },
             };
             out.push(Action::Start(StartRun {
                 run: p.run.clone(),
-                name: p.job.clone(),
+                name: p.source.name().to_string(),
                 def: def.clone(),
                 attempt: p.attempt,
                 trigger: p.trigger,

@@ -12,16 +12,16 @@
 use super::*;
 
 impl Engine {
-    /// Switches to cluster mode (before `start`). Local mode is the default
-    /// and never emits a claim.
-    pub fn set_cluster(&mut self, cluster: bool) {
-        self.cluster = cluster;
+    /// Who decides whether runs start (before `start`): this engine (the
+    /// default, which never emits a claim) or a shared store.
+    pub fn set_decisions(&mut self, decisions: Decisions) {
+        self.arbiter = Arbiter::new(decisions);
     }
 
     /// Claims sent and not yet answered (the daemon waits for them before
     /// it stops, so no started run is left without an owner).
     pub fn claims_in_flight(&self) -> usize {
-        self.claiming.len()
+        self.arbiter.in_flight()
     }
 
     /// Asks the store about `p` (cluster mode).
@@ -35,12 +35,12 @@ impl Engine {
     ) {
         let retry = self
             .jobs
-            .get(p.job.as_str())
+            .get(p.source.name())
             .map(|s| s.def.retry.clone())
             .filter(|r| r.attempts > 0);
         out.push(Action::Claim(ClaimRequest {
             run: p.run.clone(),
-            job: p.job.clone(),
+            job: p.source.name().to_string(),
             scheduled: p.scheduled,
             attempt: p.attempt,
             trigger: p.trigger,
@@ -48,14 +48,16 @@ impl Engine {
             mode,
             retry,
         }));
-        self.claiming.insert(p.run.clone(), (p, count.max(1)));
+        if let Some(claims) = self.arbiter.claims() {
+            claims.asked(p, count);
+        }
     }
 
     /// The store answered the claim of `run`.
     pub fn claimed(&mut self, run: &str, outcome: ClaimOutcome, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
-        let Some((mut p, count)) = self.claiming.remove(run) else {
+        let Some((mut p, count)) = self.arbiter.claims().and_then(|c| c.answered(run)) else {
             return out;
         };
         let answered = !matches!(
@@ -72,16 +74,14 @@ impl Engine {
                 out.push(skip_record(&p, &reason, now));
             }
             ClaimOutcome::Missed => {
-                out.push(occurrences_missed(&p.job, p.scheduled, count, now));
+                out.push(occurrences_missed(p.source.name(), p.scheduled, count, now));
             }
             ClaimOutcome::Queued | ClaimOutcome::Lost => {}
             ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
                 if matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) {
-                    let newest = self
-                        .unclaimed
-                        .get(&p.job)
-                        .map_or(p.scheduled, |t| (*t).max(p.scheduled));
-                    self.unclaimed.insert(p.job.clone(), newest);
+                    if let Some(claims) = self.arbiter.claims() {
+                        claims.park(p.source.name(), p.scheduled);
+                    }
                 } else {
                     let why = match &outcome {
                         ClaimOutcome::Unavailable(e) => {
@@ -94,7 +94,7 @@ impl Engine {
                 }
             }
         }
-        if answered && !self.unclaimed.is_empty() {
+        if answered && self.arbiter.claims().is_some_and(|c| c.any_parked()) {
             // The store answers again (a claim failed on a broken
             // connection while the lease held): catch up now.
             out.extend(self.cluster_back(now));
@@ -108,7 +108,10 @@ impl Engine {
     /// daemon is stopping (the store must not keep a `started` run nobody
     /// runs).
     fn start_granted(&mut self, p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        let known = p.oneshot || self.jobs.get(p.job.as_str()).is_some_and(|s| !s.removed);
+        let known = match &p.source {
+            Source::OneShot(_) => true,
+            Source::Job(name) => self.jobs.get(name.as_str()).is_some_and(|s| !s.removed),
+        };
         if self.stopping || !known {
             let why = if self.stopping {
                 "the daemon is shutting down"
@@ -172,8 +175,7 @@ impl Engine {
                 running: false,
             },
         );
-        let mut p = self.new_pending(&id, trigger, attempt, def.due, Duration::ZERO, now);
-        p.oneshot = true;
+        let mut p = self.new_oneshot_pending(&id, trigger, attempt, def.due, now);
         p.grant = Some(grant);
         self.start_granted(p, now, &mut out);
         out
@@ -202,7 +204,7 @@ impl Engine {
         for (run, active) in self.runs.iter_mut() {
             if active.pending.grant.is_some_and(|g| g.fence == fence) && active.stop.is_none() {
                 // A one-shot's stop comes from `rea cancel --kill`.
-                active.stop = Some(if active.pending.oneshot {
+                active.stop = Some(if active.pending.source.oneshot().is_some() {
                     StopReason::Operator
                 } else {
                     StopReason::Replaced
@@ -223,7 +225,12 @@ impl Engine {
         if self.stopping {
             return out;
         }
-        for (name, at) in std::mem::take(&mut self.unclaimed) {
+        let parked = self
+            .arbiter
+            .claims()
+            .map(|c| c.take_parked())
+            .unwrap_or_default();
+        for (name, at) in parked {
             let Some(def) = self
                 .jobs
                 .get(name.as_str())
@@ -244,8 +251,11 @@ impl Engine {
 
     /// Jobs with occurrences waiting for the node's lease.
     #[cfg(test)]
-    pub(crate) fn unclaimed(&self) -> &BTreeMap<String, DateTime<Utc>> {
-        &self.unclaimed
+    pub(crate) fn unclaimed(&mut self) -> BTreeMap<String, DateTime<Utc>> {
+        self.arbiter
+            .claims()
+            .map(|c| c.parked().clone())
+            .unwrap_or_default()
     }
 }
 

@@ -38,13 +38,14 @@ fn plan_retry(
     next: Due,
     now: DateTime<Utc>,
     rec: &mut Record,
-    cluster: bool,
 ) -> Retry {
     match policy.delay_for(attempt, rng.f64()) {
         Some(delay) => {
             let at = later(now, delay);
             rec.set_retry_at(at);
-            if cluster && rec.cluster_run.is_some() {
+            // A run the shared store granted is retried by the store, on
+            // whichever node is free (the record carries the delay).
+            if rec.cluster_run.is_some() {
                 return Retry::Elsewhere;
             }
             Retry::Scheduled(heap.insert(at, next))
@@ -179,8 +180,8 @@ impl Engine {
         now: DateTime<Utc>,
         out: &mut Vec<Action>,
     ) {
-        let name = active.pending.job.clone();
-        if active.pending.oneshot {
+        let name = active.pending.source.name().to_string();
+        if active.pending.source.oneshot().is_some() {
             self.finish_oneshot(&active, rec, status, now, out);
             self.fill_slots(now, out);
             return;
@@ -219,7 +220,6 @@ impl Engine {
                 retry,
                 now,
                 &mut rec,
-                self.cluster,
             ) {
                 Retry::Scheduled(id) => {
                     if let Some(old) = state.retry.replace(id) {
@@ -273,7 +273,7 @@ impl Engine {
         now: DateTime<Utc>,
         out: &mut Vec<Action>,
     ) {
-        let id = active.pending.job.clone();
+        let id = active.pending.source.name().to_string();
         let mut done = true;
         let def = self.shot_def(&id);
         if let (Some(shot), Some(def)) = (self.oneshots.get_mut(id.as_str()), def) {
@@ -294,7 +294,6 @@ impl Engine {
                     retry,
                     now,
                     &mut rec,
-                    self.cluster,
                 ) {
                     shot.entry = Some(entry);
                     done = false;
@@ -302,9 +301,9 @@ impl Engine {
             }
             if self.stopping && active.stop == Some(StopReason::Shutdown) {
                 // Terminated by shutdown: still pending, it runs again at the
-                // next start (at-least-once); in cluster mode the store puts
-                // it back for any node at once.
-                if self.cluster {
+                // next start (at-least-once); one the shared store granted
+                // is put back by the store for any node at once.
+                if active.pending.grant.is_some() {
                     rec.set_retry_at(now);
                 } else {
                     done = false;

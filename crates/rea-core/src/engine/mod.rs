@@ -27,9 +27,11 @@
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
+//! | `arbiter.rs` | who decides whether a run starts: the engine, or a shared store |
 //! | `cluster.rs` | cluster mode: claims out, the store's answers in, lease loss |
 //!
-//! Cluster mode (several nodes on one database, `Engine::set_cluster`):
+//! Cluster mode (several nodes on one database,
+//! `Engine::set_decisions(Decisions::Store)`):
 //! every run is asked of the store first (`Action::Claim`), and the store's
 //! answer (`Engine::claimed`) says whether this node starts it — the
 //! overlap and pause decisions are the store's, taken on the job's shared
@@ -51,7 +53,11 @@ use crate::oneshot::OneShot;
 use crate::record::{Event, Record, RunStatus, Trigger};
 use crate::run::{Outcome, Started, Termination};
 
+use arbiter::Arbiter;
+pub use arbiter::Decisions;
+
 mod admission;
+mod arbiter;
 mod cluster;
 mod completion;
 mod dependencies;
@@ -216,14 +222,36 @@ enum Due {
     },
 }
 
+/// What a run runs: a job of the file, or a one-shot (the two share one
+/// namespace: a job may not take a pending one-shot's name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    Job(String),
+    OneShot(String),
+}
+
+impl Source {
+    /// The job's name or the one-shot's id.
+    fn name(&self) -> &str {
+        match self {
+            Source::Job(n) | Source::OneShot(n) => n,
+        }
+    }
+
+    fn oneshot(&self) -> Option<&str> {
+        match self {
+            Source::OneShot(id) => Some(id),
+            Source::Job(_) => None,
+        }
+    }
+}
+
 /// A run that is decided but not yet spawned (waiting for its job's previous
 /// run, or for a global slot).
 #[derive(Debug, Clone)]
 struct Pending {
     run: String,
-    job: String,
-    /// `job` names a one-shot, not a job of the file.
-    oneshot: bool,
+    source: Source,
     attempt: u32,
     trigger: Trigger,
     scheduled: DateTime<Utc>,
@@ -318,14 +346,9 @@ pub struct Engine {
     /// Hook sequences started and not yet reported done (each holds a slot).
     hooks_running: BTreeSet<u64>,
     hook_counter: u64,
-    /// Cluster mode (see the module documentation).
-    cluster: bool,
-    /// Cluster mode: runs asked of the store, not answered yet, with the
-    /// occurrences a `missed` claim stands for.
-    claiming: HashMap<String, (Pending, u64)>,
-    /// Cluster mode: per job, the newest occurrence no node could claim
-    /// from here (no lease), for its `catch_up` once the node is back.
-    unclaimed: BTreeMap<String, DateTime<Utc>>,
+    /// Who decides whether a run starts: this engine, or a shared store
+    /// (cluster mode), with that store's claims in flight.
+    arbiter: Arbiter,
 }
 
 impl Engine {
@@ -350,9 +373,7 @@ impl Engine {
             hooks_ready: VecDeque::new(),
             hooks_running: BTreeSet::new(),
             hook_counter: 0,
-            cluster: false,
-            claiming: HashMap::new(),
-            unclaimed: BTreeMap::new(),
+            arbiter: Arbiter::Engine,
         };
         for job in plan.jobs {
             let name: Arc<str> = job.name.as_str().into();
@@ -410,7 +431,7 @@ impl Engine {
     pub fn shutdown(&mut self) -> Vec<Action> {
         self.stopping = true;
         for p in self.ready.drain(..) {
-            if let Some(s) = self.jobs.get_mut(p.job.as_str()) {
+            if let Some(s) = self.jobs.get_mut(p.source.name()) {
                 s.active = s.active.saturating_sub(1);
             }
         }
@@ -518,6 +539,20 @@ impl Engine {
         self.fill_slots(now, out);
     }
 
+    /// A run of the one-shot `id`.
+    fn new_oneshot_pending(
+        &mut self,
+        id: &str,
+        trigger: Trigger,
+        attempt: u32,
+        scheduled: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Pending {
+        let mut p = self.new_pending(id, trigger, attempt, scheduled, Duration::ZERO, now);
+        p.source = Source::OneShot(id.to_string());
+        p
+    }
+
     fn new_pending(
         &mut self,
         name: &str,
@@ -530,8 +565,7 @@ impl Engine {
         self.run_counter = self.run_counter.wrapping_add(1);
         Pending {
             run: run_id(now, self.run_counter),
-            job: name.to_string(),
-            oneshot: false,
+            source: Source::Job(name.to_string()),
             attempt,
             trigger,
             scheduled,
@@ -576,7 +610,7 @@ fn ms(d: chrono::Duration) -> u64 {
 
 fn run_record(p: &Pending, status: RunStatus, now: DateTime<Utc>) -> Record {
     let mut rec = Record::new(Event::Run, now);
-    rec.job = Some(p.job.clone());
+    rec.job = Some(p.source.name().to_string());
     rec.run = Some(p.run.clone());
     rec.attempt = Some(p.attempt);
     rec.trigger = Some(p.trigger);

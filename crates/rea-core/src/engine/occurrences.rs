@@ -123,7 +123,7 @@ impl Engine {
         if self.stopping {
             return;
         }
-        if self.cluster {
+        if let Arbiter::Store(_) = self.arbiter {
             // Occurrences after `at` that have also passed (a stalled
             // daemon): the newest is claimed; the store's mark records the
             // gap. Pause, overlap and an earlier retry are the store's
@@ -212,7 +212,7 @@ impl Engine {
         }
         let latest = *kept.last().unwrap_or(&since);
         self.set_last_occurrence(name, latest);
-        if self.cluster {
+        if let Arbiter::Store(_) = self.arbiter {
             // One claim for the newest: the store runs it (or records it
             // missed) on exactly one node, whichever asks first.
             let mode = match def.catch_up {

@@ -248,7 +248,7 @@ impl Engine {
         if shot.running {
             // Its run ends as `killed`; no retry follows an operator's kill.
             for (run, active) in self.runs.iter_mut() {
-                if active.pending.oneshot && active.pending.job == id && active.stop.is_none() {
+                if active.pending.source.oneshot() == Some(id) && active.stop.is_none() {
                     active.stop = Some(StopReason::Operator);
                     out.push(Action::Terminate { run: run.clone() });
                 }
@@ -275,7 +275,7 @@ impl Engine {
             self.heap.cancel(e);
         }
         if !self.ready.is_empty() {
-            self.ready.retain(|p| !(p.oneshot && *p.job == *def.id));
+            self.ready.retain(|p| p.source.oneshot() != Some(&*def.id));
         }
         let mut rec = Record::new(Event::Run, now);
         rec.job = Some(def.id.to_string());
@@ -393,8 +393,7 @@ impl Engine {
             return;
         };
         shot.entry = None;
-        let mut p = self.new_pending(id, trigger, attempt, scheduled, Duration::ZERO, now);
-        p.oneshot = true;
+        let p = self.new_oneshot_pending(id, trigger, attempt, scheduled, now);
         self.enqueue(p, now, out);
     }
 }

@@ -111,7 +111,7 @@ impl Engine {
         }
         state.waiting.clear();
         let before = self.ready.len();
-        self.ready.retain(|p| p.job != name);
+        self.ready.retain(|p| p.source.name() != name);
         state.active = state.active.saturating_sub(before - self.ready.len());
         if state.active == 0 {
             self.jobs.remove(name);

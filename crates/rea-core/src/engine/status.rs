@@ -49,13 +49,13 @@ impl Engine {
         let mut running: HashMap<&str, Vec<RunningRun>> = HashMap::new();
         for (id, a) in &self.runs {
             running
-                .entry(a.pending.job.as_str())
+                .entry(a.pending.source.name())
                 .or_default()
                 .push(running_run(id, a));
         }
         let mut queued: HashMap<&str, usize> = HashMap::new();
         for p in &self.ready {
-            *queued.entry(p.job.as_str()).or_default() += 1;
+            *queued.entry(p.source.name()).or_default() += 1;
         }
         self.order
             .iter()
@@ -72,10 +72,14 @@ impl Engine {
         let runs = self
             .runs
             .iter()
-            .filter(|(_, a)| a.pending.job == name)
+            .filter(|(_, a)| a.pending.source.name() == name)
             .map(|(id, a)| running_run(id, a))
             .collect();
-        let in_ready = self.ready.iter().filter(|p| p.job == name).count();
+        let in_ready = self
+            .ready
+            .iter()
+            .filter(|p| p.source.name() == name)
+            .count();
         self.job_status_with(name, runs, in_ready)
     }
 

@@ -1141,7 +1141,7 @@ fn claims(actions: &[Action]) -> Vec<ClaimRequest> {
 
 fn cluster_engine(cfg: &Jobs, now: DateTime<Utc>) -> (Engine, Vec<Action>) {
     let mut engine = Engine::new(&cfg.plan(), 42);
-    engine.set_cluster(true);
+    engine.set_decisions(Decisions::Store);
     let actions = engine.start(now, Recovered::default());
     (engine, actions)
 }

@@ -1,0 +1,107 @@
+//! Who decides whether a run this engine wants to start does start.
+//!
+//! [`Decisions::Engine`]: the engine itself applies the overlap policy,
+//! pauses and catch-up (one daemon on one state directory, whose lock
+//! already makes it the only scheduler). [`Decisions::Store`]: a store that
+//! several nodes share takes those decisions on the job's shared row; the
+//! engine asks it about every run (`Action::Claim`) and carries out the
+//! answer (`Engine::claimed`, in `cluster.rs`). The store's side keeps its
+//! own state here ([`Claims`]); nothing else in the engine knows which
+//! arbiter it has but the four places that route a run to it: a trigger
+//! and a due run (`admission`), a due occurrence and a catch-up
+//! (`occurrences`).
+//!
+//! Facts about a run that the store granted (its `grant`, the record's
+//! `cluster_run`) are the run's own: a granted run is retried or put back
+//! by the store whatever the arbiter, so completion asks the run, not the
+//! mode.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+
+use super::Pending;
+
+/// Who takes the decisions to start runs (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Decisions {
+    /// This engine (local mode; the default).
+    #[default]
+    Engine,
+    /// A store several nodes share (cluster mode).
+    Store,
+}
+
+/// The arbiter in force, with the store's side's state.
+#[derive(Debug)]
+pub(super) enum Arbiter {
+    Engine,
+    Store(Claims),
+}
+
+impl Arbiter {
+    pub(super) fn new(decisions: Decisions) -> Arbiter {
+        match decisions {
+            Decisions::Engine => Arbiter::Engine,
+            Decisions::Store => Arbiter::Store(Claims::default()),
+        }
+    }
+
+    /// The store's claims (None: the engine decides, and has none).
+    pub(super) fn claims(&mut self) -> Option<&mut Claims> {
+        match self {
+            Arbiter::Store(c) => Some(c),
+            Arbiter::Engine => None,
+        }
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        match self {
+            Arbiter::Store(c) => c.asked.len(),
+            Arbiter::Engine => 0,
+        }
+    }
+}
+
+/// What the engine has asked the store and not heard back, and what it
+/// could not ask.
+#[derive(Debug, Default)]
+pub(super) struct Claims {
+    /// Runs asked of the store, not answered yet, with the occurrences a
+    /// `missed` claim stands for.
+    asked: HashMap<String, (Pending, u64)>,
+    /// Per job, the newest occurrence no node could claim from here (no
+    /// lease), for its `catch_up` once the node is back.
+    parked: BTreeMap<String, DateTime<Utc>>,
+}
+
+impl Claims {
+    pub(super) fn asked(&mut self, p: Pending, count: u64) {
+        self.asked.insert(p.run.clone(), (p, count.max(1)));
+    }
+
+    /// The claim of `run`, now answered.
+    pub(super) fn answered(&mut self, run: &str) -> Option<(Pending, u64)> {
+        self.asked.remove(run)
+    }
+
+    /// `at` of `job` could not be claimed: the newest such occurrence is
+    /// kept for the job's catch-up.
+    pub(super) fn park(&mut self, job: &str, at: DateTime<Utc>) {
+        let newest = self.parked.get(job).map_or(at, |t| (*t).max(at));
+        self.parked.insert(job.to_string(), newest);
+    }
+
+    pub(super) fn any_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    pub(super) fn take_parked(&mut self) -> BTreeMap<String, DateTime<Utc>> {
+        std::mem::take(&mut self.parked)
+    }
+
+    #[cfg(test)]
+    pub(super) fn parked(&self) -> &BTreeMap<String, DateTime<Utc>> {
+        &self.parked
+    }
+}
