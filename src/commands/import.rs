@@ -1,5 +1,5 @@
 //! `rea import FILE|-...`: crontabs → a job file. Reads the files, decides
-//! each one's format, and prints; the conversion is `crate::crontab`.
+//! each one's format, and prints; the conversion is `rea_config::crontab`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -114,9 +114,9 @@ fn follow(global: &Global, args: &LogsArgs) -> CommandResult {
     client.without_timeout();
     let record = print_stream(&mut client, &args.job, run.as_deref(), args.json, args.raw)?;
     if !args.json {
-        eprintln!("{}", super::trigger::ended(&args.job, &record));
+        eprintln!("{}", super::run_end::ended(&args.job, &record));
     }
-    Ok(super::trigger::exit_status(&record))
+    Ok(super::run_end::exit_status(&record))
 }
 
 /// Prints a streamed answer's lines as they come (output to stdout,

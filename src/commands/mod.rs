@@ -18,6 +18,7 @@ pub(crate) mod pending;
 pub(crate) mod probe;
 pub(crate) mod reload;
 pub(crate) mod run;
+mod run_end;
 pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod trigger;

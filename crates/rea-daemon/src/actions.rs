@@ -33,14 +33,9 @@ impl Loop {
                     }
                     log_record(&rec);
                     self.append(&rec);
-                    self.cluster_record(&rec);
                     self.notify_waiters(&rec);
                 }
-                // Cluster mode: one-shots live in the database, not the journal.
-                Action::OneShotDone { id } if self.cluster.is_none() => {
-                    self.oneshot_journal.del(&id)
-                }
-                Action::OneShotDone { .. } => {}
+                Action::OneShotDone { id } => self.backend.oneshot_done(&id),
                 Action::Claim(c) => self.claim(c, actions),
                 Action::AfterRun(a) => self.after_run(*a),
                 Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
@@ -61,20 +56,15 @@ impl Loop {
     /// Makes queued journal deletions durable (they need no acknowledgement,
     /// so one sync per loop iteration serves them all).
     pub(super) fn sync_journal(&mut self) {
-        if self.oneshot_journal.dirty() {
-            if let Err(e) = self.oneshot_journal.commit() {
+        let journal = self.backend.journal();
+        if journal.dirty() {
+            if let Err(e) = journal.commit() {
                 error!("cannot write the one-shot journal: {e}");
             }
         }
-        if self
-            .oneshot_journal
-            .should_compact(self.engine.oneshot_count())
-        {
+        if journal.should_compact(self.engine.oneshot_count()) {
             let pending = self.engine.oneshots();
-            match self
-                .oneshot_journal
-                .compact(&mut pending.iter().map(|s| s.def.as_ref()))
-            {
+            match journal.compact(&mut pending.iter().map(|s| s.def.as_ref())) {
                 Ok(()) => info!(pending = pending.len(), "one-shot journal compacted"),
                 Err(e) => error!("cannot compact the one-shot journal: {e}"),
             }
@@ -101,7 +91,7 @@ impl Loop {
     }
 
     pub(super) fn append(&mut self, rec: &Record) {
-        if let Err(e) = self.history.append(rec) {
+        if let Err(e) = self.backend.record(rec) {
             // Scheduling goes on: the record waits in the writer's backlog and
             // is written when the disk accepts it again.
             error!("cannot write the history log (kept in memory, retried on the next write): {e}");

@@ -15,7 +15,6 @@ use chrono::Utc;
 use rea_config::Config;
 use rea_core::engine::Action;
 use rea_core::oneshot::OneShot;
-use rea_core::record::Record;
 use rea_store::claims::{ClaimAnswer, ClaimRequest, OccurrenceClaims};
 use rea_store::cluster::{ClusterNode, JobDef, NodeEvent, SubmitError};
 use tokio::sync::oneshot;
@@ -27,8 +26,8 @@ use crate::control::protocol::{ClusterNodeInfo, PauseReply, SubmitReply, Ts, Wri
 use crate::control::{Incoming, Reply, Request, Response, Selector};
 
 /// The loop's cluster side.
-pub(super) struct Cluster {
-    pub(super) node: Box<dyn ClusterNode>,
+pub(crate) struct Cluster {
+    pub(crate) node: Box<dyn ClusterNode>,
     claims: Box<dyn OccurrenceClaims>,
     /// One-shots the node has handed to the engine so far (the node counts
     /// those still on their way against the free slots).
@@ -38,7 +37,7 @@ pub(super) struct Cluster {
 }
 
 impl Cluster {
-    pub(super) fn new(node: Box<dyn ClusterNode>) -> Cluster {
+    pub(crate) fn new(node: Box<dyn ClusterNode>) -> Cluster {
         Cluster {
             claims: node.claims(),
             node,
@@ -52,7 +51,7 @@ impl Cluster {
 /// over all of them (nodes whose definitions differ are flagged by
 /// `rea status`; the `[cluster]` table itself, which names the node, is
 /// not part of it).
-pub(super) fn digests(cfg: &Config) -> (String, Vec<JobDef>) {
+pub(crate) fn digests(cfg: &Config) -> (String, Vec<JobDef>) {
     use std::hash::{Hash, Hasher};
     let mut jobs: Vec<JobDef> = cfg
         .jobs
@@ -79,7 +78,7 @@ impl Loop {
     /// `Action::Claim`: ask the store; the answer comes back as an event
     /// (or at once, from a store that decides locally).
     pub(super) fn claim(&mut self, c: ClaimRequest, actions: &mut VecDeque<Action>) {
-        let answer = match &mut self.cluster {
+        let answer = match self.backend.node_mut() {
             Some(cl) => cl.claims.claim(&c),
             None => ClaimAnswer::Now(rea_store::claims::ClaimOutcome::Unavailable(
                 "no cluster store".into(),
@@ -93,7 +92,7 @@ impl Loop {
     /// Tells the node how many runs this daemon could start now (due
     /// one-shots are claimed up to that many; none while stopping).
     pub(super) fn cluster_slots(&self) {
-        if let Some(cl) = &self.cluster {
+        if let Some(cl) = self.backend.node() {
             let busy = self.engine.running() + self.engine.hooks_running() + self.engine.queued();
             let free = if self.stopping.is_stopping() {
                 0
@@ -106,7 +105,7 @@ impl Loop {
 
     /// This node as `rea status` shows it (None in local mode).
     pub(super) fn cluster_info(&self) -> Option<ClusterNodeInfo> {
-        let cl = self.cluster.as_ref()?;
+        let cl = self.backend.node()?;
         let h = cl.node.health();
         Some(ClusterNodeInfo {
             cluster: cl.node.cluster().to_string(),
@@ -129,21 +128,6 @@ impl Loop {
         })
     }
 
-    /// A history record of a run the store granted goes to the store too.
-    pub(super) fn cluster_record(&self, rec: &Record) {
-        if let Some(cl) = &self.cluster {
-            cl.node.record(rec);
-        }
-    }
-
-    /// This node's job definitions, at start and after each reload.
-    pub(super) fn cluster_publish(&self) {
-        if let Some(cl) = &self.cluster {
-            let (digest, jobs) = digests(&self.config);
-            cl.node.publish(digest, jobs);
-        }
-    }
-
     pub(super) fn on_cluster_event(&mut self, ev: NodeEvent, actions: &mut VecDeque<Action>) {
         let now = Utc::now();
         match ev {
@@ -151,7 +135,7 @@ impl Loop {
                 if let rea_store::claims::ClaimOutcome::Unavailable(e) = &outcome {
                     warn!(run = run.as_str(), "claim not answered: {e}");
                 }
-                if let Some(cl) = &mut self.cluster {
+                if let Some(cl) = self.backend.node_mut() {
                     *cl.claims_answered.entry(outcome.as_str()).or_default() += 1;
                 }
                 if let Some(m) = &self.metrics {
@@ -174,7 +158,7 @@ impl Loop {
                 attempt,
                 grant,
             } => {
-                if let Some(cl) = &mut self.cluster {
+                if let Some(cl) = self.backend.node_mut() {
                     cl.oneshots_taken += 1;
                 }
                 actions.extend(self.engine.adopt_oneshot(*shot, attempt, grant, now));
@@ -201,7 +185,7 @@ impl Loop {
         incoming: Incoming,
         scope: &Scope,
     ) -> Option<Incoming> {
-        if self.cluster.is_none() {
+        if self.backend.node().is_none() {
             return Some(incoming);
         }
         match incoming.request {
@@ -231,7 +215,9 @@ impl Loop {
     }
 
     fn cluster_submit(&mut self, shot: OneShot, reply: oneshot::Sender<Reply>) {
-        let Some(cl) = &self.cluster else { return };
+        let Some(cl) = self.backend.node() else {
+            return;
+        };
         let (id, due) = (shot.id.to_string(), shot.due);
         cl.node.submit(
             shot,
@@ -268,7 +254,9 @@ impl Loop {
         // `--all` of an admin is every job of the cluster (the store's
         // None); anyone else's is their own jobs, by name.
         let everything = sel.all && *scope == Scope::Admin;
-        let Some(cl) = &self.cluster else { return };
+        let Some(cl) = self.backend.node() else {
+            return;
+        };
         let all_names: Vec<String> = self.config.jobs.iter().map(|j| j.name.clone()).collect();
         cl.node.pause(
             (!everything).then_some(names),

@@ -14,7 +14,8 @@
 //! | file | what it does for the loop |
 //! |---|---|
 //! | `lib.rs` | the loop itself: waiting for the next event |
-//! | `startup.rs` | lock, load, open the stores, recover from the history |
+//! | `startup.rs` | lock, load, open the backend, recover from the history |
+//! | `backend.rs` | the stores behind one seam, opened once as local or as a cluster node |
 //! | `shutdown.rs` | the stopping states: drain, then terminate |
 //! | `actions.rs` | carrying out the engine's actions (spawn, terminate, record) |
 //! | `requests.rs` | control requests: trigger, pause, one-shots, status |
@@ -40,9 +41,6 @@ use rea_core::engine::Engine;
 use rea_core::oneshot::OneShot;
 use rea_core::record::{Event, Record};
 use rea_core::run::Outcome;
-use rea_store::history::HistoryWriter;
-use rea_store::oneshots::OneShotJournal;
-use rea_store::paused::PausedStore;
 use serde_json::Value;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot};
@@ -54,6 +52,7 @@ use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod backend;
 mod cluster;
 mod control;
 mod environment;
@@ -273,11 +272,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
-    if let Some(cl) = &d.cluster {
-        // Frees the node's name at once (others need not wait out its
-        // lease), once the database has every run's end.
-        cl.node.leave(std::time::Duration::from_secs(5)).await;
-    }
+    d.backend.leave().await;
     if lost_state_dir {
         return Err(StartError::Other(format!(
             "stopped: the state directory {} (or its lock file) was deleted or replaced while the daemon ran",
@@ -325,14 +320,9 @@ fn free_in_background(old: Config) {
 /// The loop's state. Only the loop touches it.
 struct Loop {
     engine: Engine,
-    /// The stores (`rea_store`): the loop names no backend.
-    history: Box<dyn HistoryWriter>,
-    /// Durable pending one-shots.
-    oneshot_journal: Box<dyn OneShotJournal>,
-    paused: Box<dyn PausedStore>,
-    /// Cluster mode (`[cluster]`): the node and its claims. None: this
-    /// daemon schedules alone, as it always did.
-    cluster: Option<cluster::Cluster>,
+    /// Everything that survives a restart (history, one-shots, pauses,
+    /// and in cluster mode the node): opened once as local or cluster.
+    backend: backend::Backend,
     /// Runs spawned and not finished: run id → (its handle, its job or
     /// one-shot).
     handles: HashMap<String, (RunHandle, String)>,

@@ -134,18 +134,12 @@ impl Loop {
         }
         actions.extend(self.engine.reload(&cfg.plan(), now));
         metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
-        let cluster_changed = self.cluster.is_some() && cfg.cluster != self.config.cluster;
-        self.history
-            .set_rotation(cfg.daemon.history_max_bytes, cfg.daemon.history_files);
+        self.backend.reloaded(&self.config, &cfg);
         if cfg.daemon.job_output != self.config.daemon.job_output {
             self.journald = crate::journal_for(cfg.daemon.job_output);
         }
         let old = std::mem::replace(&mut self.config, cfg);
         self.last_reload = now;
-        if cluster_changed {
-            warn!("[cluster] changed: the new settings take effect when the daemon restarts");
-        }
-        self.cluster_publish();
         free_in_background(old);
         info!(jobs = self.config.jobs.len(), "job file reloaded");
         ReloadReply {

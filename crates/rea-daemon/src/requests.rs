@@ -197,7 +197,7 @@ impl Loop {
         match incoming.request {
             Request::Submit(sub) => match self.prepare_submission(sub, batch) {
                 Ok(shot) => {
-                    self.oneshot_journal.add(&shot);
+                    self.backend.journal().add(&shot);
                     batch.push((shot, incoming.reply));
                 }
                 Err(resp) => {
@@ -294,9 +294,9 @@ impl Loop {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = self.oneshot_journal.commit() {
+        if let Err(e) = self.backend.journal().commit() {
             error!("cannot write the one-shot journal: {e}");
-            self.oneshot_journal.discard();
+            self.backend.journal().discard();
             for (shot, reply) in batch.drain(..) {
                 let _ = reply.send(Reply::Done(Response::err(
                     "refused",
@@ -320,7 +320,7 @@ impl Loop {
                 Err(e) => {
                     // Validated before the commit; only a race inside this very
                     // batch gets here. Undo the journal line.
-                    self.oneshot_journal.del(&id);
+                    self.backend.journal().del(&id);
                     let _ = reply.send(Reply::Done(Response::err("refused", e.message())));
                 }
             }
@@ -337,7 +337,7 @@ impl Loop {
         } else {
             self.engine.resume(&names)
         };
-        if let Err(e) = self.paused.save(self.engine.paused()) {
+        if let Err(e) = self.backend.save_paused(self.engine.paused()) {
             error!("{e}");
             return Reply::Done(Response::err(
                 "refused",

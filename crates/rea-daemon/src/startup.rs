@@ -14,6 +14,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::backend::{Backend, Opened};
 use super::{metrics, release_freed_memory, Loop, Msg, Options, StartError, Stopping};
 use crate::control::Incoming;
 use crate::jobfiles::{JobFiles, Loaded};
@@ -79,44 +80,15 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     } = load(&mut files, true)
         .map_err(StartError::Config)?
         .ok_or_else(|| StartError::Other("the job file could not be loaded".into()))?;
-    let stores = rea_store::Local::open(
-        &opts.state_dir,
-        config.daemon.history_max_bytes,
-        config.daemon.history_files,
-    )
-    .map_err(|e| StartError::Other(e.to_string()))?;
-    let pending: HashSet<&str> = stores.pending.iter().map(|s| &*s.id).collect();
-    super::reload::name_clashes(&config, |name| pending.contains(name))
+    let Opened {
+        backend,
+        events: cluster_events,
+        pending,
+        paused,
+    } = Backend::open(opts, &config).map_err(StartError::Other)?;
+    let pending_ids: HashSet<&str> = pending.iter().map(|s| &*s.id).collect();
+    super::reload::name_clashes(&config, |name| pending_ids.contains(name))
         .map_err(StartError::Config)?;
-    // Cluster mode: pauses are cluster-wide, in the database.
-    let paused = if config.cluster.is_some() {
-        Default::default()
-    } else {
-        stores.paused.load().unwrap_or_else(|e| {
-            warn!("{e}");
-            Default::default()
-        })
-    };
-    let (cluster, cluster_events) = match (&config.cluster, &opts.cluster) {
-        (Some(c), Some(start)) => {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let node = start(c, &opts.state_dir, tx).map_err(StartError::Other)?;
-            (Some(super::cluster::Cluster::new(node)), rx)
-        }
-        (Some(_), None) => {
-            return Err(StartError::Other(
-                "the job file has [cluster], but this rea was built without a cluster backend"
-                    .into(),
-            ))
-        }
-        (None, _) => (None, mpsc::unbounded_channel().1),
-    };
-    if stores.malformed_journal_lines > 0 {
-        warn!(
-            lines = stores.malformed_journal_lines,
-            "ignored unreadable lines in the one-shot journal (a torn last write)"
-        );
-    }
     // Bound now, so a taken metrics address fails the start
     // (before the control socket, which would be left behind).
     let (mut metrics, scrapes) = metrics::start(&config).await.map_err(StartError::Other)?;
@@ -130,9 +102,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
-    if cluster.is_some() {
-        engine.set_decisions(rea_core::engine::Decisions::Store);
-    }
+    engine.set_decisions(backend.decisions());
     for (name, s) in summaries {
         if let Some(m) = metrics.as_mut() {
             m.seed(&name, &s);
@@ -152,10 +122,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     ));
     let mut d = Loop {
         engine,
-        history: stores.history,
-        oneshot_journal: stores.oneshots,
-        paused: stores.paused,
-        cluster,
+        backend,
         handles: HashMap::new(),
         connections,
         hook_batches: HashMap::new(),
@@ -189,10 +156,10 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
             .collect();
         d.reject(errors, started_at);
     }
-    d.cluster_publish();
+    d.backend.publish(&d.config);
     let mut actions: VecDeque<Action> = d.engine.start(started_at, recovered).into();
-    let restored = stores.pending.len();
-    actions.extend(d.engine.restore(stores.pending, started_at));
+    let restored = pending.len();
+    actions.extend(d.engine.restore(pending, started_at));
     if restored > 0 {
         info!(pending = restored, "one-shots restored from the journal");
     }

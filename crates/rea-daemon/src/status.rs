@@ -27,7 +27,7 @@ impl Loop {
             let mine: std::collections::HashSet<&str> = self.visible_names(scope).collect();
             statuses.retain(|s| mine.contains(s.name.as_str()));
         }
-        let health = self.history.health();
+        let health = self.backend.history_health();
         StatusReply {
             live: true,
             daemon: DaemonInfo {

@@ -14,6 +14,7 @@ use rea_core::run::Output;
 
 use super::tap::Tap;
 use crate::journald::Lines;
+use crate::utf8::{is_continuation, utf8_complete_prefix};
 
 /// Size of one read from the output pipe once a job has written more than
 /// [`FIRST_CHUNK`] at once; before, reads go to a buffer on the stack, so a
@@ -258,31 +259,6 @@ pub(super) fn grown_capacity(capacity: usize, needed: usize, cap: usize) -> usiz
 /// The line put between the head and the tail of a capped output.
 pub(super) fn omission_marker(omitted: u64) -> String {
     format!("\n… {omitted} bytes omitted …\n")
-}
-
-fn is_continuation(byte: u8) -> bool {
-    byte & 0xC0 == 0x80
-}
-
-/// Length of `bytes` without a UTF-8 character cut off at its end.
-pub fn utf8_complete_prefix(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(4) {
-        let at = bytes.len() - back;
-        let byte = bytes[at];
-        if is_continuation(byte) {
-            continue;
-        }
-        let width = match byte {
-            0x00..=0x7F => 1,
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF7 => 4,
-            // Not UTF-8 anyway; lossy conversion will deal with it.
-            _ => return bytes.len(),
-        };
-        return if width > back { at } else { bytes.len() };
-    }
-    bytes.len()
 }
 
 #[cfg(test)]

@@ -267,7 +267,7 @@ impl Lines {
 /// UTF-8 character is split: the executor's own rule for output cut
 /// between reads (at `max` if the text is not UTF-8 there anyway).
 fn char_boundary(bytes: &[u8], max: usize) -> usize {
-    match crate::utf8_complete_prefix(&bytes[..max.min(bytes.len())]) {
+    match crate::utf8::utf8_complete_prefix(&bytes[..max.min(bytes.len())]) {
         0 => max,
         cut => cut,
     }

@@ -72,11 +72,11 @@
 //!   thread that created a process exits.
 
 mod capture;
-pub use capture::utf8_complete_prefix;
 mod group;
 pub mod journald;
 mod process;
 mod tap;
+mod utf8;
 
 use std::future::Future;
 use std::io;

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use super::capture::{grown_capacity, utf8_complete_prefix, Capture};
+use super::capture::{grown_capacity, Capture};
+use super::utf8::utf8_complete_prefix;
 
 /// The bytes kept for followers while anyone follows a run: how far one
 /// may fall behind before it loses output.

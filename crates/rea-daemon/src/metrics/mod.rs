@@ -58,9 +58,9 @@ impl Loop {
             m.refresh(
                 &self.engine,
                 self.config_error.is_none(),
-                self.history.health().backlog,
+                self.backend.history_health().backlog,
             );
-            if let Some(cl) = &self.cluster {
+            if let Some(cl) = self.backend.node() {
                 m.refresh_cluster(cl.node.node(), &cl.node.health());
             }
         }
