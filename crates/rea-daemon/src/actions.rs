@@ -40,9 +40,7 @@ impl Loop {
                 Action::AfterRun(a) => self.after_run(*a),
                 Action::StartHooks { id, after } => self.start_hooks(id, *after, actions),
                 Action::Terminate { run } => {
-                    if let Some((h, _)) = self.handles.get(&run) {
-                        h.terminate();
-                    }
+                    self.runs.terminate(&run);
                 }
                 Action::Start(start) => {
                     let run = start.run.clone();
@@ -79,7 +77,7 @@ impl Loop {
         let Some(run) = rec.run.as_deref() else {
             return;
         };
-        let waiters = self.waiters.remove(run);
+        let waiters = self.runs.take_waiters(run);
         if waiters.is_none() && !self.follows.awaited(run) {
             return;
         }
@@ -105,7 +103,7 @@ impl Loop {
     pub(super) fn on_finished(&mut self, msg: Msg, actions: &mut VecDeque<Action>) {
         match msg {
             Msg::Finished { run, outcome } => {
-                self.handles.remove(&run);
+                self.runs.ended(&run);
                 actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
@@ -182,19 +180,9 @@ impl Loop {
             kill_stragglers,
             journald: journal,
         };
-        let (started, handle, fut) = executor::spawn(spec)?;
-        self.handles
-            .insert(start.run.clone(), (handle, start.name.clone()));
+        let (started, handle, running) = executor::spawn(spec)?;
         self.run_spawned(&start.name, &start.run);
-        let tx = self.tx.clone();
-        let run = start.run;
-        tokio::spawn(async move {
-            let outcome = fut.await;
-            let _ = tx.send(Msg::Finished {
-                run,
-                outcome: Box::new(outcome),
-            });
-        });
+        self.runs.spawned(start.run, start.name, handle, running);
         Ok(started)
     }
 }

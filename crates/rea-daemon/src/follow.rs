@@ -98,22 +98,14 @@ impl Loop {
             .iter()
             .any(|j| j.name == job && scope.sees(j));
         let is_oneshot = *scope == Scope::Admin
-            && (self.engine.oneshot(&job).is_some()
-                || self.handles.values().any(|(_, n)| *n == job));
+            && (self.engine.oneshot(&job).is_some() || self.runs.any_of(&job));
         if !is_job && !is_oneshot {
             return Reply::Done(self.unknown_job_in(&job, scope));
         }
         let Some(slot) = self.follow_slot() else {
             return Reply::Done(too_many());
         };
-        // Run ids sort by when they were made: the largest is the newest.
-        let running = self
-            .handles
-            .iter()
-            .filter(|(_, (_, name))| *name == job)
-            .map(|(run, _)| run)
-            .max()
-            .cloned();
+        let running = self.runs.newest_of(&job);
         let attached = running.and_then(|run| self.attach(&run, &job));
         if attached.is_none() && self.stopping.is_stopping() {
             return Reply::Done(Response::err(
@@ -173,9 +165,8 @@ impl Loop {
     /// A follower of `run`, which is running, told its end like a
     /// `trigger --wait` client.
     fn attach(&mut self, run: &str, job: &str) -> Option<Attached> {
-        let output = self.handles.get(run)?.0.follow();
-        let (tx, end) = oneshot::channel();
-        self.waiters.entry(run.to_string()).or_default().push(tx);
+        let output = self.runs.follow(run)?;
+        let end = self.runs.await_end(run);
         Some(Attached {
             run: run.to_string(),
             job: job.to_string(),

@@ -26,7 +26,7 @@ use tracing::{error, info, warn};
 use super::actions::fmt_time;
 use super::environment::{home_dir, inherits_daemon_env, run_env};
 use super::shutdown::Stopping;
-use super::{Loop, Msg};
+use super::Loop;
 use rea_exec::{self as executor, RunHandle, RunSpec};
 use rea_host::user::{self as host, User};
 
@@ -203,21 +203,14 @@ impl Loop {
                     hook = hook.name(),
                     "hook could not start: {e}"
                 ),
-                Ok((started, handle, fut)) => {
+                Ok((started, handle, running)) => {
                     batch.current = Some(RunningHook {
                         hook,
                         pid: started.pid,
                         since: started.at,
                         handle,
                     });
-                    let tx = self.tx.clone();
-                    tokio::spawn(async move {
-                        let outcome = fut.await;
-                        let _ = tx.send(Msg::HookFinished {
-                            id,
-                            outcome: Box::new(outcome),
-                        });
-                    });
+                    self.runs.hook_spawned(id, running);
                     return;
                 }
             }

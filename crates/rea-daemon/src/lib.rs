@@ -22,6 +22,7 @@
 //! | `reload.rs` | re-reading the job files (watcher, SIGHUP, `rea reload`), their guards |
 //! | `hooks.rs` | hooks and mail after a run |
 //! | `environment.rs` | the variables every run and hook starts with, and its directory |
+//! | `runs.rs` | the runs and hooks spawned and not seen end, and who waits for their end |
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
@@ -41,12 +42,9 @@ use rea_core::engine::Engine;
 use rea_core::oneshot::OneShot;
 use rea_core::record::{Event, Record};
 use rea_core::run::Outcome;
-use serde_json::Value;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info, warn};
-
-use rea_exec::RunHandle;
 
 use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
@@ -65,6 +63,7 @@ mod metrics;
 mod orphans;
 mod reload;
 mod requests;
+mod runs;
 mod shutdown;
 mod startup;
 mod status;
@@ -197,7 +196,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             error!("cannot arm the timer: {e}");
         }
         let grace_ends = d.stopping.grace_ends();
-        let settles = d.settling.map(|(_, at)| at);
+        let settles = d.files.settles_at();
         let watched = inputs.watcher.is_some();
         tokio::select! {
             biased;
@@ -323,17 +322,12 @@ struct Loop {
     /// Everything that survives a restart (history, one-shots, pauses,
     /// and in cluster mode the node): opened once as local or cluster.
     backend: backend::Backend,
-    /// Runs spawned and not finished: run id → (its handle, its job or
-    /// one-shot).
-    handles: HashMap<String, (RunHandle, String)>,
+    /// Runs and hooks spawned and not finished, and who waits for them.
+    runs: runs::Runs,
     /// The control connections, for their last answers at shutdown.
     connections: crate::control::Connections,
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,
-    tx: mpsc::UnboundedSender<Msg>,
-    /// `trigger --wait` clients and followers, by run id, told the final
-    /// record.
-    waiters: HashMap<String, Vec<oneshot::Sender<Value>>>,
     /// Clients following runs' output, and the runs they may follow.
     follows: follow::Follows,
     /// Where runs' output is copied as it comes (`job_output = "journal"`,
@@ -343,9 +337,6 @@ struct Loop {
     config: Config,
     opts: Options,
     started_at: DateTime<Utc>,
-    last_reload: DateTime<Utc>,
-    /// Set while the file on disk is invalid: (when, errors).
-    config_error: Option<(DateTime<Utc>, Vec<String>)>,
     /// The Prometheus endpoint's metrics (`[daemon] metrics`), if served.
     metrics: Option<metrics::Metrics>,
     /// systemd's `NOTIFY_SOCKET`, if set.
@@ -353,9 +344,7 @@ struct Loop {
     /// The last submission's argv and directory (see `prepare_submission`).
     last_shape: Option<(std::sync::Arc<[String]>, std::sync::Arc<std::path::Path>)>,
     stopping: Stopping,
-    /// A change seen by the watcher that would remove more than half of the
-    /// jobs, waiting to be seen unchanged: (its digest, when to look again).
-    settling: Option<(u64, tokio::time::Instant)>,
-    /// The job files, with each part's last good version.
-    files: crate::jobfiles::JobFiles,
+    /// The job files between reloads: each part's last good version,
+    /// the last reload, a refusal in force, a change settling.
+    files: reload::FileState,
 }

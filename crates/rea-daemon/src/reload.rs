@@ -14,10 +14,52 @@ use tracing::{error, info, warn};
 use super::startup::load;
 use super::{free_in_background, metrics, Loop};
 use crate::control::protocol::ReloadReply;
+use crate::jobfiles::JobFiles;
 
 /// How long a job file that would remove more than half of the jobs must
 /// stay unchanged before the watcher applies it.
 pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The job files as the loop knows them between reloads.
+pub(super) struct FileState {
+    /// The job files, with each part's last good version.
+    files: JobFiles,
+    last_reload: DateTime<Utc>,
+    /// Set while the file on disk is invalid: (when, errors).
+    error: Option<(DateTime<Utc>, Vec<String>)>,
+    /// A change seen by the watcher that would remove more than half of the
+    /// jobs, waiting to be seen unchanged: (its digest, when to look again).
+    settling: Option<(u64, tokio::time::Instant)>,
+}
+
+impl FileState {
+    pub(super) fn new(files: JobFiles, loaded_at: DateTime<Utc>) -> FileState {
+        FileState {
+            files,
+            last_reload: loaded_at,
+            error: None,
+            settling: None,
+        }
+    }
+
+    pub(super) fn files(&self) -> &JobFiles {
+        &self.files
+    }
+
+    pub(super) fn last_reload(&self) -> DateTime<Utc> {
+        self.last_reload
+    }
+
+    /// The refusal in force, if the file on disk is invalid: (when, errors).
+    pub(super) fn error(&self) -> Option<&(DateTime<Utc>, Vec<String>)> {
+        self.error.as_ref()
+    }
+
+    /// When a shrinking change held by the watcher is looked at again.
+    pub(super) fn settles_at(&self) -> Option<tokio::time::Instant> {
+        self.settling.map(|(_, at)| at)
+    }
+}
 
 /// Who asked for a reload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,21 +95,22 @@ impl Loop {
         let now = Utc::now();
         let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
         if cause != ReloadCause::Settled {
-            self.settling = None;
+            self.files.settling = None;
         }
         self.notify.reloading();
         // Put back if nothing is applied, so the next look sees the change.
-        let before = self.files.clone();
-        let loaded = load(&mut self.files, force).and_then(|l| match l {
+        let before = self.files.files.clone();
+        let loaded = load(&mut self.files.files, force).and_then(|l| match l {
             Some(l) => self.check_names(&l.config).map(|()| Some(l)),
             None => Ok(None),
         });
         let result = match loaded {
             Ok(None) => {
-                self.settling = None;
+                self.files.settling = None;
                 // Nothing new, but a file still refused is still an error
                 // for whoever asked (logged and recorded when it was new).
                 let still: Vec<String> = self
+                    .files
                     .files
                     .refused()
                     .iter()
@@ -90,7 +133,7 @@ impl Loop {
                     .collect();
                 match self.shrink_guard(&loaded.config, cause, now) {
                     Some(held) => {
-                        self.files = before;
+                        self.files.files = before;
                         held
                     }
                     None => {
@@ -104,7 +147,7 @@ impl Loop {
                 }
             }
             Err(diags) => {
-                self.files = before;
+                self.files.files = before;
                 let errors: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
                 Err(self.reject(errors, now))
             }
@@ -120,10 +163,10 @@ impl Loop {
         actions: &mut VecDeque<Action>,
         now: DateTime<Utc>,
     ) -> ReloadReply {
-        if self.config_error.take().is_some() {
+        if self.files.error.take().is_some() {
             info!("the job file is valid again");
         }
-        self.settling = None;
+        self.files.settling = None;
         let (before, after) = (self.config.jobs.len(), cfg.jobs.len());
         if after * 2 < before {
             warn!(
@@ -139,7 +182,7 @@ impl Loop {
             self.journald = crate::journal_for(cfg.daemon.job_output);
         }
         let old = std::mem::replace(&mut self.config, cfg);
-        self.last_reload = now;
+        self.files.last_reload = now;
         free_in_background(old);
         info!(jobs = self.config.jobs.len(), "job file reloaded");
         ReloadReply {
@@ -168,7 +211,7 @@ impl Loop {
             );
             return Some(Err(self.reject(vec![message], now)));
         }
-        match (cause, self.settling) {
+        match (cause, self.files.settling) {
             (ReloadCause::Settled, Some((digest, _))) if digest == cfg.digest => None,
             _ => {
                 warn!(
@@ -178,7 +221,7 @@ impl Loop {
                     before - after,
                     rea_core::duration::format(SETTLE)
                 );
-                self.settling = Some((cfg.digest, tokio::time::Instant::now() + SETTLE));
+                self.files.settling = Some((cfg.digest, tokio::time::Instant::now() + SETTLE));
                 Some(Ok(ReloadReply {
                     jobs: before,
                     unchanged: true,
@@ -206,7 +249,7 @@ impl Loop {
         rec.reason = Some(errors.join("\n"));
         rec.detail = Some(json!({ "file": self.opts.file.display().to_string() }));
         self.append(&rec);
-        self.config_error = Some((now, errors.clone()));
+        self.files.error = Some((now, errors.clone()));
         errors
     }
 }

@@ -155,9 +155,7 @@ impl Loop {
                         if follow {
                             self.follow_trigger(first, run)
                         } else if wait {
-                            let (tx, rx) = oneshot::channel();
-                            self.waiters.entry(run).or_default().push(tx);
-                            Reply::Wait(first, rx)
+                            Reply::Wait(first, self.runs.await_end(&run))
                         } else {
                             Reply::Done(first)
                         }

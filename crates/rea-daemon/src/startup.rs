@@ -123,24 +123,19 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let mut d = Loop {
         engine,
         backend,
-        handles: HashMap::new(),
+        runs: super::runs::Runs::new(tx),
         connections,
         hook_batches: HashMap::new(),
-        tx,
-        waiters: HashMap::new(),
         follows: Default::default(),
         journald: crate::journal_for(config.daemon.job_output),
         config,
         opts: opts.clone(),
         started_at,
-        last_reload: started_at,
-        config_error: None,
         metrics,
         notify: rea_host::notify::Notifier::from_env(),
         last_shape: None,
         stopping: Stopping::No,
-        settling: None,
-        files,
+        files: super::reload::FileState::new(files, started_at),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

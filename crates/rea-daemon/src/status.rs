@@ -38,8 +38,8 @@ impl Loop {
                 uptime_s: (now - self.started_at).num_seconds().max(0),
                 file: self.opts.file.display().to_string(),
                 state_dir: self.opts.state_dir.display().to_string(),
-                last_reload: Ts(self.last_reload),
-                config_error: self.config_error.as_ref().map(|(at, errors)| ConfigError {
+                last_reload: Ts(self.files.last_reload()),
+                config_error: self.files.error().map(|(at, errors)| ConfigError {
                     at: Ts(*at),
                     errors: errors.clone(),
                 }),
@@ -94,7 +94,7 @@ impl Loop {
             let line = rea_host::notify::status_line(
                 self.config.jobs.len(),
                 self.engine.next_wake(),
-                self.config_error.as_ref().map(|(_, e)| e.len()),
+                self.files.error().map(|(_, e)| e.len()),
             );
             self.notify.ready(&line);
         }
@@ -106,7 +106,7 @@ impl Loop {
             self.notify.summary(
                 self.config.jobs.len(),
                 self.engine.next_wake(),
-                self.config_error.as_ref().map(|(_, e)| e.len()),
+                self.files.error().map(|(_, e)| e.len()),
             );
         }
     }

@@ -108,7 +108,7 @@ impl Loop {
     }
 
     fn user_file(&self, user: &str) -> Result<PathBuf, Response> {
-        self.files.set().user_file(user).ok_or_else(|| {
+        self.files.files().set().user_file(user).ok_or_else(|| {
             Response::err(
                 "refused",
                 "this daemon reads no users' job files (it runs as root with a users/ directory beside its job file)",
@@ -172,7 +172,7 @@ impl Loop {
         };
         // Checked before installing: the loader would refuse the later file
         // of two that share a name, which may be another user's.
-        let taken = self.files.taken_elsewhere(&path, &cfg);
+        let taken = self.files.files().taken_elsewhere(&path, &cfg);
         if !taken.is_empty() {
             return Response::err(
                 "invalid_config",

@@ -233,11 +233,8 @@ impl Engine {
     /// runs' hooks first (their run already waited its turn), then runs in
     /// due order. Hooks and runs share `max_concurrent`.
     pub(super) fn fill_slots(&mut self, _now: DateTime<Utc>, out: &mut Vec<Action>) {
-        while !self.stopping && self.runs.len() + self.hooks_running.len() < self.max_concurrent {
-            if let Some(after) = self.hooks_ready.pop_front() {
-                self.hook_counter += 1;
-                let id = self.hook_counter;
-                self.hooks_running.insert(id);
+        while !self.stopping && self.runs.len() + self.hooks.running() < self.max_concurrent {
+            if let Some((id, after)) = self.hooks.start_next() {
                 out.push(Action::StartHooks {
                     id,
                     after: Box::new(after),

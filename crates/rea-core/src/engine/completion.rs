@@ -245,7 +245,7 @@ impl Engine {
                         mail: true,
                     })));
                 }
-                self.hooks_ready.push_back(AfterRun { mail: false, ..a });
+                self.hooks.push(AfterRun { mail: false, ..a });
             } else {
                 out.push(Action::AfterRun(Box::new(a)));
             }

@@ -25,6 +25,7 @@
 //! | `completion.rs` | a run's end: status, retry (one helper for jobs and one-shots), hooks and mail |
 //! | `reload.rs` | a new job set, diffed by name |
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
+//! | `hook_queue.rs` | finished runs' hooks waiting for a slot, and those holding one |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
 //! | `arbiter.rs` | who decides whether a run starts: the engine, or a shared store |
@@ -55,12 +56,14 @@ use crate::run::{Outcome, Started, Termination};
 
 use arbiter::Arbiter;
 pub use arbiter::Decisions;
+use hook_queue::HookQueue;
 
 mod admission;
 mod arbiter;
 mod cluster;
 mod completion;
 mod dependencies;
+mod hook_queue;
 mod occurrences;
 mod oneshots;
 mod reload;
@@ -341,11 +344,8 @@ pub struct Engine {
     dependents: HashMap<String, Vec<String>>,
     /// Pending and running one-shots by id.
     oneshots: HashMap<ShotKey, ShotState>,
-    /// Finished runs' hooks waiting for a slot, in the order the runs ended.
-    hooks_ready: VecDeque<AfterRun>,
-    /// Hook sequences started and not yet reported done (each holds a slot).
-    hooks_running: BTreeSet<u64>,
-    hook_counter: u64,
+    /// Finished runs' hooks waiting for a slot, and those holding one.
+    hooks: HookQueue,
     /// Who decides whether a run starts: this engine, or a shared store
     /// (cluster mode), with that store's claims in flight.
     arbiter: Arbiter,
@@ -370,9 +370,7 @@ impl Engine {
             file: plan.source.to_string(),
             oneshots: HashMap::new(),
             dependents: HashMap::new(),
-            hooks_ready: VecDeque::new(),
-            hooks_running: BTreeSet::new(),
-            hook_counter: 0,
+            hooks: HookQueue::default(),
             arbiter: Arbiter::Engine,
         };
         for job in plan.jobs {
@@ -438,8 +436,8 @@ impl Engine {
         for s in self.jobs.values_mut() {
             s.waiting.clear();
         }
-        self.hooks_ready
-            .drain(..)
+        self.hooks
+            .drain_waiting()
             .map(|a| Action::AfterRun(Box::new(a)))
             .collect()
     }
@@ -448,7 +446,7 @@ impl Engine {
     /// [`Action::StartHooks`] `id`: their slot is free.
     pub fn hooks_done(&mut self, id: u64, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
-        if self.hooks_running.remove(&id) {
+        if self.hooks.done(id) {
             self.fill_slots(now, &mut out);
         }
         out
@@ -456,13 +454,13 @@ impl Engine {
 
     /// Hook sequences holding a slot.
     pub fn hooks_running(&self) -> usize {
-        self.hooks_running.len()
+        self.hooks.running()
     }
 
     /// Whether nothing runs: no run and no hook (the daemon may exit once
     /// stopping).
     pub fn idle(&self) -> bool {
-        self.runs.is_empty() && self.hooks_running.is_empty()
+        self.runs.is_empty() && self.hooks.running() == 0
     }
 
     /// Terminates every run still in progress (shutdown grace expired).

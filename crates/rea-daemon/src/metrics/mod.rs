@@ -57,7 +57,7 @@ impl Loop {
         if let Some(m) = &self.metrics {
             m.refresh(
                 &self.engine,
-                self.config_error.is_none(),
+                self.files.error().is_none(),
                 self.backend.history_health().backlog,
             );
             if let Some(cl) = self.backend.node() {
