@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
 use rea_core::job::Overlap;
-use rea_core::record::{Event as Line, Record};
+use rea_core::record::{Event as Line, Record, Trigger};
 use rea_pg::{ClusterNode, Event, JobDef, Node, Reader, Settings};
 use rea_store::claims::{Answer, OccurrenceClaims};
 use rea_store::conformance::{run_store, Fresh};
@@ -69,6 +69,9 @@ impl NodeWriter {
                 })
                 .collect(),
         );
+        // In before the first claim: a new job's mark is the instant its
+        // row is made.
+        w.settle().expect("the jobs published");
         w
     }
 
@@ -97,12 +100,41 @@ impl NodeWriter {
             job: rec.job.clone().unwrap_or_default(),
             scheduled: rec.scheduled.unwrap_or(rec.ts),
             attempt: rec.attempt.unwrap_or(1),
-            trigger: rec.trigger.unwrap_or(rea_core::record::Trigger::Manual),
+            trigger: rec.trigger.unwrap_or(Trigger::Manual),
             overlap: Overlap::Allow,
             mode: ClaimMode::Run,
             retry: None,
         };
-        let outcome = match self.claims.claim(&req) {
+        match self.ask(&req)? {
+            ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => Ok(grant),
+            other => Err(io::Error::other(format!("claim of {id}: {other:?}"))),
+        }
+    }
+
+    /// Passes over the next occurrence of `rec`'s job, as a node does for
+    /// `catch_up = "none"`: the claim records it `missed`. The occurrence
+    /// is now (the store refuses one in its future, and one at or before
+    /// the job's mark is another node's).
+    fn miss(&mut self, id: &str, rec: &Record) -> io::Result<()> {
+        let req = ClaimRequest {
+            run: id.to_string(),
+            job: rec.job.clone().unwrap_or_default(),
+            scheduled: chrono::Utc::now(),
+            attempt: 1,
+            trigger: Trigger::Schedule,
+            overlap: Overlap::Allow,
+            mode: ClaimMode::Missed,
+            retry: None,
+        };
+        match self.ask(&req)? {
+            ClaimOutcome::Missed => Ok(()),
+            other => Err(io::Error::other(format!("missed claim of {id}: {other:?}"))),
+        }
+    }
+
+    /// A claim's answer, now or as the node's event.
+    fn ask(&mut self, req: &ClaimRequest) -> io::Result<ClaimOutcome> {
+        Ok(match self.claims.claim(req) {
             Answer::Now(outcome) => outcome,
             Answer::Later => match self
                 .next_event(|e| matches!(e, Event::Claimed { run, .. } if *run == req.run))?
@@ -110,11 +142,7 @@ impl NodeWriter {
                 Event::Claimed { outcome, .. } => outcome,
                 _ => unreachable!("only a claim's answer is taken"),
             },
-        };
-        match outcome {
-            ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => Ok(grant),
-            other => Err(io::Error::other(format!("claim of {id}: {other:?}"))),
-        }
+        })
     }
 
     /// Returns once the node has handled every record sent so far (a
@@ -147,6 +175,9 @@ impl NodeWriter {
 impl HistoryWriter for NodeWriter {
     fn append(&mut self, record: &Record) -> io::Result<()> {
         let mut rec = record.clone();
+        if rec.event == Line::Missed {
+            self.miss(rec.run.as_deref().unwrap_or_default(), &rec)?;
+        }
         if rec.event == Line::Run {
             let id = rec.run.clone().unwrap_or_default();
             let grant = match self.grants.get(&id) {

@@ -347,7 +347,10 @@ fn as_stored(kept: &Record, listed: &Record) -> Record {
 fn runs_of(records: &[Record]) -> Vec<Record> {
     let mut order: Vec<&str> = Vec::new();
     let mut newest: std::collections::HashMap<&str, &Record> = Default::default();
-    for r in records.iter().filter(|r| r.event == Event::Run) {
+    for r in records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Run | Event::Missed))
+    {
         let Some(id) = r.run.as_deref() else { continue };
         if newest.insert(id, r).is_none() {
             order.push(id);
@@ -379,8 +382,10 @@ fn on_store_clock(q: &Query, times: &[DateTime<Utc>]) -> Query {
 /// Histories a node writes to a store of runs: runs of a few jobs (one
 /// whose name needs escaping), each a `started` line (with its pid) and
 /// later at most one final line (with output that mentions other jobs,
-/// sometimes), or a run granted and skipped at once; and daemon starts,
-/// which the store does not keep. `ts` increases.
+/// sometimes), or a run granted and skipped at once; occurrences passed
+/// over (`missed`: the claim that passed over one records it, as the store
+/// keeps it); and daemon starts, which the store does not keep. `ts`
+/// increases.
 fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
     let ends = [
         RunStatus::Succeeded,
@@ -418,6 +423,17 @@ fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
                             out.push(r.clone());
                             open.push(r);
                         }
+                    }
+                    7 => {
+                        let mut r = Record::new(Event::Missed, at);
+                        r.job = Some(JOBS[job].to_string());
+                        r.run = Some(format!("r{runs}"));
+                        runs += 1;
+                        r.attempt = Some(1);
+                        r.trigger = Some(Trigger::Schedule);
+                        r.scheduled = Some(at);
+                        r.count = Some(1);
+                        out.push(r);
                     }
                     _ if open.is_empty() => {}
                     _ => {
