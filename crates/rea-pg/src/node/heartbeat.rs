@@ -51,56 +51,16 @@ pub(super) async fn heartbeat_loop(
         }
         if let Some((c, hb)) = &client {
             let epoch = lock(&shared).epoch;
-            let result = match epoch {
-                None => register(c, &s, &hostname, io)
-                    .await
-                    .map(|r| r.map(|e| (e, Vec::new()))),
-                Some(epoch) => within(io, c.query_opt(hb, &[&s.cluster, &s.node, &epoch]))
-                    .await
-                    .map(|row| {
-                        row.map(|row| {
-                            let fences: Option<Vec<i64>> = row.get(3);
-                            (epoch, fences.unwrap_or_default())
-                        })
-                    }),
-            };
-            match result {
+            match renew(c, hb, &s, &hostname, io, epoch).await {
                 Ok(Some((epoch, fences))) => {
-                    let back = {
-                        let mut sh = lock(&shared);
-                        let was_live = sh.live_epoch().is_some();
-                        sh.epoch = Some(epoch);
-                        sh.deadline = Some(t0 + s.lease.saturating_sub(margin));
-                        sh.renewed = t0;
-                        sh.lease_live = true;
-                        !was_live
-                    };
-                    if back {
-                        info!(epoch, node = s.node.as_str(), "cluster: lease held");
-                        let _ = events.send(Event::LeaseBack { epoch });
-                    }
+                    let deadline = t0 + s.lease.saturating_sub(margin);
+                    renewed(&shared, &events, &s, epoch, t0, deadline);
                     for fence in fences {
                         let _ = events.send(Event::Stop { fence });
                     }
                 }
                 Ok(None) if epoch.is_some() => {
-                    // Zero rows: this epoch was declared dead (or replaced).
-                    let was_live = {
-                        let mut sh = lock(&shared);
-                        let was = sh.lease_live;
-                        sh.epoch = None;
-                        sh.lease_live = false;
-                        was
-                    };
-                    error!(
-                        node = s.node.as_str(),
-                        "cluster: this node was declared dead by the cluster (its lease ended); its runs are recorded as interrupted elsewhere; registering again"
-                    );
-                    if was_live {
-                        let _ = events.send(Event::LeaseLost {
-                            why: "this node was declared dead by the cluster".into(),
-                        });
-                    }
+                    declared_dead(&shared, &events, &s);
                     continue;
                 }
                 Ok(None) => {
@@ -113,25 +73,104 @@ pub(super) async fn heartbeat_loop(
                 }
             }
         }
-        let lost = {
-            let mut sh = lock(&shared);
-            let expired = sh.lease_live && sh.deadline.is_some_and(|d| Instant::now() >= d);
-            if expired {
-                sh.lease_live = false;
-            }
-            expired
-        };
-        if lost {
-            error!(
-                node = s.node.as_str(),
-                "cluster: lease not renewed in time (database unreachable?); no scheduled run starts until it is"
-            );
-            let _ = events.send(Event::LeaseLost {
-                why: "the lease could not be renewed in time".into(),
-            });
-        }
+        expire(&shared, &events, &s);
         let next = t0 + s.heartbeat;
         tokio::time::sleep_until(next.max(Instant::now() + Duration::from_millis(20))).await;
+    }
+}
+
+/// Registers (without an epoch) or renews the lease of `epoch`: the epoch
+/// held and the fences of this node's runs someone asked to stop; None
+/// when the name is another host's (registering) or the epoch was
+/// declared dead or replaced (renewing: zero rows).
+async fn renew(
+    c: &Client,
+    hb: &Statement,
+    s: &Settings,
+    hostname: &str,
+    io: Duration,
+    epoch: Option<i64>,
+) -> Result<Option<(i64, Vec<i64>)>, String> {
+    match epoch {
+        None => register(c, s, hostname, io)
+            .await
+            .map(|r| r.map(|e| (e, Vec::new()))),
+        Some(epoch) => within(io, c.query_opt(hb, &[&s.cluster, &s.node, &epoch]))
+            .await
+            .map(|row| {
+                row.map(|row| {
+                    let fences: Option<Vec<i64>> = row.get(3);
+                    (epoch, fences.unwrap_or_default())
+                })
+            }),
+    }
+}
+
+/// The database renewed `epoch`'s lease, sent at `t0`: live until
+/// `deadline`; the daemon hears of it if the lease was not live.
+fn renewed(
+    shared: &Mutex<Shared>,
+    events: &mpsc::UnboundedSender<Event>,
+    s: &Settings,
+    epoch: i64,
+    t0: Instant,
+    deadline: Instant,
+) {
+    let back = {
+        let mut sh = lock(shared);
+        let was_live = sh.live_epoch().is_some();
+        sh.epoch = Some(epoch);
+        sh.deadline = Some(deadline);
+        sh.renewed = t0;
+        sh.lease_live = true;
+        !was_live
+    };
+    if back {
+        info!(epoch, node = s.node.as_str(), "cluster: lease held");
+        let _ = events.send(Event::LeaseBack { epoch });
+    }
+}
+
+/// Zero rows renewing: this epoch was declared dead (or replaced). The
+/// node registers again; the daemon hears of it if the lease was live.
+fn declared_dead(shared: &Mutex<Shared>, events: &mpsc::UnboundedSender<Event>, s: &Settings) {
+    let was_live = {
+        let mut sh = lock(shared);
+        let was = sh.lease_live;
+        sh.epoch = None;
+        sh.lease_live = false;
+        was
+    };
+    error!(
+        node = s.node.as_str(),
+        "cluster: this node was declared dead by the cluster (its lease ended); its runs are recorded as interrupted elsewhere; registering again"
+    );
+    if was_live {
+        let _ = events.send(Event::LeaseLost {
+            why: "this node was declared dead by the cluster".into(),
+        });
+    }
+}
+
+/// Past the local deadline a live lease is lost, without waiting for the
+/// socket: the daemon hears of it once.
+fn expire(shared: &Mutex<Shared>, events: &mpsc::UnboundedSender<Event>, s: &Settings) {
+    let lost = {
+        let mut sh = lock(shared);
+        let expired = sh.lease_live && sh.deadline.is_some_and(|d| Instant::now() >= d);
+        if expired {
+            sh.lease_live = false;
+        }
+        expired
+    };
+    if lost {
+        error!(
+            node = s.node.as_str(),
+            "cluster: lease not renewed in time (database unreachable?); no scheduled run starts until it is"
+        );
+        let _ = events.send(Event::LeaseLost {
+            why: "the lease could not be renewed in time".into(),
+        });
     }
 }
 
