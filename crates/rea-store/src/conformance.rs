@@ -461,3 +461,116 @@ fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::history::{JobSummary, LastOccurrences, WriterHealth};
+
+    /// The simplest store of runs: a row per run, updated in place, its
+    /// id, occurrence and times the store's (a clock of its own that
+    /// advances a millisecond a write).
+    #[derive(Default)]
+    struct Rows {
+        rows: Vec<Record>,
+        ids: HashMap<String, usize>,
+        clock: i64,
+    }
+
+    struct Runs(Arc<Mutex<Rows>>);
+
+    impl HistoryWriter for Runs {
+        fn append(&mut self, r: &Record) -> io::Result<()> {
+            let mut s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            s.clock += 1;
+            let now = ts(1_000_000) + chrono::Duration::milliseconds(s.clock);
+            let (Some(id), Event::Run | Event::Missed) = (r.run.clone(), r.event) else {
+                return Ok(());
+            };
+            let mut row = r.clone();
+            row.ts = now;
+            match s.ids.get(&id).copied() {
+                Some(i) => {
+                    let old = &s.rows[i];
+                    row.run.clone_from(&old.run);
+                    row.cluster_run = old.cluster_run;
+                    row.scheduled = old.scheduled;
+                    s.rows[i] = row;
+                }
+                None => {
+                    let n = s.rows.len();
+                    row.run = Some((n + 1).to_string());
+                    row.cluster_run = Some(n as i64 + 1);
+                    row.scheduled = Some(now);
+                    s.rows.push(row);
+                    s.ids.insert(id, n);
+                }
+            }
+            Ok(())
+        }
+
+        fn health(&self) -> WriterHealth {
+            WriterHealth::default()
+        }
+    }
+
+    impl HistoryReader for Runs {
+        fn query(&self, q: &Query) -> io::Result<Vec<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let hits = s.rows.iter().rev().filter(|r| q.matches(r)).cloned();
+            Ok(hits.take(q.limit.unwrap_or(usize::MAX)).collect())
+        }
+        fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            Ok(s.rows
+                .iter()
+                .find(|r| r.run.as_deref() == Some(run_id))
+                .cloned())
+        }
+        fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            Ok(s.rows
+                .iter()
+                .rev()
+                .find(|r| {
+                    r.job.as_deref() == Some(job)
+                        && r.status
+                            .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
+                })
+                .cloned())
+        }
+        fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let started = s.rows.iter().rev();
+            Ok(started
+                .filter(|r| r.status == Some(RunStatus::Started))
+                .cloned()
+                .collect())
+        }
+        fn last_occurrences(&self, _: &HashSet<String>) -> io::Result<LastOccurrences> {
+            Ok((HashMap::new(), None))
+        }
+        fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+            Ok(HashMap::new())
+        }
+    }
+
+    /// The kit for stores of runs passes on a store that does what
+    /// `HistoryReader` documents and nothing more, so it runs without a
+    /// database too (the database runs it in `tests/pg_history.rs`).
+    #[test]
+    fn a_store_of_runs_as_documented_conforms() {
+        run_store(200, || {
+            let rows = Arc::new(Mutex::new(Rows::default()));
+            Fresh {
+                writer: Box::new(Runs(rows.clone())),
+                reader: Box::new(Runs(rows)),
+                keep: Box::new(()),
+            }
+        });
+    }
+}
