@@ -3,8 +3,8 @@
 //! slots, and when to look again (at once after a full batch, or when the
 //! next one is due on the database's clock).
 //!
-//! Not here: a one-shot's retry after a failure (the run's end queues it,
-//! `runs.rs`; its policy is [`oneshot_retry`]).
+//! Not here: a one-shot's retry after a failure, which its run's end
+//! queues (`runs.rs`) by the policy submitted with it ([`oneshot_retry`]).
 
 use std::time::Duration;
 

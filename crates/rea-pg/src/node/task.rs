@@ -4,7 +4,8 @@
 //! connection, and what each command leads to.
 //!
 //! Not here: the statements each command sends (`claims.rs`, `runs.rs`,
-//! `oneshots.rs`, `jobs.rs`, `sweeper.rs`).
+//! `oneshots.rs`, `jobs.rs`, `sweeper.rs`), but for the one that frees the
+//! node's name when it leaves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
