@@ -461,8 +461,9 @@ impl HistoryReader for Reader {
             "($2::text is null or r.job = $2)
              and (r.status <> 'missed' or $4::bool)
              and ($3::bool or r.status = any($5) or (r.status = 'missed' and $4::bool))
-             and ($6::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) >= $6)",
-            &[&self.cluster, &q.job, &any_status, &missed_ok, &statuses, &q.since],
+             and ($6::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) >= $6)
+             and ($7::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) < $7)",
+            &[&self.cluster, &q.job, &any_status, &missed_ok, &statuses, &q.since, &q.until],
             q.limit,
         )
     }

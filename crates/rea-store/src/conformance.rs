@@ -1,8 +1,23 @@
 //! The backend conformance kit: what every history backend must answer,
-//! checked against naive oracles over the records that were appended. The
-//! JSON-lines backend runs it in its own tests; a new backend (a shared
-//! database) calls [`history_backend`] with a factory of fresh, empty
-//! instances and must pass unchanged.
+//! checked against naive oracles over the records that were appended.
+//! A backend passes a factory of fresh, empty instances to one of two
+//! entry points, by what it keeps:
+//!
+//! - [`history_backend`]: a log of lines, every record as appended (the
+//!   JSON-lines backend, in its own tests). Any sequence of records.
+//! - [`run_store`]: a store of runs (the cluster database, from the root
+//!   crate's `tests/pg_history.rs`): one record per run the store granted,
+//!   its newest line, in the order the runs were granted; the run's id,
+//!   fence, occurrence and times are the store's (the properties
+//!   [`crate::history::HistoryReader`] documents for such a store). The
+//!   histories are those a node can write: a run's lines belong to one job,
+//!   a `started` line before at most one final line.
+//!
+//! Both check every query against the same naive oracle ([`naive_query`]);
+//! a store of runs is checked against it over the runs as the store keeps
+//! them, once its listing of everything has shown that those are the
+//! records appended, folded by run, with only the store's own fields
+//! changed.
 //!
 //! Enabled by the `conformance` feature (it brings proptest).
 
@@ -211,4 +226,351 @@ fn naive_unfinished(records: &[Record]) -> Vec<Record> {
         .collect();
     out.reverse();
     out
+}
+
+/// Runs the kit on a store of runs (see the module doc): `cases` random
+/// histories a node could write, each appended to a fresh store from
+/// `fresh` and queried several ways. Panics with the failing history and
+/// query.
+pub fn run_store(cases: u32, fresh: impl Fn() -> Fresh) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (arb_runs(), prop::collection::vec(arb_query(), 1..8));
+    let result = runner.run(&strategy, |(records, queries)| {
+        let mut backend = fresh();
+        for r in &records {
+            backend
+                .writer
+                .append(r)
+                .map_err(|e| TestCaseError::fail(format!("append: {e}")))?;
+        }
+        let reader = &backend.reader;
+        let fail = |what: &str| {
+            let what = what.to_string();
+            move |e: std::io::Error| TestCaseError::fail(format!("{what}: {e}"))
+        };
+        // Everything, newest first: the appended runs as the store keeps
+        // them, which gives the store's own fields of each.
+        let listed = reader.query(&Query::default()).map_err(fail("query"))?;
+        let kept = runs_of(&records);
+        prop_assert_eq!(listed.len(), kept.len(), "one record per run");
+        let mut stored: Vec<Record> = kept
+            .iter()
+            .rev()
+            .zip(&listed)
+            .map(|(k, l)| as_stored(k, l))
+            .collect();
+        prop_assert_eq!(&listed, &stored, "the runs as appended");
+        for pair in listed.windows(2) {
+            prop_assert!(
+                pair[0].cluster_run > pair[1].cluster_run,
+                "newest first: runs in the order the store granted them"
+            );
+        }
+        stored.reverse();
+        let mut times: Vec<DateTime<Utc>> = stored.iter().map(|r| r.ts).collect();
+        times.sort();
+        for q in &queries {
+            let q = on_store_clock(q, &times);
+            let got = reader.query(&q).map_err(fail("query"))?;
+            prop_assert_eq!(got, naive_query(&stored, &q), "{:?}", q);
+        }
+        for want in &stored {
+            let id = want.run.clone().unwrap_or_default();
+            let got = reader.find_run(&id).map_err(fail("find_run"))?;
+            prop_assert_eq!(got.as_ref(), Some(want), "find_run({})", id);
+        }
+        for id in ["nope", "0", "-1"] {
+            let got = reader.find_run(id).map_err(fail("find_run"))?;
+            prop_assert_eq!(got, None, "find_run({})", id);
+        }
+        for job in JOBS {
+            let got = reader
+                .latest_final_run(job)
+                .map_err(fail("latest_final_run"))?;
+            let want = stored.iter().rev().find(|r| {
+                r.job.as_deref() == Some(job)
+                    && r.status
+                        .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
+            });
+            prop_assert_eq!(got.as_ref(), want, "latest_final_run({})", job);
+        }
+        // A store of runs keeps no daemon starts: a run is unfinished
+        // while its newest line is `started`.
+        let got = reader.unfinished_runs().map_err(fail("unfinished_runs"))?;
+        let want: Vec<Record> = stored
+            .iter()
+            .rev()
+            .filter(|r| r.status == Some(RunStatus::Started))
+            .cloned()
+            .collect();
+        prop_assert_eq!(got, want, "unfinished_runs");
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("run store does not conform: {e}");
+    }
+}
+
+/// What a store of runs says on its own: which node ran a run, and what a
+/// node declared dead reported too late (`detail` keys it adds).
+const STORE_DETAIL: [&str; 2] = ["node", "late_report"];
+
+/// `kept` (a run's newest line as appended) with the fields a store of
+/// runs assigns taken from `listed` (the store's record of it): its id
+/// (`run`, `cluster_run`), `fence`, `scheduled` (the store's instant for
+/// a run it granted), `ts` (the store's clock), and what it adds to
+/// `detail`. Equal to `listed` if the store kept everything else.
+fn as_stored(kept: &Record, listed: &Record) -> Record {
+    let mut r = kept.clone();
+    r.run.clone_from(&listed.run);
+    r.cluster_run = listed.cluster_run;
+    r.fence = listed.fence;
+    r.scheduled = listed.scheduled;
+    r.ts = listed.ts;
+    let own = listed
+        .detail
+        .as_ref()
+        .and_then(|d| d.as_object())
+        .is_some_and(|o| o.keys().all(|k| STORE_DETAIL.contains(&k.as_str())));
+    if kept.detail.is_none() && own {
+        r.detail.clone_from(&listed.detail);
+    }
+    r
+}
+
+/// The runs of a history, in the order they began (granted), each as its
+/// newest line; nothing else (daemon starts are the node's own).
+fn runs_of(records: &[Record]) -> Vec<Record> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut newest: std::collections::HashMap<&str, &Record> = Default::default();
+    for r in records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Run | Event::Missed))
+    {
+        let Some(id) = r.run.as_deref() else { continue };
+        if newest.insert(id, r).is_none() {
+            order.push(id);
+        }
+    }
+    order.iter().map(|id| newest[id].clone()).collect()
+}
+
+/// `q` with its bounds moved onto the store's clock: the kit's instant
+/// `ts(k)` (k in 0..130) becomes the k-th of the store's times spread over
+/// that range, so bounds fall on, between and beyond the records.
+fn on_store_clock(q: &Query, times: &[DateTime<Utc>]) -> Query {
+    let moved = |t: DateTime<Utc>| {
+        let k = (t - ts(0)).num_seconds().clamp(0, 129) as usize;
+        let i = k * (times.len() + 1) / 130;
+        match (times.get(i), times.last()) {
+            (Some(t), _) => *t,
+            (None, Some(last)) => *last + chrono::Duration::milliseconds(1),
+            (None, None) => t,
+        }
+    };
+    Query {
+        since: q.since.map(moved),
+        until: q.until.map(moved),
+        ..q.clone()
+    }
+}
+
+/// Histories a node writes to a store of runs: runs of a few jobs (one
+/// whose name needs escaping), each a `started` line (with its pid) and
+/// later at most one final line (with output that mentions other jobs,
+/// sometimes), or a run granted and skipped at once; occurrences passed
+/// over (`missed`: the claim that passed over one records it, as the store
+/// keeps it); and daemon starts, which the store does not keep. `ts`
+/// increases.
+fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
+    let ends = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Killed,
+    ];
+    prop::collection::vec((0usize..8, 0usize..4, 0usize..8, 0usize..200), 0..48).prop_map(
+        move |items| {
+            let mut out = Vec::new();
+            // Runs started and not yet ended: (their started line).
+            let mut open: Vec<Record> = Vec::new();
+            let mut runs = 0;
+            for (i, (action, job, pick, out_len)) in items.into_iter().enumerate() {
+                let at = ts(i as i64);
+                match action {
+                    0 => out.push(Record::new(Event::DaemonStarted, at)),
+                    1..=3 => {
+                        let mut r = Record::new(Event::Run, at);
+                        r.job = Some(JOBS[job].to_string());
+                        r.run = Some(format!("r{runs}"));
+                        runs += 1;
+                        r.attempt = Some(1);
+                        r.trigger = Some(Trigger::Manual);
+                        r.scheduled = Some(at);
+                        if action == 3 && pick == 0 {
+                            // Granted, then not run (the daemon stopping).
+                            r.status = Some(RunStatus::Skipped);
+                            r.reason = Some("the daemon is shutting down".into());
+                            out.push(r);
+                        } else {
+                            r.status = Some(RunStatus::Started);
+                            r.started = Some(at);
+                            r.pid = Some(1000 + runs);
+                            out.push(r.clone());
+                            open.push(r);
+                        }
+                    }
+                    7 => {
+                        let mut r = Record::new(Event::Missed, at);
+                        r.job = Some(JOBS[job].to_string());
+                        r.run = Some(format!("r{runs}"));
+                        runs += 1;
+                        r.attempt = Some(1);
+                        r.trigger = Some(Trigger::Schedule);
+                        r.scheduled = Some(at);
+                        r.count = Some(1);
+                        out.push(r);
+                    }
+                    _ if open.is_empty() => {}
+                    _ => {
+                        let mut r = open.remove(pick % open.len());
+                        let status = ends[pick % ends.len()];
+                        r.ts = at;
+                        r.status = Some(status);
+                        r.ended = Some(at);
+                        r.duration_ms = r.started.map(|s| (at - s).num_milliseconds() as u64);
+                        r.exit_code = match status {
+                            RunStatus::Succeeded => Some(0),
+                            RunStatus::Failed => Some(1),
+                            _ => None,
+                        };
+                        if out_len % 2 == 1 {
+                            let text = format!("\"job\":\"b\" {}", "o".repeat(out_len));
+                            r.output_bytes = Some(text.len() as u64);
+                            r.output = Some(text);
+                        }
+                        out.push(r);
+                    }
+                }
+            }
+            out
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::history::{JobSummary, LastOccurrences, WriterHealth};
+
+    /// The simplest store of runs: a row per run, updated in place, its
+    /// id, occurrence and times the store's (a clock of its own that
+    /// advances a millisecond a write).
+    #[derive(Default)]
+    struct Rows {
+        rows: Vec<Record>,
+        ids: HashMap<String, usize>,
+        clock: i64,
+    }
+
+    struct Runs(Arc<Mutex<Rows>>);
+
+    impl HistoryWriter for Runs {
+        fn append(&mut self, r: &Record) -> io::Result<()> {
+            let mut s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            s.clock += 1;
+            let now = ts(1_000_000) + chrono::Duration::milliseconds(s.clock);
+            let (Some(id), Event::Run | Event::Missed) = (r.run.clone(), r.event) else {
+                return Ok(());
+            };
+            let mut row = r.clone();
+            row.ts = now;
+            match s.ids.get(&id).copied() {
+                Some(i) => {
+                    let old = &s.rows[i];
+                    row.run.clone_from(&old.run);
+                    row.cluster_run = old.cluster_run;
+                    row.scheduled = old.scheduled;
+                    s.rows[i] = row;
+                }
+                None => {
+                    let n = s.rows.len();
+                    row.run = Some((n + 1).to_string());
+                    row.cluster_run = Some(n as i64 + 1);
+                    row.scheduled = Some(now);
+                    s.rows.push(row);
+                    s.ids.insert(id, n);
+                }
+            }
+            Ok(())
+        }
+
+        fn health(&self) -> WriterHealth {
+            WriterHealth::default()
+        }
+    }
+
+    impl HistoryReader for Runs {
+        fn query(&self, q: &Query) -> io::Result<Vec<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let hits = s.rows.iter().rev().filter(|r| q.matches(r)).cloned();
+            Ok(hits.take(q.limit.unwrap_or(usize::MAX)).collect())
+        }
+        fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            Ok(s.rows
+                .iter()
+                .find(|r| r.run.as_deref() == Some(run_id))
+                .cloned())
+        }
+        fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            Ok(s.rows
+                .iter()
+                .rev()
+                .find(|r| {
+                    r.job.as_deref() == Some(job)
+                        && r.status
+                            .is_some_and(|s| s.is_final() && s != RunStatus::Skipped)
+                })
+                .cloned())
+        }
+        fn unfinished_runs(&self) -> io::Result<Vec<Record>> {
+            let s = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let started = s.rows.iter().rev();
+            Ok(started
+                .filter(|r| r.status == Some(RunStatus::Started))
+                .cloned()
+                .collect())
+        }
+        fn last_occurrences(&self, _: &HashSet<String>) -> io::Result<LastOccurrences> {
+            Ok((HashMap::new(), None))
+        }
+        fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
+            Ok(HashMap::new())
+        }
+    }
+
+    /// The kit for stores of runs passes on a store that does what
+    /// `HistoryReader` documents and nothing more, so it runs without a
+    /// database too (the database runs it in `tests/pg_history.rs`).
+    #[test]
+    fn a_store_of_runs_as_documented_conforms() {
+        run_store(200, || {
+            let rows = Arc::new(Mutex::new(Rows::default()));
+            Fresh {
+                writer: Box::new(Runs(rows.clone())),
+                reader: Box::new(Runs(rows)),
+                keep: Box::new(()),
+            }
+        });
+    }
 }

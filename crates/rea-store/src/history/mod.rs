@@ -151,7 +151,18 @@ pub type LastOccurrences = (HashMap<String, DateTime<Utc>>, Option<DateTime<Utc>
 
 /// The questions the commands and the daemon's start-up ask the history.
 /// The JSON-lines file answers them by reading backwards; a database
-/// backend would answer them with indexed queries.
+/// backend answers them with indexed queries.
+///
+/// A backend keeps either lines or runs. A log of lines (the JSON-lines
+/// file) answers with every record as appended. A store of runs (the
+/// cluster database: a row per run, updated in place) keeps the runs it
+/// granted and answers with one record per run, its newest line: a run
+/// that ended is no longer `started`, "newest first" is the order in which
+/// the store granted the runs, and the run's id (`run` and `cluster_run`),
+/// `fence`, `scheduled` and `ts` are the store's, on its clock; it keeps
+/// no daemon starts, so a run is unfinished while its newest line is
+/// `started`. `crate::conformance` checks each kind against the same
+/// oracle.
 pub trait HistoryReader {
     /// Matching records, newest first.
     fn query(&self, query: &Query) -> io::Result<Vec<Record>>;

@@ -1,0 +1,230 @@
+//! The heartbeat task: registers the node (a new epoch per registration),
+//! renews its lease on the database clock every `heartbeat` on a
+//! connection of its own, and keeps a local deadline on the monotonic
+//! clock from the send time of its last renewal; past it the node claims
+//! nothing and says so. Stop requests for this node's runs come back with
+//! each renewal.
+//!
+//! Not here: anything sent on the main connection (the sweeper that
+//! declares other nodes dead is `sweeper.rs`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rea_store::cluster::NodeEvent;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_postgres::{Client, Statement};
+use tracing::{error, info, warn};
+
+use super::statements::{db, within, HEARTBEAT};
+use super::{lock, note_error, Shared};
+use crate::settings::Settings;
+
+pub(super) async fn heartbeat_loop(
+    s: Settings,
+    shared: Arc<Mutex<Shared>>,
+    events: mpsc::UnboundedSender<NodeEvent>,
+) {
+    let io = (s.lease / 2).max(Duration::from_millis(200));
+    // Renewal is sent at t0; the lease ends at the database's
+    // clock_timestamp() + lease, after t0 — so t0 + lease, less a margin
+    // for our own scheduling, is a deadline the node can keep alone.
+    let margin = s.heartbeat / 2;
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut client: Option<(Client, Statement)> = None;
+    loop {
+        if lock(&shared).stopping {
+            return;
+        }
+        let t0 = Instant::now();
+        if client.is_none() {
+            match connect_heartbeat(&s).await {
+                Ok(c) => client = Some(c),
+                Err(m) => {
+                    warn!("cluster: {m}");
+                    note_error(&shared, &m);
+                }
+            }
+        }
+        if let Some((c, hb)) = &client {
+            let epoch = lock(&shared).epoch;
+            match renew(c, hb, &s, &hostname, io, epoch).await {
+                Ok(Some((epoch, fences))) => {
+                    let deadline = t0 + s.lease.saturating_sub(margin);
+                    renewed(&shared, &events, &s, epoch, t0, deadline);
+                    for fence in fences {
+                        let _ = events.send(NodeEvent::Stop { fence });
+                    }
+                }
+                Ok(None) if epoch.is_some() => {
+                    declared_dead(&shared, &events, &s);
+                    continue;
+                }
+                Ok(None) => {
+                    // The name is held by a live node on another host.
+                }
+                Err(m) => {
+                    warn!("cluster heartbeat: {m}");
+                    note_error(&shared, &m);
+                    client = None;
+                }
+            }
+        }
+        expire(&shared, &events, &s);
+        let next = t0 + s.heartbeat;
+        tokio::time::sleep_until(next.max(Instant::now() + Duration::from_millis(20))).await;
+    }
+}
+
+/// Registers (without an epoch) or renews the lease of `epoch`: the epoch
+/// held and the fences of this node's runs someone asked to stop; None
+/// when the name is another host's (registering) or the epoch was
+/// declared dead or replaced (renewing: zero rows).
+async fn renew(
+    c: &Client,
+    hb: &Statement,
+    s: &Settings,
+    hostname: &str,
+    io: Duration,
+    epoch: Option<i64>,
+) -> Result<Option<(i64, Vec<i64>)>, String> {
+    match epoch {
+        None => register(c, s, hostname, io)
+            .await
+            .map(|r| r.map(|e| (e, Vec::new()))),
+        Some(epoch) => within(io, c.query_opt(hb, &[&s.cluster, &s.node, &epoch]))
+            .await
+            .map(|row| {
+                row.map(|row| {
+                    let fences: Option<Vec<i64>> = row.get(3);
+                    (epoch, fences.unwrap_or_default())
+                })
+            }),
+    }
+}
+
+/// The database renewed `epoch`'s lease, sent at `t0`: live until
+/// `deadline`; the daemon hears of it if the lease was not live.
+fn renewed(
+    shared: &Mutex<Shared>,
+    events: &mpsc::UnboundedSender<NodeEvent>,
+    s: &Settings,
+    epoch: i64,
+    t0: Instant,
+    deadline: Instant,
+) {
+    let back = {
+        let mut sh = lock(shared);
+        let was_live = sh.live_epoch().is_some();
+        sh.epoch = Some(epoch);
+        sh.deadline = Some(deadline);
+        sh.renewed = t0;
+        sh.lease_live = true;
+        !was_live
+    };
+    if back {
+        info!(epoch, node = s.node.as_str(), "cluster: lease held");
+        let _ = events.send(NodeEvent::LeaseBack { epoch });
+    }
+}
+
+/// Zero rows renewing: this epoch was declared dead (or replaced). The
+/// node registers again; the daemon hears of it if the lease was live.
+fn declared_dead(shared: &Mutex<Shared>, events: &mpsc::UnboundedSender<NodeEvent>, s: &Settings) {
+    let was_live = {
+        let mut sh = lock(shared);
+        let was = sh.lease_live;
+        sh.epoch = None;
+        sh.lease_live = false;
+        was
+    };
+    error!(
+        node = s.node.as_str(),
+        "cluster: this node was declared dead by the cluster (its lease ended); its runs are recorded as interrupted elsewhere; registering again"
+    );
+    if was_live {
+        let _ = events.send(NodeEvent::LeaseLost {
+            why: "this node was declared dead by the cluster".into(),
+        });
+    }
+}
+
+/// Past the local deadline a live lease is lost, without waiting for the
+/// socket: the daemon hears of it once.
+fn expire(shared: &Mutex<Shared>, events: &mpsc::UnboundedSender<NodeEvent>, s: &Settings) {
+    let lost = {
+        let mut sh = lock(shared);
+        let expired = sh.lease_live && sh.deadline.is_some_and(|d| Instant::now() >= d);
+        if expired {
+            sh.lease_live = false;
+        }
+        expired
+    };
+    if lost {
+        error!(
+            node = s.node.as_str(),
+            "cluster: lease not renewed in time (database unreachable?); no scheduled run starts until it is"
+        );
+        let _ = events.send(NodeEvent::LeaseLost {
+            why: "the lease could not be renewed in time".into(),
+        });
+    }
+}
+
+pub(super) async fn connect_heartbeat(s: &Settings) -> Result<(Client, Statement), String> {
+    let c = s.connect("rea heartbeat").await?;
+    crate::migrate(&c, &s.node).await?;
+    let hb = c.prepare(HEARTBEAT).await.map_err(db)?;
+    Ok((c, hb))
+}
+
+/// Registers the node: Some(epoch), or None if the name is held by a live
+/// node of another host (logged).
+pub(super) async fn register(
+    c: &Client,
+    s: &Settings,
+    hostname: &str,
+    io: Duration,
+) -> Result<Option<i64>, String> {
+    let lease_ms = s.lease.as_millis().min(i32::MAX as u128) as i32;
+    let heartbeat_ms = s.heartbeat.as_millis().min(i32::MAX as u128) as i32;
+    let pid = std::process::id() as i32;
+    let row = within(
+        io,
+        c.query_one(
+            "select outcome, epoch from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &s.cluster,
+                &s.node,
+                &s.host_id,
+                &lease_ms,
+                &heartbeat_ms,
+                &hostname,
+                &pid,
+                &env!("CARGO_PKG_VERSION"),
+            ],
+        ),
+    )
+    .await?;
+    let outcome: String = row.get(0);
+    if outcome == "registered" {
+        let epoch: i64 = row.get(1);
+        info!(
+            node = s.node.as_str(),
+            epoch,
+            cluster = s.cluster.as_str(),
+            "cluster: node registered"
+        );
+        Ok(Some(epoch))
+    } else {
+        warn!(
+            node = s.node.as_str(),
+            "cluster: the node name {:?} is held by a live node on another machine; waiting for it to leave or be declared dead",
+            s.node
+        );
+        Ok(None)
+    }
+}
