@@ -24,7 +24,7 @@ function __fish_rea_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c rea -n "__fish_rea_needs_command" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_needs_command" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_needs_command" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_needs_command" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_needs_command" -s h -l help -d 'Print help'
@@ -48,13 +48,13 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "import" -d 'Convert crontab
 complete -c rea -n "__fish_rea_needs_command" -f -a "edit" -d 'Edit a job file safely, as crontab -e: your own jobs (through the daemon), or as root the main job file or a user\'s'
 complete -c rea -n "__fish_rea_using_subcommand run" -l log-format -d 'Format of the daemon\'s own log on stderr' -r -f -a "human\t'Aligned text for people'
 json\t'One JSON object per line'"
-complete -c rea -n "__fish_rea_using_subcommand run" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand run" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand run" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand run" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand run" -l allow-insecure -d 'Accept a job file that group or others can write'
 complete -c rea -n "__fish_rea_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand run" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand check" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand check" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand check" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand check" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand check" -l allow-insecure -d 'Accept a job file that group or others can write'
@@ -62,7 +62,7 @@ complete -c rea -n "__fish_rea_using_subcommand check" -l json -d 'Machine-reada
 complete -c rea -n "__fish_rea_using_subcommand check" -l no-host-checks -d 'Check the file alone, not this machine: do not look up each job\'s user or a sendmail (for CI machines that lack the production users)'
 complete -c rea -n "__fish_rea_using_subcommand check" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand check" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand list" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand list" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand list" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand list" -l json -d 'Machine-readable output (one JSON array)'
@@ -71,13 +71,13 @@ complete -c rea -n "__fish_rea_using_subcommand list" -s V -l version -d 'Print 
 complete -c rea -n "__fish_rea_using_subcommand next" -l tz -d 'Timezone for an expression (a job uses its own) [default: UTC]' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -l after -d 'List fires strictly after this instant (RFC 3339) [default: now]' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -s n -l count -d 'How many fire instants to print' -r
-complete -c rea -n "__fish_rea_using_subcommand next" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand next" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand next" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand next" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand next" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand next" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
@@ -85,7 +85,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitorin
 complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l wait -d 'Wait for the run to end and exit with its exit code'
@@ -96,7 +96,7 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-rea
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
-complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand pause" -l all -d 'Every job'
@@ -104,14 +104,14 @@ complete -c rea -n "__fish_rea_using_subcommand pause" -l json -d 'Machine-reada
 complete -c rea -n "__fish_rea_using_subcommand pause" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand resume" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
-complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand resume" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand resume" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand resume" -l all -d 'Every job'
 complete -c rea -n "__fish_rea_using_subcommand resume" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand resume" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand reload" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand reload" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand reload" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand reload" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand reload" -s h -l help -d 'Print help'
@@ -128,7 +128,7 @@ missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
 complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
-complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
@@ -137,7 +137,7 @@ complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times i
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
-complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand logs" -s F -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (-f here too: in `rea logs`, -f is --follow, not --file)'
@@ -156,7 +156,7 @@ complete -c rea -n "__fish_rea_using_subcommand submit" -l timeout -d 'Terminate
 complete -c rea -n "__fish_rea_using_subcommand submit" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
-complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand submit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand submit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand submit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
@@ -172,14 +172,14 @@ complete -c rea -n "__fish_rea_using_subcommand at" -l timeout -d 'Terminate the
 complete -c rea -n "__fish_rea_using_subcommand at" -l expire -d 'If the daemon was down when it was due and comes back more than this late, drop it instead of running it' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l tag -d 'A label for `rea pending --tag` (repeatable)' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand at" -l env -d 'An environment variable for the command (repeatable); nothing else of this shell\'s environment is passed' -r
-complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand at" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand at" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand at" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand at" -l shell -d 'Run the command as one `/bin/sh -c` script instead of an argv'
 complete -c rea -n "__fish_rea_using_subcommand at" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand at" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand at" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand cancel" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand cancel" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand cancel" -l kill -d 'Also terminate one that is running now'
@@ -187,7 +187,7 @@ complete -c rea -n "__fish_rea_using_subcommand cancel" -s h -l help -d 'Print h
 complete -c rea -n "__fish_rea_using_subcommand cancel" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand pending" -l tag -d 'Only one-shots with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pending" -s n -l limit -d 'At most this many' -r
-complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand pending" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pending" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand pending" -l json -d 'Machine-readable output (times in UTC)'
@@ -197,7 +197,7 @@ complete -c rea -n "__fish_rea_using_subcommand pending" -s V -l version -d 'Pri
 complete -c rea -n "__fish_rea_using_subcommand import" -l owner -d 'The user whose crontab this is: its jobs get `user = NAME`. `crontab -l -u alice` output does not say whose it is, so without --owner the jobs have no `user` and run as rea\'s user. Needs --user' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -s o -l output -d 'Write the job file here instead of standard output' -r -F
 complete -c rea -n "__fish_rea_using_subcommand import" -l timezone -d 'Zone for jobs without CRON_TZ (cron uses the machine\'s zone)' -r
-complete -c rea -n "__fish_rea_using_subcommand import" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand import" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand import" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand import" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand import" -l system -d 'Read every file as a system crontab (a user name after the time fields) [default: files under /etc, or whose 6th field is always a known user]'
@@ -207,7 +207,7 @@ complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite t
 complete -c rea -n "__fish_rea_using_subcommand import" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand import" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand edit" -l user -d 'Edit this user\'s own job file (root only; others edit their own)' -r
-complete -c rea -n "__fish_rea_using_subcommand edit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand edit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand edit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand edit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -43,8 +43,9 @@ pub(crate) struct Cli {
 /// Options every subcommand understands.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct Global {
-    /// The main job file (with jobs.d/*.toml beside it) [default:
-    /// ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]
+    /// The main job file (with jobs.d/*.toml beside it) [default: the
+    /// running daemon's file, else ./jobs.toml, else /etc/rea/jobs.toml for
+    /// root]
     #[arg(
         short = 'f',
         long = "file",

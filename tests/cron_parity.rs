@@ -188,3 +188,24 @@ fn status_check_is_a_nagios_probe() {
         env.state().display()
     ));
 }
+
+/// What cron takes silently but no one means: a day that does not exist in
+/// its months (the job never runs) and a start delay as long as the period
+/// (a delayed run starts after the next one is due). Accepted, as cron
+/// accepts them, each with a located warning.
+#[test]
+fn check_warns_of_a_schedule_that_never_fires_and_of_jitter_longer_than_the_period() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.never]\nschedule = \"0 0 31 2 *\"\ncommand = \"true\"\n\
+         [jobs.drifts]\nschedule = \"*/5 * * * *\"\ncommand = \"true\"\njitter = \"10m\"\n\
+         [jobs.fine]\nschedule = \"*/5 * * * *\"\ncommand = \"true\"\njitter = \"30s\"\n\
+         [jobs.leap]\nschedule = \"0 0 29 2 *\"\ncommand = \"true\"\n",
+    );
+    let out = env.rea(&["check", "-f", "jobs.toml"]);
+    out.ok().stdout_is("jobs.toml: 4 jobs OK\n");
+    out.stderr_has("jobs.toml:2:17: warning: this schedule never fires: none of its days exists in its months\n  hint: February has at most 29 days");
+    out.stderr_has("jobs.toml:7:1: warning: job \"drifts\": jitter 10m is not shorter than the time between two of its runs (5m): a delayed run starts after the next one is due\n");
+    let json = env.rea(&["check", "--json"]).json();
+    assert_eq!(json["warnings"].as_array().map(Vec::len), Some(2), "{json}");
+}

@@ -142,3 +142,40 @@ fn an_invalid_file_is_reported_like_check() {
     out.stderr_has(&format!("{f}:1:1: job \"a\" has no \"command\""))
         .stderr_has(&format!("{f}:3:1: unknown field \"comand\""));
 }
+
+/// A daemon started with a relative `-f` (as the README's set-up command
+/// does) keeps its file's absolute path: a command run in another directory
+/// asks it which file it reads and lists that one, not its own directory's.
+#[test]
+fn a_daemon_started_with_a_relative_file_is_found_from_another_directory() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon_configured(&["-f", "jobs.toml"], |c| {
+        c.env_remove("REA_FILE");
+    });
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        elsewhere.path().join("jobs.toml"),
+        "[jobs.decoy]\nschedule = \"@daily\"\ncommand = \"x\"\n",
+    )
+    .expect("decoy");
+    let out = std::process::Command::new(crate::support::rea_bin())
+        .arg("list")
+        .current_dir(elsewhere.path())
+        .env_remove("REA_FILE")
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("rea list");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("backup"), "{stdout}");
+    assert!(!stdout.contains("decoy"), "{stdout}");
+    let status = env.rea_env(&["status", "--json"], &[]).json();
+    let file = status["daemon"]["file"].as_str().expect("file");
+    assert_eq!(std::path::Path::new(file), env.jobs_path(), "{status}");
+}

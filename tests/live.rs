@@ -437,3 +437,57 @@ fn the_small_answers_of_the_client_commands() {
         .stdout_is("")
         .stderr_has("is still running; its output is recorded when it ends");
 }
+
+/// A daemon stopped (SIGSTOP) past several occurrences of a job with
+/// `catch_up = "all"` runs the occurrence it wakes for first and the missed
+/// ones after it: none is recorded as skipped for a "previous run" that is
+/// only the catch-up waiting behind it.
+#[test]
+fn after_a_stall_catch_up_all_never_skips_for_a_run_that_is_only_waiting() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.s]\nschedule = \"* * * * * *\"\ncommand = \"true\"\ncatch_up = \"all\"\ncatch_up_limit = 3\n",
+    );
+    let d = env.daemon();
+    wait_until("a first run", || !env.finals("s").is_empty());
+    d.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(3_500));
+    d.signal(libc::SIGCONT);
+    wait_until("catch-up runs after the stall", || {
+        env.finals("s").iter().any(|r| r["trigger"] == "catch_up")
+    });
+    std::thread::sleep(Duration::from_millis(1_500));
+    let skipped: Vec<_> = env
+        .finals("s")
+        .into_iter()
+        .filter(|r| r["status"] == "skipped")
+        .collect();
+    assert!(skipped.is_empty(), "nothing was running: {skipped:?}");
+}
+
+/// A random start delay as long as the period passes over the occurrences
+/// due meanwhile: recorded as passed over by the delay, never as missed
+/// "while the daemon was not running".
+#[test]
+fn occurrences_passed_over_by_a_start_delay_are_not_blamed_on_downtime() {
+    let env = Env::new();
+    env.jobs("[jobs.j]\nschedule = \"* * * * * *\"\ncommand = \"true\"\njitter = \"3s\"\n");
+    let _d = env.daemon();
+    wait_until("an occurrence passed over by the delay", || {
+        env.events("missed").iter().any(|m| {
+            m["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("start delay"))
+        })
+    });
+    let blamed: Vec<_> = env
+        .events("missed")
+        .into_iter()
+        .filter(|m| {
+            m["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("not running"))
+        })
+        .collect();
+    assert!(blamed.is_empty(), "{blamed:?}");
+}

@@ -152,3 +152,28 @@ fn rea_reload_says_what_it_did_and_parses_an_unchanged_file_once() {
         .stdout_is("the job file is unchanged: 2 jobs in force\n");
     assert_eq!(loaded(&env), before + 1, "the edit was parsed once");
 }
+
+/// Restoring the exact bytes of the configuration in force after a refused
+/// edit is trusted at once: the banner, `status --check` and `rea reload`
+/// say the file is good, without a SIGHUP.
+#[test]
+fn reverting_to_the_last_good_bytes_clears_the_refusal() {
+    let env = Env::new();
+    env.jobs(ONE);
+    let _d = env.daemon();
+    env.wait_until("a first run", || !env.runs("one", "succeeded").is_empty());
+    env.jobs("[jobs.one]\nschedule = \"* * * * * *\"\ncommand = \"echo one\"\ntimeout = \"ten minutes\"\n");
+    env.wait_until("the rejection", || {
+        !env.events("config_rejected").is_empty()
+    });
+    env.rea(&["status"])
+        .ok()
+        .stdout_has("!! the job file is invalid");
+    env.rea(&["status", "--check"]).code(1);
+    env.jobs(ONE);
+    env.wait_until("the banner to go", || {
+        !env.rea(&["status"]).stdout.contains("!!")
+    });
+    env.rea(&["status", "--check"]).ok();
+    env.rea(&["reload"]).ok();
+}

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
+use chrono_tz::Tz;
 use rea_core::job::{name_problem, Job};
 use rea_core::schedule::Schedule;
 use toml::de::{DeTable, DeValue};
@@ -111,6 +112,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) positions: BTreeMap<(String, String), (usize, usize)>,
     /// Expressions already parsed in this file.
     pub(crate) schedules: std::collections::HashMap<String, Schedule>,
+    /// The shortest gap between fires, by expression and zone, for jobs
+    /// with a start delay (`jitter`): computed once per pair.
+    gaps: std::collections::HashMap<(String, Tz), Option<Duration>>,
     /// Shells and zone names already seen, so jobs share one copy.
     strings: std::collections::HashSet<std::sync::Arc<str>>,
     /// What kind of job file this is.
@@ -132,6 +136,7 @@ impl<'a> Ctx<'a> {
             warnings: Vec::new(),
             positions: BTreeMap::new(),
             schedules: std::collections::HashMap::new(),
+            gaps: std::collections::HashMap::new(),
             strings: std::collections::HashSet::new(),
             kind: FileKind::Main,
             previous: std::collections::HashMap::new(),
@@ -436,6 +441,7 @@ impl<'a> Ctx<'a> {
                 draft.job.user = Some(owner.clone());
                 draft.job.owner = Some(owner.clone());
             }
+            self.check_jitter(&draft, name, key.span().start);
             if let Some(job) = draft.into_job(name) {
                 // Equal as written: schedules compare by meaning, and the
                 // spelling shown by `rea list` must be the new one.
@@ -455,6 +461,34 @@ impl<'a> Ctx<'a> {
 
     /// Applies the known fields of a job table (`job` = its name) or of
     /// `[defaults]` (`job` = None) to `draft`.
+    /// A start delay as long as the time between two fires makes runs
+    /// start after the next occurrence is due: accepted, with a warning.
+    fn check_jitter(&mut self, draft: &Draft, name: &str, header: usize) {
+        let job = &draft.job;
+        let Some(schedule) = job.schedule.as_ref().filter(|_| !job.jitter.is_zero()) else {
+            return;
+        };
+        // A fixed week: the answer must not depend on when the file is read.
+        let from = chrono::DateTime::from_timestamp(1_767_571_200, 0).unwrap_or_default();
+        let gap = *self
+            .gaps
+            .entry((schedule.source().to_string(), job.timezone))
+            .or_insert_with(|| schedule.shortest_gap(from, job.timezone, 64));
+        let Some(gap) = gap.filter(|g| job.jitter >= *g) else {
+            return;
+        };
+        let at = draft.offsets.get("jitter").copied().unwrap_or(header);
+        self.warning(
+            at,
+            format!(
+                "job {name:?}: jitter {} is not shorter than the time between two of its runs ({}): a delayed run starts after the next one is due",
+                rea_core::duration::format(job.jitter),
+                rea_core::duration::format(gap)
+            ),
+            Some("make jitter smaller than the schedule's period (say, a tenth of it)".into()),
+        );
+    }
+
     pub(crate) fn fields(&mut self, table: &DeTable, draft: &mut Draft, job: Option<&str>) {
         for (key, value) in in_file_order(table) {
             let name = key.get_ref().as_ref();

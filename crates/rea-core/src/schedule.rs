@@ -266,6 +266,20 @@ impl Schedule {
         }
     }
 
+    /// The shortest time between two of the first `fires` fire instants
+    /// after `after` (None: fewer than two). What a random start delay must
+    /// stay under, or a delayed run starts after the next one is due.
+    pub fn shortest_gap(&self, after: DateTime<Utc>, tz: Tz, fires: usize) -> Option<Duration> {
+        if let Some(every) = self.every() {
+            return Some(every);
+        }
+        let times: Vec<DateTime<Utc>> = self.iter_after(after, tz).take(fires).collect();
+        times
+            .windows(2)
+            .filter_map(|w| (w[1] - w[0]).to_std().ok())
+            .min()
+    }
+
     /// The fire instants strictly after `after`, in order.
     pub fn iter_after(
         &self,
@@ -408,6 +422,20 @@ fn parse_cron(expr: &str, warnings: &mut Vec<ScheduleWarning>) -> Result<Fields,
         satisfiable: true,
     };
     fields.satisfiable = satisfiable(&fields);
+    if !fields.satisfiable {
+        // Cron takes it and never runs it; say so where it is written.
+        let at = layout
+            .iter()
+            .position(|f| *f == Field::DayOfMonth)
+            .unwrap_or(0);
+        warnings.push(error(
+            "this schedule never fires: none of its days exists in its months".to_string(),
+            Some(
+                "February has at most 29 days; April, June, September and November 30".to_string(),
+            ),
+            parts[at].1.clone(),
+        ));
+    }
     Ok(fields)
 }
 
@@ -1813,6 +1841,48 @@ mod tests {
             refused("% 0 * * *").to_string(),
             "unexpected \"%\" in the minute field"
         );
+    }
+
+    #[test]
+    fn a_schedule_that_never_fires_is_accepted_with_a_warning_at_its_day_field() {
+        for (expr, span) in [
+            ("0 0 31 2 *", 4..6),
+            ("0 0 30 2 *", 4..6),
+            ("0 0 0 31 4,6 *", 6..8),
+            ("0 0 31 4,6,9,11 *", 4..6),
+        ] {
+            let s = Schedule::parse(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            assert_eq!(
+                s.next_after(instant("2026-01-01T00:00:00Z"), BERLIN),
+                None,
+                "{expr}"
+            );
+            let w = s.warnings();
+            assert_eq!(w.len(), 1, "{expr}: {w:?}");
+            assert!(w[0].message.contains("never fires"), "{expr}: {w:?}");
+            assert_eq!(w[0].span, Some(span), "{expr}");
+        }
+        // Rare is not never: Feb 29 fires in leap years, `31 2 MON` on
+        // Mondays (either day field matches), `30 2 *` with a step too.
+        for expr in ["0 0 29 2 *", "0 0 31 2 1", "0 0 31 * *"] {
+            let s = Schedule::parse(expr).unwrap();
+            assert!(s.warnings().is_empty(), "{expr}: {:?}", s.warnings());
+            assert!(s
+                .next_after(instant("2026-01-01T00:00:00Z"), BERLIN)
+                .is_some());
+        }
+    }
+
+    #[test]
+    fn the_shortest_gap_is_the_period_a_start_delay_must_stay_under() {
+        let from = instant("2026-01-05T00:00:00Z");
+        let gap = |e: &str| Schedule::parse(e).unwrap().shortest_gap(from, Tz::UTC, 16);
+        assert_eq!(gap("*/5 * * * *"), Some(Duration::from_secs(300)));
+        assert_eq!(gap("0,10 * * * *"), Some(Duration::from_secs(600)));
+        assert_eq!(gap("@every 90s"), Some(Duration::from_secs(90)));
+        assert_eq!(gap("@daily"), Some(Duration::from_secs(86_400)));
+        assert_eq!(gap("0 0 31 2 *"), None);
+        assert_eq!(gap("@reboot"), None);
     }
 
     #[test]

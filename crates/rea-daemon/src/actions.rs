@@ -181,8 +181,10 @@ impl Loop {
             journald: journal,
         };
         let (started, handle, running) = executor::spawn(spec)?;
+        // Kept before followers waiting for this job's next run attach to it.
+        self.runs
+            .spawned(start.run.clone(), start.name.clone(), handle, running);
         self.run_spawned(&start.name, &start.run);
-        self.runs.spawned(start.run, start.name, handle, running);
         Ok(started)
     }
 }

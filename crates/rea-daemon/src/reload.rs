@@ -117,6 +117,12 @@ impl Loop {
                     .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
                     .collect();
                 if still.is_empty() {
+                    // The file on disk is the one in force again (an edit
+                    // reverted to the last good bytes): nothing to apply,
+                    // and nothing wrong any more.
+                    if self.files.error.take().is_some() {
+                        info!("the job file is valid again: it is the configuration in force");
+                    }
                     Ok(ReloadReply {
                         jobs: self.config.jobs.len(),
                         unchanged: true,

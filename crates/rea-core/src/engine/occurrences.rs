@@ -36,6 +36,28 @@ fn missed_record(name: &str, kept: &[DateTime<Utc>], count: u64, now: DateTime<U
     Action::Record(Box::new(rec))
 }
 
+/// Occurrences passed over while the run of `at` waited out its random
+/// start delay (`jitter` as long as the schedule's period).
+fn delayed_past(
+    name: &str,
+    at: DateTime<Utc>,
+    jitter: Duration,
+    newest: DateTime<Utc>,
+    count: u64,
+    now: DateTime<Utc>,
+) -> Action {
+    let mut rec = Record::new(Event::Missed, now);
+    rec.job = Some(name.to_string());
+    rec.count = Some(count);
+    rec.scheduled = Some(newest);
+    rec.reason = Some(format!(
+        "{count} occurrence(s) came due while the run of {} waited out its start delay (jitter {}): not run",
+        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        crate::duration::format(jitter)
+    ));
+    Action::Record(Box::new(rec))
+}
+
 impl Engine {
     /// Schedules every job, records interrupted runs of the previous daemon,
     /// applies catch-up for occurrences missed while it was down, and starts
@@ -137,11 +159,21 @@ impl Engine {
             self.request_claim(p, overlap, ClaimMode::Run, 1, out);
             return;
         }
-        // Occurrences after `at` that have also passed (the daemon was
-        // stalled): the first one fires, the rest follow the catch-up policy.
-        self.catch_up(name, at, now, true, out);
-        self.schedule_next(name, now);
+        // Occurrences due while this one waited out its start delay (a
+        // jitter as long as the period) were passed over by that choice,
+        // not by a stall: recorded as such, never caught up.
+        let mut since = at;
+        if !jitter.is_zero() {
+            let (kept, count) = self.passed(name, at, later(at, jitter).min(now), 1);
+            if let Some(newest) = kept.last().copied() {
+                out.push(delayed_past(name, at, jitter, newest, count, now));
+                self.set_last_occurrence(name, newest);
+                since = newest;
+            }
+        }
         if self.paused.contains(name) {
+            self.catch_up(name, since, now, true, out);
+            self.schedule_next(name, now);
             let pending = self.new_pending(name, Trigger::Schedule, 1, at, jitter, now);
             out.push(skip_record(
                 &pending,
@@ -158,7 +190,12 @@ impl Engine {
                 self.heap.cancel(rid);
             }
         }
+        // This occurrence first, then those after it that have also passed
+        // (the daemon was stalled) through the catch-up policy: queued
+        // behind it, they are never taken for "the previous run".
         self.dispatch(name, Trigger::Schedule, 1, at, jitter, now, out);
+        self.catch_up(name, since, now, true, out);
+        self.schedule_next(name, now);
     }
 
     /// Occurrences strictly after `after` up to `now`, oldest first, at most
