@@ -68,7 +68,7 @@ complete -c rea -n "__fish_rea_using_subcommand list" -l client-timeout -d 'How 
 complete -c rea -n "__fish_rea_using_subcommand list" -l json -d 'Machine-readable output (one JSON array)'
 complete -c rea -n "__fish_rea_using_subcommand list" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand list" -s V -l version -d 'Print version'
-complete -c rea -n "__fish_rea_using_subcommand next" -l tz -d 'Timezone for an expression (a job uses its own) [default: UTC]' -r
+complete -c rea -n "__fish_rea_using_subcommand next" -l tz -d 'Timezone for an expression (a job uses its own) [default: the machine\'s, as cron reads a crontab]' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -l after -d 'List fires strictly after this instant (RFC 3339) [default: now]' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -s n -l count -d 'How many fire instants to print' -r
 complete -c rea -n "__fish_rea_using_subcommand next" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
@@ -125,7 +125,7 @@ skipped\t''
 interrupted\t''
 cancelled\t'One-shots cancelled before they ran'
 missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
-complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("08:00", "2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F

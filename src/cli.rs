@@ -185,7 +185,8 @@ pub(crate) struct NextArgs {
     /// A cron expression ("*/15 * * * *", "@daily", "@every 90s") or a job name
     #[arg(value_name = "EXPR|JOB")]
     pub(crate) target: String,
-    /// Timezone for an expression (a job uses its own) [default: UTC]
+    /// Timezone for an expression (a job uses its own) [default: the
+    /// machine's, as cron reads a crontab]
     #[arg(long, value_name = "ZONE")]
     pub(crate) tz: Option<String>,
     /// List fires strictly after this instant (RFC 3339) [default: now]
@@ -281,13 +282,13 @@ pub(crate) struct HistoryArgs {
     /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
     #[arg(long)]
     pub(crate) failed: bool,
-    /// Only since this long ago ("2h", "7d") or this instant: "today",
-    /// "yesterday", a date ("2026-11-29") or local time ("2026-11-29 08:00")
-    /// in the machine's zone, or RFC 3339
-    #[arg(long, value_name = "DURATION|TIME")]
+    /// Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this
+    /// instant: "today", "yesterday", a date ("2026-11-29") or local time
+    /// ("08:00", "2026-11-29 08:00") in the machine's zone, or RFC 3339
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
     pub(crate) since: Option<String>,
     /// Only before this long ago or this instant (the forms of --since)
-    #[arg(long, value_name = "DURATION|TIME")]
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
     pub(crate) until: Option<String>,
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]

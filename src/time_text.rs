@@ -51,10 +51,66 @@ pub(crate) fn naive_date_time(text: &str) -> Option<NaiveDateTime> {
     .find_map(|fmt| NaiveDateTime::parse_from_str(text, fmt).ok())
 }
 
+/// A duration as people type it on a command line: rea's own spelling
+/// (`30m`, `1h30m`) and the words `at(1)` and `journalctl` take (`30
+/// minutes`, `1 hour 30 min`, `2 days`, `90 sec`), spaces allowed.
+pub(crate) fn human_duration(text: &str) -> Result<std::time::Duration, String> {
+    const WORDS: &[(&[&str], &str)] = &[
+        (
+            &["ms", "msec", "msecs", "millisecond", "milliseconds"],
+            "ms",
+        ),
+        (&["s", "sec", "secs", "second", "seconds"], "s"),
+        (&["m", "min", "mins", "minute", "minutes"], "m"),
+        (&["h", "hr", "hrs", "hour", "hours"], "h"),
+        (&["d", "day", "days"], "d"),
+        (&["w", "week", "weeks"], "w"),
+    ];
+    let compact: String = text.split_whitespace().collect();
+    if compact.is_empty() {
+        return Err(format!("{text:?}: the duration is empty"));
+    }
+    let mut canonical = String::new();
+    let mut rest = compact.as_str();
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("{text:?}: expected a number before {rest:?}"));
+        }
+        let (number, after) = rest.split_at(digits);
+        let letters = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        let (word, next) = after.split_at(letters);
+        if word.is_empty() {
+            return Err(format!(
+                "{text:?}: a unit is missing after {number} (write e.g. \"{number}m\" or \"{number} minutes\")"
+            ));
+        }
+        let lower = word.to_ascii_lowercase();
+        let Some((_, unit)) = WORDS
+            .iter()
+            .find(|(words, _)| words.contains(&lower.as_str()))
+        else {
+            return Err(format!(
+                "{text:?}: unknown unit {word:?} (units: ms, s/sec/seconds, m/min/minutes, h/hours, d/days, w/weeks)"
+            ));
+        };
+        canonical.push_str(number);
+        canonical.push_str(unit);
+        rest = next;
+    }
+    rea_core::duration::parse(&canonical).map_err(|e| format!("{text:?}: {e}"))
+}
+
 /// An instant bound for `--since`/`--until` (`flag` names it in errors):
-/// a duration back from `now` (`2h`, `7d`), `now`, `today` and `yesterday`
+/// a duration back from `now` (`2h`, `7d`, `-2h` and `+2h` as journalctl
+/// writes them, `2 hours ago`), `now`, `today`, `yesterday` and `tomorrow`
 /// (their midnight in `tz`), `YYYY-MM-DD` (its midnight in `tz`),
-/// `YYYY-MM-DD HH:MM[:SS]` in `tz`, or RFC 3339 with an offset.
+/// `YYYY-MM-DD HH:MM[:SS]` and `HH:MM[:SS]` (today) in `tz`, or RFC 3339
+/// with an offset.
 pub(crate) fn parse_bound(
     flag: &str,
     text: &str,
@@ -62,17 +118,36 @@ pub(crate) fn parse_bound(
     tz: Tz,
 ) -> Result<DateTime<Utc>, String> {
     let t = text.trim();
-    if let Ok(d) = rea_core::duration::parse(t) {
+    let lower = t.to_ascii_lowercase();
+    let (relative, forward) = if let Some(r) = t.strip_prefix('-') {
+        (Some(r), false)
+    } else if let Some(r) = t.strip_prefix('+') {
+        (Some(r), true)
+    } else if let Some(r) = lower.strip_suffix("ago") {
+        (Some(&t[..r.len()]), false)
+    } else if t.starts_with(|c: char| c.is_ascii_digit()) && !t.contains([':', '-']) {
+        (Some(t), false)
+    } else {
+        (None, false)
+    };
+    if let Some(r) = relative {
+        let d = human_duration(r).map_err(|e| format!("{flag} {e}"))?;
         let d = Duration::from_std(d).map_err(|e| format!("{flag} {text:?}: {e}"))?;
-        return Ok(now - d);
+        return Ok(if forward { now + d } else { now - d });
     }
     let midnight = |day: NaiveDate| local(day.and_time(NaiveTime::MIN), tz, text);
     let today = now.with_timezone(&tz).date_naive();
-    match t.to_ascii_lowercase().as_str() {
+    match lower.as_str() {
         "now" => return Ok(now),
         "today" => return midnight(today),
         "yesterday" => return midnight(today - Duration::days(1)),
+        "tomorrow" => return midnight(today + Duration::days(1)),
         _ => {}
+    }
+    for fmt in ["%H:%M:%S", "%H:%M"] {
+        if let Ok(time) = NaiveTime::parse_from_str(t, fmt) {
+            return local(today.and_time(time), tz, text);
+        }
     }
     if let Ok(i) = DateTime::parse_from_rfc3339(t) {
         return Ok(i.with_timezone(&Utc));
@@ -84,7 +159,7 @@ pub(crate) fn parse_bound(
         return midnight(day);
     }
     Err(format!(
-        "{flag} {text:?}: write a duration back from now (\"2h\", \"7d\"), \"today\", \"yesterday\", a date (2026-11-29), a local time (\"2026-11-29 08:00\") or an RFC 3339 instant (2026-11-29T08:00:00Z)"
+        "{flag} {text:?}: write a duration back from now (\"2h\", \"-2h\", \"2 hours ago\"), \"today\", \"yesterday\", a date (2026-11-29), a local time (\"08:00\", \"2026-11-29 08:00\") or an RFC 3339 instant (2026-11-29T08:00:00Z)"
     ))
 }
 
@@ -131,6 +206,35 @@ mod tests {
         // New York's spring-forward gap.
         assert!(bound("2026-03-08 02:30", "America/New_York").contains("daylight saving gap"));
         assert!(bound("teatime", "UTC").starts_with("--since \"teatime\": write a duration"));
+        // journalctl's and people's spellings.
+        assert_eq!(bound("-1h", "UTC"), "2026-11-29T11:00:00+00:00");
+        assert_eq!(bound("+1h", "UTC"), "2026-11-29T13:00:00+00:00");
+        assert_eq!(bound("2 hours ago", "UTC"), "2026-11-29T10:00:00+00:00");
+        assert_eq!(bound("-30 min", "UTC"), "2026-11-29T11:30:00+00:00");
+        assert_eq!(bound("1h 30m", "UTC"), "2026-11-29T10:30:00+00:00");
+        assert_eq!(bound("tomorrow", "UTC"), "2026-11-30T00:00:00+00:00");
+        assert_eq!(bound("08:00", "Europe/Berlin"), "2026-11-29T07:00:00+00:00");
+        assert_eq!(
+            bound("-3 fortnights", "UTC"),
+            "--since \"3 fortnights\": unknown unit \"fortnights\" (units: ms, s/sec/seconds, m/min/minutes, h/hours, d/days, w/weeks)"
+        );
+        assert_eq!(
+            bound("-30", "UTC"),
+            "--since \"30\": a unit is missing after 30 (write e.g. \"30m\" or \"30 minutes\")"
+        );
+    }
+
+    #[test]
+    fn durations_read_as_at_and_journalctl_write_them() {
+        let secs = |t: &str| human_duration(t).map(|d| d.as_secs());
+        assert_eq!(secs("30 minutes"), Ok(1800));
+        assert_eq!(secs("30m"), Ok(1800));
+        assert_eq!(secs("1 hour 30 min"), Ok(5400));
+        assert_eq!(secs("2 Days"), Ok(172_800));
+        assert_eq!(secs("1 week"), Ok(604_800));
+        assert_eq!(secs("90 sec"), Ok(90));
+        assert!(secs("30 minutes 1 hour").is_err(), "largest unit first");
+        assert!(secs("").is_err());
     }
 
     #[test]

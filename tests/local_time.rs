@@ -192,3 +192,58 @@ fn at_and_pending_speak_the_machines_zone() {
         .code(2)
         .stderr_has("cannot read the time \"teatime\"");
 }
+
+/// The time words people bring from `at(1)` and `journalctl`: `now + 30
+/// minutes`, `noon`, `--since -1h`, `--since "2 hours ago"`, `--since
+/// 08:00`; a number without a unit says so, not "unknown". And `rea next`
+/// reads an expression in the machine's zone, as cron reads a crontab.
+#[test]
+fn at_and_journalctl_spellings_are_understood() {
+    let env = Env::new();
+    env.jobs("[jobs.a]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let _d = env.daemon();
+    let berlin = [("TZ", "Europe/Berlin")];
+    env.rea_env(
+        &[
+            "at", "now", "+", "30", "minutes", "--name", "words", "--", "true",
+        ],
+        &berlin,
+    )
+    .ok()
+    .stdout_is("words\n");
+    env.rea_env(&["at", "noon", "--name", "lunch", "--", "true"], &berlin)
+        .ok();
+    let pending = env.rea_env(&["pending"], &berlin);
+    pending.ok().stdout_has(" 12:00:00 CET");
+    let words = pending
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("words "))
+        .unwrap_or_else(|| panic!("no words in:\n{}", pending.stdout));
+    assert!(
+        words.contains("in 29m") || words.contains("in 30m"),
+        "{words}"
+    );
+    env.rea_env(&["at", "now", "+", "30", "--", "true"], &berlin)
+        .code(2)
+        .stderr_has("a unit is missing after 30 (write e.g. \"30m\" or \"30 minutes\")");
+    for since in ["-1h", "2 hours ago", "08:00", "-30 min"] {
+        env.rea_env(&["history", "--since", since], &berlin).ok();
+    }
+    env.rea_env(&["history", "--since", "-3 fortnights"], &berlin)
+        .code(2)
+        .stderr_has("unknown unit \"fortnights\"");
+    env.rea_env(
+        &[
+            "next",
+            "0 3 * * *",
+            "--after",
+            "2026-11-29T00:00:00Z",
+            "-n",
+            "1",
+        ],
+        &berlin,
+    )
+    .ok()
+    .stdout_is("2026-11-29T03:00:00+01:00\n");
+}

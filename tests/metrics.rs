@@ -528,3 +528,67 @@ fn every_metric_is_documented_in_rea_metrics_7_and_the_readme() {
         );
     }
 }
+
+/// The scrape config and alert rules shipped in `contrib/prometheus/` are
+/// what Prometheus accepts (`promtool check config`, which checks the rule
+/// file too), keep rea's `job` label (`honor_labels`), and name only series
+/// a daemon serves (the cluster's: documented in rea-metrics(7)), so a
+/// renamed metric cannot leave them silently dead.
+#[test]
+fn the_shipped_scrape_config_and_rules_are_valid_and_name_served_series() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/prometheus");
+    let config = std::fs::read_to_string(dir.join("prometheus.yml")).expect("scrape config");
+    assert!(config.contains("honor_labels: true"), "{config}");
+    let rules = std::fs::read_to_string(dir.join("rea-rules.yml")).expect("rules");
+    let mut named: Vec<&str> = rules
+        .match_indices("rea_")
+        .map(|(i, _)| {
+            let rest = &rules[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    assert!(named.len() >= 6, "{named:?}");
+    let env = Env::new();
+    env.jobs(JOBS);
+    let d = env.daemon();
+    let addr = endpoint(&d);
+    env.wait_until("a run of each job", || {
+        !env.runs("tick", "succeeded").is_empty() && !env.runs("fail", "failed").is_empty()
+    });
+    let text = scrape(&addr);
+    let man = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("man/rea-metrics.7"),
+    )
+    .expect("rea-metrics.7");
+    for name in named {
+        let served = text.lines().any(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        });
+        let cluster = name.starts_with("rea_cluster_") && man.contains(name);
+        assert!(
+            served || cluster,
+            "{name} is in rea-rules.yml but not served:\n{text}"
+        );
+    }
+    if !have("promtool") {
+        eprintln!("SKIPPED: promtool is not installed: `promtool check config` not run (apt-get download prometheus, or run .ci/run)");
+        return;
+    }
+    let out = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(dir.join("prometheus.yml"))
+        .output()
+        .expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool check config:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -28,7 +28,8 @@ pub(crate) fn run(global: &Global, args: &NextArgs) -> CommandResult {
         },
     };
     let (schedule, tz, tz_name, job) = if is_expression(&args.target) {
-        let name = args.tz.clone().unwrap_or_else(|| "UTC".to_string());
+        // Read in the machine's zone by default, as cron reads a crontab.
+        let name = args.tz.clone().unwrap_or_else(|| "local".to_string());
         let tz = match zone::resolve(&name) {
             Ok(tz) => tz,
             Err(e) => {
@@ -36,8 +37,13 @@ pub(crate) fn run(global: &Global, args: &NextArgs) -> CommandResult {
                 return Err(Failure::invalid(msg));
             }
         };
+        let shown = if args.tz.is_some() {
+            name
+        } else {
+            tz.name().to_string()
+        };
         match Schedule::parse(&args.target) {
-            Ok(s) => (s, tz, name, None),
+            Ok(s) => (s, tz, shown, None),
             Err(e) => {
                 let mut msg = format!("invalid expression {:?}: {}", args.target, e.message);
                 if let Some(h) = e.hint {

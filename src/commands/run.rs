@@ -9,13 +9,9 @@ use crate::failure::{self, CommandResult, Failure};
 pub(crate) fn run(global: &Global, args: &RunArgs) -> CommandResult {
     init_logging(args.log_format);
     let state_dir = state_dir::resolve(global.state_dir.as_deref()).map_err(Failure::invalid)?;
-    // Absolute (not canonical: a symlinked file, swapped as a ConfigMap
-    // swaps it, is still followed at its path): the daemon tells clients
-    // which file it reads, and they may run in another directory.
-    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let opts = Options {
-        file: absolute(&super::job_file(global)),
-        state_dir: absolute(&state_dir),
+        file: super::job_file(global),
+        state_dir,
         allow_insecure: args.allow_insecure,
         cluster: Some(crate::cluster::start_node()),
     };

@@ -116,20 +116,28 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> CommandResult {
     failure::ok()
 }
 
-/// `rea at` times: `now + 30m` / `+30m`, RFC 3339, `YYYY-MM-DD HH:MM[:SS]`
-/// (or with `T`) in `zone`, `HH:MM[:SS]` (the next such time) in `zone`.
+/// `rea at` times: `now + 30m` / `now + 30 minutes` / `+30m` / `in 2
+/// hours`, RFC 3339, `YYYY-MM-DD HH:MM[:SS]` (or with `T`) in `zone`,
+/// `HH:MM[:SS]`, `noon` and `midnight` (the next such time) in `zone`.
 /// `zone` defaults to the machine's (`local`), as `at(1)` does.
 fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When, String> {
     let t = text.trim();
-    let rel = t.strip_prefix("now").map(str::trim_start).unwrap_or(t);
-    if let Some(d) = rel.strip_prefix('+') {
-        return rea_core::duration::parse(d.trim())
-            .map(When::In)
-            .map_err(|e| format!("{text:?}: {e}"));
+    let lower = t.to_ascii_lowercase();
+    let rel = lower
+        .strip_prefix("now")
+        .map(str::trim_start)
+        .unwrap_or(&lower);
+    if let Some(d) = rel.strip_prefix('+').or_else(|| rel.strip_prefix("in ")) {
+        return crate::time_text::human_duration(d).map(When::In);
     }
-    if t == "now" {
+    if lower == "now" {
         return Ok(When::In(std::time::Duration::ZERO));
     }
+    let t = match lower.as_str() {
+        "noon" => "12:00",
+        "midnight" => "00:00",
+        _ => t,
+    };
     if let Ok(i) = DateTime::parse_from_rfc3339(t) {
         return Ok(When::At(i.with_timezone(&Utc)));
     }
@@ -150,7 +158,7 @@ fn parse_time(text: &str, zone: Option<&str>, now: DateTime<Utc>) -> Result<When
         }
     }
     Err(format!(
-        "cannot read the time {text:?}: write \"14:30\", \"2026-12-01 10:00\", \"2026-12-01T10:00:00+08:00\" or \"now + 30m\""
+        "cannot read the time {text:?}: write \"14:30\", \"noon\", \"2026-12-01 10:00\", \"2026-12-01T10:00:00+08:00\", \"now + 30 minutes\" or \"+30m\""
     ))
 }
 
@@ -182,5 +190,17 @@ mod tests {
         assert_eq!(at("21:30"), "2026-11-29T13:30:00+00:00");
         assert_eq!(at("19:00"), "2026-11-30T11:00:00+00:00");
         assert!(parse_time("teatime", Some("UTC"), now()).is_err());
+        // at(1)'s words.
+        assert_eq!(at("now + 30 minutes"), "in 1800");
+        assert_eq!(at("now + 2 hours"), "in 7200");
+        assert_eq!(at("NOW + 1 day"), "in 86400");
+        assert_eq!(at("in 5 min"), "in 300");
+        // 20:00 in Shanghai: noon is tomorrow's, midnight tonight's.
+        assert_eq!(at("noon"), "2026-11-30T04:00:00+00:00");
+        assert_eq!(at("midnight"), "2026-11-29T16:00:00+00:00");
+        let e = parse_time("now + 30", Some("UTC"), now())
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("a unit is missing after 30"), "{e}");
     }
 }

@@ -35,7 +35,7 @@ impl Loop {
         match request {
             Request::Ping => Reply::Done(Response::with(&PingReply {
                 pid: std::process::id(),
-                file: Some(self.opts.file.display().to_string()),
+                file: Some(self.shown_file()),
             })),
             Request::Submit(_) => Reply::Done(Response::err(
                 "bad_request",

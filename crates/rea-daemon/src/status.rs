@@ -36,8 +36,8 @@ impl Loop {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 started_at: Ts(self.started_at),
                 uptime_s: (now - self.started_at).num_seconds().max(0),
-                file: self.opts.file.display().to_string(),
-                state_dir: self.opts.state_dir.display().to_string(),
+                file: self.shown_file(),
+                state_dir: absolute(&self.opts.state_dir),
                 last_reload: Ts(self.files.last_reload()),
                 config_error: self.files.error().map(|(at, errors)| ConfigError {
                     at: Ts(*at),
@@ -173,4 +173,21 @@ fn job_info(s: &JobStatus) -> JobInfo {
             exit_code: l.exit_code,
         }),
     }
+}
+
+impl Loop {
+    /// The main job file as clients are told it: absolute (not canonical:
+    /// a symlink swapped as a ConfigMap swaps it is still followed at its
+    /// path), so a command run in another directory than the daemon's
+    /// finds the same file. Messages keep the path as it was given.
+    pub(super) fn shown_file(&self) -> String {
+        absolute(&self.opts.file)
+    }
+}
+
+fn absolute(path: &std::path::Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }
