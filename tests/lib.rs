@@ -24,6 +24,7 @@ mod metrics;
 mod next;
 mod notify;
 mod oneshot;
+mod package;
 mod reload;
 mod status;
 mod supervision;
