@@ -403,7 +403,7 @@ fn the_systemd_unit_starts_rea_with_flags_it_accepts() {
     let exec = unit_setting(&unit, "ExecStart");
     assert_eq!(exec.len(), 1, "one ExecStart expected: {exec:?}");
     let words: Vec<&str> = exec[0].split_whitespace().collect();
-    assert_eq!(words[..2], ["/usr/local/bin/rea", "run"], "{words:?}");
+    assert_eq!(words[..2], ["/usr/bin/rea", "run"], "{words:?}");
     let help = Env::new().rea(&["run", "--help"]);
     help.ok();
     for flag in words.iter().filter(|w| w.starts_with("--")) {
@@ -448,7 +448,7 @@ fn systemd_accepts_the_unit() {
     let env = Env::new();
     let unit = fs::read_to_string(repo(UNIT))
         .expect("contrib/rea.service")
-        .replace("/usr/local/bin/rea", rea_bin());
+        .replace("/usr/bin/rea", rea_bin());
     let path = env.write("rea.service", &unit);
     let out = Command::new("systemd-analyze")
         .args(["verify", "--man=no"])

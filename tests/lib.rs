@@ -24,6 +24,7 @@ mod metrics;
 mod next;
 mod notify;
 mod oneshot;
+mod package;
 mod pg_history;
 mod reload;
 mod status;
