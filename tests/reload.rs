@@ -23,6 +23,15 @@ fn assert_reloads(env: &Env, edit: impl FnOnce()) {
     });
 }
 
+/// An edit the daemon refuses (a timeout it cannot read, at 4:11), waited
+/// for until the refusal is recorded.
+fn refuse_an_edit(env: &Env) {
+    env.jobs("[jobs.one]\nschedule = \"* * * * * *\"\ncommand = \"echo one\"\ntimeout = \"ten minutes\"\n");
+    env.wait_until("the rejection", || {
+        !env.events("config_rejected").is_empty()
+    });
+}
+
 #[test]
 fn an_in_place_write_reloads() {
     let env = Env::new();
@@ -81,10 +90,7 @@ fn a_bad_edit_keeps_the_good_jobs_and_a_good_one_clears_the_banner() {
     env.jobs(ONE);
     let _d = env.daemon();
     env.wait_until("a first run", || !env.runs("one", "succeeded").is_empty());
-    env.jobs("[jobs.one]\nschedule = \"* * * * * *\"\ncommand = \"echo one\"\ntimeout = \"ten minutes\"\n");
-    env.wait_until("the rejection", || {
-        !env.events("config_rejected").is_empty()
-    });
+    refuse_an_edit(&env);
     let rejected = &env.events("config_rejected")[0];
     assert!(
         rejected["reason"].as_str().unwrap().contains(":4:11: "),
@@ -162,10 +168,7 @@ fn reverting_to_the_last_good_bytes_clears_the_refusal() {
     env.jobs(ONE);
     let _d = env.daemon();
     env.wait_until("a first run", || !env.runs("one", "succeeded").is_empty());
-    env.jobs("[jobs.one]\nschedule = \"* * * * * *\"\ncommand = \"echo one\"\ntimeout = \"ten minutes\"\n");
-    env.wait_until("the rejection", || {
-        !env.events("config_rejected").is_empty()
-    });
+    refuse_an_edit(&env);
     env.rea(&["status"])
         .ok()
         .stdout_has("!! the job file is invalid");

@@ -39,24 +39,36 @@ pub struct Fresh {
     pub keep: Box<dyn Any>,
 }
 
+/// A runner of `cases` cases that keeps no failure files (a backend's
+/// tests run anywhere, read-only trees included).
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// A fresh backend with `records` appended, in order.
+fn appended(fresh: &impl Fn() -> Fresh, records: &[Record]) -> Result<Fresh, TestCaseError> {
+    let mut backend = fresh();
+    for r in records {
+        backend
+            .writer
+            .append(r)
+            .map_err(|e| TestCaseError::fail(format!("append: {e}")))?;
+    }
+    Ok(backend)
+}
+
 /// Runs the kit: `cases` random histories, each appended to a fresh
 /// backend from `fresh` and queried several ways. Panics with the failing
 /// history and query, as a test should.
 pub fn history_backend(cases: u32, fresh: impl Fn() -> Fresh) {
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(cases);
     let strategy = (arb_history(), prop::collection::vec(arb_query(), 1..8));
     let result = runner.run(&strategy, |(records, queries)| {
-        let mut backend = fresh();
-        for r in &records {
-            backend
-                .writer
-                .append(r)
-                .map_err(|e| TestCaseError::fail(format!("append: {e}")))?;
-        }
+        let backend = appended(&fresh, &records)?;
         let reader = &backend.reader;
         for q in &queries {
             let got = reader
@@ -233,20 +245,10 @@ fn naive_unfinished(records: &[Record]) -> Vec<Record> {
 /// `fresh` and queried several ways. Panics with the failing history and
 /// query.
 pub fn run_store(cases: u32, fresh: impl Fn() -> Fresh) {
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let mut runner = runner(cases);
     let strategy = (arb_runs(), prop::collection::vec(arb_query(), 1..8));
     let result = runner.run(&strategy, |(records, queries)| {
-        let mut backend = fresh();
-        for r in &records {
-            backend
-                .writer
-                .append(r)
-                .map_err(|e| TestCaseError::fail(format!("append: {e}")))?;
-        }
+        let backend = appended(&fresh, &records)?;
         let reader = &backend.reader;
         let fail = |what: &str| {
             let what = what.to_string();
