@@ -181,8 +181,11 @@ impl Loop {
             journald: journal,
         };
         let (started, handle, running) = executor::spawn(spec)?;
-        self.run_spawned(&start.name, &start.run);
+        // Known here first: a follower waiting for this run is attached to
+        // its output tap, which `run_spawned` asks `runs` for.
+        let (name, run) = (start.name.clone(), start.run.clone());
         self.runs.spawned(start.run, start.name, handle, running);
+        self.run_spawned(&name, &run);
         Ok(started)
     }
 }
