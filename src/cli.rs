@@ -122,13 +122,17 @@ pub(crate) enum Command {
     /// daemon), or as root the main job file or a user's
     ///
     /// Opens a private copy in $VISUAL, else $EDITOR, else vi, and checks what
-    /// you saved before anything is installed: errors are printed as
-    /// FILE:LINE:COL and the editor opens again (save it unchanged to give
-    /// up). As root without --user the main job file is replaced in place,
-    /// keeping its owner and mode, and a running daemon reloads it. Anyone
-    /// else, and root with --user NAME, edits users/NAME.toml through the
-    /// daemon, which checks it as that user's file and installs it owned by
-    /// root, mode 0600.
+    /// you saved before anything is installed: the editor opens again with
+    /// the errors (FILE:LINE:COL, counted in the lines it shows) in a comment
+    /// at the top, which is taken off again; save it unchanged to give up.
+    /// The copy lives in a directory of its own under $TMPDIR (else /tmp)
+    /// with a random name, and is removed however the edit ends. As root
+    /// without --user the main job file is replaced in place, keeping its
+    /// owner and mode (a symbolic link stays one: the file it points to is
+    /// replaced), and a running daemon reloads it. Anyone else, and root
+    /// with --user NAME, edits users/NAME.toml through the daemon, which
+    /// checks it as that user's file and installs it owned by root, mode
+    /// 0600.
     Edit(EditArgs),
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]

@@ -12,6 +12,7 @@ mod completion;
 mod cron_features;
 mod cron_parity;
 mod daemon;
+mod edit;
 mod follow;
 mod generated;
 mod hardening;
