@@ -35,6 +35,7 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "list" -d 'Jobs, their sched
 complete -c rea -n "__fish_rea_needs_command" -f -a "next" -d 'The next fire instants of a cron expression or of a job'
 complete -c rea -n "__fish_rea_needs_command" -f -a "status" -d 'Live state of jobs (from the daemon, or offline from the history log)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "trigger" -d 'Run a job now through the daemon'
+complete -c rea -n "__fish_rea_needs_command" -f -a "kill" -d 'Stop a job\'s run in progress (or one run by its id); it ends as killed'
 complete -c rea -n "__fish_rea_needs_command" -f -a "pause" -d 'Stop starting jobs on their schedule (kept across daemon restarts)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "resume" -d 'Undo pause'
 complete -c rea -n "__fish_rea_needs_command" -f -a "reload" -d 'Make the daemon re-read the job file now'
@@ -95,6 +96,12 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even i
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand kill" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand kill" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand kill" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F

@@ -98,6 +98,15 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Run a job now through the daemon
     Trigger(TriggerArgs),
+    /// Stop a job's run in progress (or one run by its id); it ends as killed
+    ///
+    /// Every run in progress of the job JOB, or the run RUN (an id from `rea
+    /// status` or `rea history`), gets SIGTERM, then SIGKILL after the job's
+    /// kill_grace, to its whole process group. The run is recorded as
+    /// killed, "killed by operator": it is not retried and calls no
+    /// on_failure hook. The job's schedule is untouched (to stop that too:
+    /// rea pause). A user may kill only the runs of her own jobs.
+    Kill(KillArgs),
     /// Stop starting jobs on their schedule (kept across daemon restarts)
     Pause(SelectArgs),
     /// Undo pause
@@ -236,6 +245,16 @@ pub(crate) struct TriggerArgs {
     /// Run even if the job's overlap policy would skip or queue it
     #[arg(long)]
     pub(crate) force: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KillArgs {
+    /// A job (all its runs in progress) or a run id
+    #[arg(value_name = "JOB|RUN")]
+    pub(crate) target: String,
     /// Machine-readable output
     #[arg(long)]
     pub(crate) json: bool,

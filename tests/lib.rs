@@ -18,6 +18,7 @@ mod generated;
 mod hardening;
 mod import;
 mod journald;
+mod kill;
 mod list;
 mod live;
 mod local_time;

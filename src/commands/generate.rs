@@ -44,7 +44,7 @@ const REFERENCE_PAGES: [(&str, &str); 3] = [
 /// EXIT STATUS and EXAMPLES of each command's page, written by hand in
 /// `man/src/commands/`; a visible subcommand without an entry stops the
 /// generator (and so `tests/generated.rs`).
-const COMMAND_SECTIONS: [(&str, &str); 17] = [
+const COMMAND_SECTIONS: [(&str, &str); 18] = [
     ("run", include_str!("../../man/src/commands/rea-run.1.in")),
     (
         "check",
@@ -60,6 +60,7 @@ const COMMAND_SECTIONS: [(&str, &str); 17] = [
         "trigger",
         include_str!("../../man/src/commands/rea-trigger.1.in"),
     ),
+    ("kill", include_str!("../../man/src/commands/rea-kill.1.in")),
     (
         "pause",
         include_str!("../../man/src/commands/rea-pause.1.in"),
@@ -103,7 +104,7 @@ fn related(command: &str) -> &'static [&'static str] {
         "run" => &["rea-metrics(7)", "rea-history(5)", "systemd.service(5)"],
         "status" => &["rea-metrics(7)", "rea-protocol(7)"],
         "history" | "logs" => &["rea-history(5)"],
-        "submit" | "at" | "cancel" | "pending" | "trigger" => &["rea-protocol(7)"],
+        "submit" | "at" | "cancel" | "pending" | "trigger" | "kill" => &["rea-protocol(7)"],
         "import" => &["crontab(5)"],
         "edit" => &["crontab(1)"],
         _ => &[],
