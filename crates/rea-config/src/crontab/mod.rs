@@ -114,9 +114,12 @@ pub struct Job {
     /// The user the job ran as: a system crontab's user field, or
     /// [`Options::owner`] for user crontabs.
     pub user: Option<String>,
-    /// `MAILTO` in force for this entry; empty when unset or `""` (rea then
-    /// mails nothing, see [`render`]'s header).
+    /// `MAILTO` in force for this entry; empty for `""` (no mail). Without
+    /// a `MAILTO` above it, the job's user, as cron mails the crontab's
+    /// owner (empty when the user is unknown: see [`render`]'s header).
     pub mailto: Vec<String>,
+    /// `mailto` is the job's user, for want of a `MAILTO`.
+    pub mailto_is_user: bool,
     /// Mail settings rea has no field for (`MAILFROM`, ..., and a `MAILTO`
     /// rea cannot use), kept as comments.
     pub mail: BTreeMap<String, String>,
@@ -202,6 +205,8 @@ struct FileState {
     shell: Option<String>,
     cron_tz: Option<String>,
     mailto: Vec<String>,
+    /// A `MAILTO` was set above (even `""`, or one rea cannot use).
+    mailto_set: bool,
     mail: BTreeMap<String, String>,
     /// Comment lines directly above the current line.
     comments: Vec<String>,

@@ -463,12 +463,13 @@ fn users_and_mail_render_as_fields() {
     let cfg = crate::parse(toml.as_bytes(), std::path::Path::new("out.toml"))
         .unwrap_or_else(|d| panic!("{toml}\n{d:#?}"));
     assert_eq!(cfg.jobs[0].user.as_deref(), Some("root"));
-    assert!(cfg.jobs[0].extras().mailto.is_empty());
+    // No MAILTO above it: cron mails the job's user.
+    assert_eq!(cfg.jobs[0].extras().mailto, ["root"]);
     assert_eq!(cfg.jobs[1].user.as_deref(), Some("www-data"));
     assert_eq!(cfg.jobs[1].extras().mailto, ["ops@x", "dev@x"]);
     assert_eq!(cfg.jobs[1].extras().mail_on, rea_core::job::MailOn::Output);
     assert!(
-        toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
+        toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\nmailto = [\"root\"]   # no MAILTO: cron mails the output to the job's user\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
         "{toml}"
     );
     assert!(
