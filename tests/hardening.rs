@@ -1777,6 +1777,56 @@ fn a_huge_corrupt_history_line_is_read_in_bounded_memory() {
     }
 }
 
+/// Issue #25 item 7: a crash with delayed allocation can leave the end of
+/// the history as a long run of NUL bytes without a newline. `rea history
+/// JOB` (which searches whole chunks for the job's name) copied that
+/// growing tail again for every chunk: minutes and the tail's size in
+/// memory for 256 MiB. It now skips it like any line too long to be a
+/// record: quickly, in bounded memory, with the runs before it listed.
+#[test]
+fn a_crash_tail_of_nuls_does_not_stall_a_jobs_history() {
+    let env = Env::new();
+    env.jobs("[jobs.small]\nschedule = \"@yearly\"\ncommand = \"echo hi\"\n");
+    let d = env.daemon();
+    env.rea(&["trigger", "small", "--wait"]).ok();
+    assert_eq!(d.stop(), 0);
+    let log = env.state().join("history.jsonl");
+    let f = fs::OpenOptions::new().write(true).open(&log).unwrap();
+    // Sparse: 256 MiB of zeros that cost no disk.
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + (256 << 20)).unwrap();
+    drop(f);
+    let out = env.path("history.out");
+    let started = std::time::Instant::now();
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(env.path("measured.peak"))
+        .args(["timeout", "60"])
+        .arg(rea_bin())
+        .args(["history", "small"])
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(env.path("measured.err")).unwrap())
+        .status()
+        .expect("/usr/bin/time and timeout");
+    let took = started.elapsed();
+    let peak: u64 = env
+        .read("measured.peak")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .unwrap_or(u64::MAX);
+    assert_eq!(status.code(), Some(0), "{}", env.read("measured.err"));
+    let listed = fs::read_to_string(&out).unwrap();
+    assert!(listed.contains("succeeded"), "{listed}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(peak < 64 * 1024, "peaked at {peak} KiB");
+}
+
 /// Item "EPIPE". Every command that prints exits quietly when its reader
 /// has gone (`rea status | head`): no panic, no "Broken pipe" message; it
 /// either exits 0 or dies of SIGPIPE as `ls | head` does.
