@@ -423,7 +423,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-F -f -h -V --run --follow --json --raw --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --run --json --raw --file --follow --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -434,10 +434,6 @@ _rea() {
                     return 0
                     ;;
                 --file)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -f)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

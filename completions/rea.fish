@@ -144,12 +144,12 @@ complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times i
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
-complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand logs" -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: ./jobs.toml, or /etc/rea/jobs.toml for root when there is none here]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand logs" -s F -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (-f here too: in `rea logs`, -f is --follow, not --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X so a job\'s output cannot drive the terminal)'
+complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l in -d 'Run after this long ("30m", "1h30m")' -r

@@ -332,7 +332,7 @@ pub(crate) struct LogsArgs {
     pub(crate) run: Option<String>,
     /// Follow the job's running run as it writes (or wait for its next
     /// run), then exit with its exit code, as `rea trigger --wait` does
-    /// (-f here too: in `rea logs`, -f is --follow, not --file)
+    /// (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)
     #[arg(short = 'F', long, conflicts_with = "run")]
     pub(crate) follow: bool,
     /// The whole record as JSON
