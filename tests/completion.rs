@@ -240,7 +240,10 @@ fn fish_completes_job_names_one_shot_ids_and_tags() {
     // a file name.
     env.write("bystander.txt", "");
     assert_eq!(fish(&env, "rea logs -f b"), strings(&["backup", "bounce"]));
-    assert_eq!(fish(&env, "rea logs -f "), strings(&["backup", "bounce", "report"]));
+    assert_eq!(
+        fish(&env, "rea logs -f "),
+        strings(&["backup", "bounce", "report"])
+    );
 }
 
 /// The same in bash, and rea-logs(1) agrees with itself: `-f` is
@@ -249,9 +252,15 @@ fn fish_completes_job_names_one_shot_ids_and_tags() {
 fn logs_dash_f_is_follow_in_completions_and_the_man_page() {
     let (env, _d) = sandbox();
     env.write("bystander.txt", "");
-    assert_eq!(bash(&env, &["rea", "logs", "-f", "b"]), ["backup", "bounce"]);
+    assert_eq!(
+        bash(&env, &["rea", "logs", "-f", "b"]),
+        ["backup", "bounce"]
+    );
     let page = std::fs::read_to_string(repo("man/rea-logs.1")).expect("rea-logs.1");
-    assert!(page.contains("\\fB\\-f\\fR, \\fB\\-\\-follow\\fR"), "{page}");
+    assert!(
+        page.contains("\\fB\\-f\\fR, \\fB\\-\\-follow\\fR"),
+        "{page}"
+    );
     assert!(!page.contains("\\fB\\-f\\fR, \\fB\\-\\-file\\fR"), "{page}");
 }
 

@@ -550,6 +550,33 @@ MAILTO=\"\"
     );
 }
 
+/// Jobs are named after what they do: a program that says little alone
+/// (`echo`, `curl`) with its first arguments, a command that names nothing
+/// after its line; no `echo`, `echo-2`, `job`, `job-2`.
+#[test]
+fn imported_jobs_get_names_that_tell_them_apart() {
+    let env = Env::new();
+    let tab = env.write(
+        "tab",
+        "*/5 * * * * echo hello >> /tmp/a\n0 * * * * echo goodbye\n0 1 * * * curl -fsS https://example.com/cron/backup.php\n0 2 * * * curl -fsS https://example.com/cron/report.php\n0 3 * * * true\n0 4 * * * :\n",
+    );
+    let out = env.rea(&["import", "--user", tab.to_str().unwrap()]);
+    out.ok();
+    let cfg = rea_config::parse(out.stdout.as_bytes(), Path::new("out.toml")).expect("valid");
+    let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "echo-hello",
+            "echo-goodbye",
+            "curl-backup",
+            "curl-report",
+            "line-5",
+            "line-6"
+        ]
+    );
+}
+
 #[test]
 fn a_user_crontab_runs_as_its_owner_only_when_told() {
     let env = Env::new();
@@ -629,7 +656,7 @@ fn an_existing_output_is_not_overwritten_without_force() {
         .stderr_has("exists; pass --force to overwrite it");
     assert_eq!(env.read("out.toml"), "keep me\n");
     env.rea(&["import", tab, "-o", out, "--force"]).ok();
-    assert!(env.read("out.toml").contains("[jobs.echo]"));
+    assert!(env.read("out.toml").contains("[jobs.echo-hi]"));
 }
 
 #[test]

@@ -369,7 +369,15 @@ pub(super) fn build_job(
         .get("HOME")
         .filter(|h| h.starts_with('/'))
         .cloned();
-    let name = unique_name(&derive_name(&command), names);
+    // A command that names nothing (`true`, a lone guard) is named after
+    // its line, which the `# FILE:LINE` comment above the job shows.
+    let derived = derive_name(&command);
+    let derived = if derived == "job" {
+        format!("line-{n}")
+    } else {
+        derived
+    };
+    let name = unique_name(&derived, names);
     let user = entry.user.or_else(|| options.owner.clone());
     let (mailto, mailto_is_user) = match &user {
         Some(u) if !state.mailto_set => (vec![u.clone()], true),

@@ -181,6 +181,12 @@ fn names_come_from_the_program() {
         ("/opt/weird name/x.sh", "weird"),
         ("/opt/ünï.sh", "n"),
         ("true", "job"),
+        // Programs that say little alone are named with their arguments.
+        ("echo hello >> /tmp/hello.log", "echo-hello"),
+        ("date > /tmp/now", "date"),
+        ("curl -fsS https://example.com/cron/backup.php", "curl-backup"),
+        ("wget -q -O /dev/null http://x.test/run/", "wget-run"),
+        ("systemctl restart nginx", "systemctl-restart-nginx"),
     ];
     for (cmd, want) in cases {
         assert_eq!(derive_name(cmd), want, "{cmd}");
