@@ -148,7 +148,7 @@ complete -c rea -n "__fish_rea_using_subcommand logs" -l file -d 'The main job f
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
-complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X so a job\'s output cannot drive the terminal)'
+complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X, M-^X or <U+202E> so a job\'s output cannot drive the terminal or reorder what it shows)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s V -l version -d 'Print version'

@@ -339,8 +339,8 @@ pub(crate) struct LogsArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Write the output byte for byte even to a terminal (by default, on a
-    /// terminal, control characters are shown as ^X so a job's output
-    /// cannot drive the terminal)
+    /// terminal, control characters are shown as ^X, M-^X or <U+202E> so a
+    /// job's output cannot drive the terminal or reorder what it shows)
     #[arg(long)]
     pub(crate) raw: bool,
 }

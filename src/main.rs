@@ -14,6 +14,7 @@ mod cluster;
 mod commands;
 mod failure;
 mod table;
+mod terminal;
 mod time_text;
 
 use std::process::ExitCode;
