@@ -577,6 +577,24 @@ fn imported_jobs_get_names_that_tell_them_apart() {
     );
 }
 
+/// Issue #25 item 10: cron's jobs get PAM's environment (pam_env:
+/// /etc/environment, /etc/default/locale); rea opens no PAM session, and
+/// the converted file says so.
+#[test]
+fn the_import_says_that_pam_environment_is_not_carried() {
+    let env = Env::new();
+    let tab = env.write("tab", "@daily /bin/a\n");
+    let out = env.rea(&["import", "--user", tab.to_str().unwrap()]);
+    out.ok();
+    assert!(
+        out.stdout
+            .contains("# cron runs jobs in a PAM session: on Debian its pam_env gives them the"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("/etc/environment"), "{}", out.stdout);
+}
+
 #[test]
 fn a_user_crontab_runs_as_its_owner_only_when_told() {
     let env = Env::new();

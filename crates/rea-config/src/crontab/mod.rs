@@ -87,6 +87,11 @@ pub struct Options {
     /// alice` prints the same text as alice's own `crontab -l`), so without
     /// it their jobs have no `user` and run as rea's own user.
     pub owner: Option<String>,
+    /// What PAM's pam_env gives cron's jobs on this machine (Debian's
+    /// /etc/pam.d/cron: /etc/environment and the locale of
+    /// /etc/default/locale), read by the caller. rea opens no PAM session,
+    /// so the header says which variables the jobs lose.
+    pub pam_env: BTreeMap<String, String>,
 }
 
 /// A converted crontab entry, before `[defaults]` are factored out.
@@ -141,6 +146,8 @@ pub struct Import {
     pub timezone: String,
     /// Source names, in order, for the header of the rendered file.
     pub sources: Vec<String>,
+    /// [`Options::pam_env`], for the header.
+    pub pam_env: BTreeMap<String, String>,
 }
 
 impl Import {
@@ -187,6 +194,7 @@ const CRON_MACROS: [&str; 8] = [
 pub fn import(sources: &[Source], options: &Options) -> Import {
     let mut out = Import {
         timezone: options.timezone.clone(),
+        pam_env: options.pam_env.clone(),
         ..Import::default()
     };
     let mut names = HashSet::new();

@@ -113,9 +113,19 @@ pub(super) fn header(import: &Import) -> String {
             "Jobs without `user` and without MAILTO send no mail: cron mailed the crontab's owner, whom a user crontab does not name (set `mailto`, or import with --owner NAME). Every run's output is kept in rea's history (`rea logs JOB`).".to_string(),
         );
     }
+    notes.push(
+        "cron runs jobs in a PAM session: on Debian its pam_env gives them the variables of /etc/environment and the locale of /etc/default/locale (LANG, LC_*). rea opens no PAM session: a job gets its user's HOME, USER, LOGNAME and SHELL, a PATH, rea's REA_* variables and its `env`, nothing else.".to_string(),
+    );
     let mut out = String::new();
     for note in notes {
         out.push_str(&wrap_comment(&note, 78));
+    }
+    if !import.pam_env.is_empty() {
+        out.push_str(&wrap_comment(
+            "On this machine that environment is the line below; to keep it, add it to `env` in [defaults]:",
+            78,
+        ));
+        out.push_str(&format!("#   env = {}\n", inline_table(&import.pam_env)));
     }
     out.push('\n');
     out

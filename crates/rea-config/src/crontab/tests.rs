@@ -6,6 +6,7 @@ fn opts() -> Options {
     Options {
         timezone: "UTC".to_string(),
         owner: None,
+        pam_env: BTreeMap::new(),
     }
 }
 
@@ -551,4 +552,32 @@ fn the_background_operator_is_told_from_other_ampersands() {
     ] {
         assert!(!bg(no), "{no:?} backgrounds nothing");
     }
+}
+
+#[test]
+fn the_header_says_what_pam_gave_cron_jobs() {
+    let bare = render(&user("@daily /bin/a\n"));
+    assert!(bare.contains("# cron runs jobs in a PAM session"), "{bare}");
+    assert!(!bare.contains("On this machine"), "{bare}");
+    let with = Options {
+        pam_env: BTreeMap::from([
+            ("LANG".to_string(), "de_DE.UTF-8".to_string()),
+            ("HTTP_PROXY".to_string(), "http://proxy:3128".to_string()),
+        ]),
+        ..opts()
+    };
+    let toml = render(&import(
+        &[Source {
+            name: "tab".to_string(),
+            text: b"@daily /bin/a\n".to_vec(),
+            format: Format::User,
+            in_cron_d: false,
+        }],
+        &with,
+    ));
+    assert!(
+        toml.contains("#   env = { HTTP_PROXY = \"http://proxy:3128\", LANG = \"de_DE.UTF-8\" }\n"),
+        "{toml}"
+    );
+    crate::parse(toml.as_bytes(), std::path::Path::new("out.toml")).expect("still valid");
 }
