@@ -1867,8 +1867,7 @@ fn bidi_and_c1_controls_are_shown_not_sent_to_a_terminal() {
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == "run" && v["status"] == "succeeded")
-        .last()
+        .rfind(|v| v["event"] == "run" && v["status"] == "succeeded")
         .expect("the run's record");
     last["status"] = json!("failed");
     last["run"] = json!("01zzzzzzzzzzzz");
