@@ -37,7 +37,10 @@ fn kill_stops_a_hung_run_which_is_recorded_killed_and_not_retried() {
     assert_eq!(finals[0]["status"], "killed", "{finals:?}");
     assert_eq!(finals[0]["reason"], "killed by operator", "{finals:?}");
     assert_eq!(finals[0]["run"], run.as_str());
-    assert!(finals[0].get("retry_at").is_none(), "no retry: {finals:?}");
+    assert!(
+        finals[0]["detail"]["retry_at"].is_null(),
+        "no retry: {finals:?}"
+    );
     assert!(!alive(child), "the child went with the group");
     env.rea(&["history", "hung"]).ok().stdout_has("killed");
 
