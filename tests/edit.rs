@@ -158,6 +158,14 @@ fn names_taken_in_advance_in_the_temporary_directory_do_not_block_it() {
     if skip_unless_root("names_taken_in_advance_in_the_temporary_directory_do_not_block_it") {
         return;
     }
+    let namespaces = Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !namespaces {
+        eprintln!("\n*** SKIPPED names_taken_in_advance...: unshare --pid cannot run here ***\n");
+        return;
+    }
     let env = Env::new();
     env.jobs("");
     let tmp = env.path("tmp");
