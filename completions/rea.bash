@@ -34,6 +34,9 @@ _rea() {
             rea,import)
                 cmd="rea__subcmd__import"
                 ;;
+            rea,kill)
+                cmd="rea__subcmd__kill"
+                ;;
             rea,list)
                 cmd="rea__subcmd__list"
                 ;;
@@ -74,7 +77,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger pause resume reload history logs submit at cancel pending import edit"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload history logs submit at cancel pending import edit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -359,6 +362,36 @@ _rea() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rea__subcmd__kill)
+            opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rea__subcmd__list)
             opts="-f -h -V --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -390,7 +423,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__logs)
-            opts="-F -f -h -V --run --follow --json --raw --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --run --json --raw --file --follow --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -401,10 +434,6 @@ _rea() {
                     return 0
                     ;;
                 --file)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                -f)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

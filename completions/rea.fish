@@ -35,6 +35,7 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "list" -d 'Jobs, their sched
 complete -c rea -n "__fish_rea_needs_command" -f -a "next" -d 'The next fire instants of a cron expression or of a job'
 complete -c rea -n "__fish_rea_needs_command" -f -a "status" -d 'Live state of jobs (from the daemon, or offline from the history log)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "trigger" -d 'Run a job now through the daemon'
+complete -c rea -n "__fish_rea_needs_command" -f -a "kill" -d 'Stop a job\'s run in progress (or one run by its id); it ends as killed'
 complete -c rea -n "__fish_rea_needs_command" -f -a "pause" -d 'Stop starting jobs on their schedule (kept across daemon restarts)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "resume" -d 'Undo pause'
 complete -c rea -n "__fish_rea_needs_command" -f -a "reload" -d 'Make the daemon re-read the job file now'
@@ -95,6 +96,12 @@ complete -c rea -n "__fish_rea_using_subcommand trigger" -l force -d 'Run even i
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand kill" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand kill" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand kill" -l json -d 'Machine-readable output'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand kill" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand pause" -l tag -d 'Every job with this tag' -r -f -a '(__rea_names)'
 complete -c rea -n "__fish_rea_using_subcommand pause" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand pause" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
@@ -137,12 +144,12 @@ complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times i
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand history" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l run -d 'A run id from `rea history` (default: the latest finished run)' -r
-complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand logs" -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand logs" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand logs" -s F -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (-f here too: in `rea logs`, -f is --follow, not --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -l json -d 'The whole record as JSON'
-complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X so a job\'s output cannot drive the terminal)'
+complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the output byte for byte even to a terminal (by default, on a terminal, control characters are shown as ^X, M-^X or <U+202E> so a job\'s output cannot drive the terminal or reorder what it shows)'
+complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l in -d 'Run after this long ("30m", "1h30m")' -r

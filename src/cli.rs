@@ -99,6 +99,15 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Run a job now through the daemon
     Trigger(TriggerArgs),
+    /// Stop a job's run in progress (or one run by its id); it ends as killed
+    ///
+    /// Every run in progress of the job JOB, or the run RUN (an id from `rea
+    /// status` or `rea history`), gets SIGTERM, then SIGKILL after the job's
+    /// kill_grace, to its whole process group. The run is recorded as
+    /// killed, "killed by operator": it is not retried and calls no
+    /// on_failure hook. The job's schedule is untouched (to stop that too:
+    /// rea pause). A user may kill only the runs of her own jobs.
+    Kill(KillArgs),
     /// Stop starting jobs on their schedule (kept across daemon restarts)
     Pause(SelectArgs),
     /// Undo pause
@@ -123,13 +132,17 @@ pub(crate) enum Command {
     /// daemon), or as root the main job file or a user's
     ///
     /// Opens a private copy in $VISUAL, else $EDITOR, else vi, and checks what
-    /// you saved before anything is installed: errors are printed as
-    /// FILE:LINE:COL and the editor opens again (save it unchanged to give
-    /// up). As root without --user the main job file is replaced in place,
-    /// keeping its owner and mode, and a running daemon reloads it. Anyone
-    /// else, and root with --user NAME, edits users/NAME.toml through the
-    /// daemon, which checks it as that user's file and installs it owned by
-    /// root, mode 0600.
+    /// you saved before anything is installed: the editor opens again with
+    /// the errors (FILE:LINE:COL, counted in the lines it shows) in a comment
+    /// at the top, which is taken off again; save it unchanged to give up.
+    /// The copy lives in a directory of its own under $TMPDIR (else /tmp)
+    /// with a random name, and is removed however the edit ends. As root
+    /// without --user the main job file is replaced in place, keeping its
+    /// owner and mode (a symbolic link stays one: the file it points to is
+    /// replaced), and a running daemon reloads it. Anyone else, and root
+    /// with --user NAME, edits users/NAME.toml through the daemon, which
+    /// checks it as that user's file and installs it owned by root, mode
+    /// 0600.
     Edit(EditArgs),
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]
@@ -240,6 +253,16 @@ pub(crate) struct TriggerArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct KillArgs {
+    /// A job (all its runs in progress) or a run id
+    #[arg(value_name = "JOB|RUN")]
+    pub(crate) target: String,
+    /// Machine-readable output
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["jobs", "tag", "all"])))]
 pub(crate) struct SelectArgs {
     /// Jobs by name
@@ -311,15 +334,15 @@ pub(crate) struct LogsArgs {
     pub(crate) run: Option<String>,
     /// Follow the job's running run as it writes (or wait for its next
     /// run), then exit with its exit code, as `rea trigger --wait` does
-    /// (-f here too: in `rea logs`, -f is --follow, not --file)
+    /// (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)
     #[arg(short = 'F', long, conflicts_with = "run")]
     pub(crate) follow: bool,
     /// The whole record as JSON
     #[arg(long)]
     pub(crate) json: bool,
     /// Write the output byte for byte even to a terminal (by default, on a
-    /// terminal, control characters are shown as ^X so a job's output
-    /// cannot drive the terminal)
+    /// terminal, control characters are shown as ^X, M-^X or <U+202E> so a
+    /// job's output cannot drive the terminal or reorder what it shows)
     #[arg(long)]
     pub(crate) raw: bool,
 }

@@ -59,6 +59,18 @@ impl Failure {
         Failure::new(exit::INVALID, message)
     }
 
+    /// This failure with `  hint: HINT` on a line of its own.
+    pub(crate) fn hint(mut self, hint: impl fmt::Display) -> Failure {
+        self.text.push_str(&format!("\n  hint: {hint}"));
+        self
+    }
+
+    /// This failure with `rea: NOTE` on a line of its own.
+    pub(crate) fn with_note(mut self, note: impl fmt::Display) -> Failure {
+        self.text.push_str(&format!("\nrea: {note}"));
+        self
+    }
+
     pub(crate) fn exit_code(&self) -> ExitCode {
         exit_code(self.code)
     }

@@ -14,6 +14,7 @@ mod cluster;
 mod commands;
 mod failure;
 mod table;
+mod terminal;
 mod time_text;
 
 use std::process::ExitCode;
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Next(a) => commands::next::run(g, a),
         Command::Status(a) => commands::status::run(g, a),
         Command::Trigger(a) => commands::trigger::run(g, a),
+        Command::Kill(a) => commands::kill::run(g, a),
         Command::Pause(a) => commands::pause::run(g, a, true),
         Command::Resume(a) => commands::pause::run(g, a, false),
         Command::Reload => commands::reload::run(g),

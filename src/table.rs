@@ -24,7 +24,14 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        // Cells hold text from outside (history records, job files): shown,
+        // never sent to the terminal as controls.
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| crate::terminal::cell(&c.into()))
+                .collect(),
+        );
     }
 
     /// Rows added after the header.

@@ -236,6 +236,32 @@ fn fish_completes_job_names_one_shot_ids_and_tags() {
     );
     let subcommands = fish(&env, "rea tri");
     assert_eq!(subcommands, strings(&["trigger"]));
+    // In `rea logs`, -f is --follow (as in tail -f): a job comes next, not
+    // a file name.
+    env.write("bystander.txt", "");
+    assert_eq!(fish(&env, "rea logs -f b"), strings(&["backup", "bounce"]));
+    assert_eq!(
+        fish(&env, "rea logs -f "),
+        strings(&["backup", "bounce", "report"])
+    );
+}
+
+/// The same in bash, and rea-logs(1) agrees with itself: `-f` is
+/// `--follow`, `--file` has no short form there.
+#[test]
+fn logs_dash_f_is_follow_in_completions_and_the_man_page() {
+    let (env, _d) = sandbox();
+    env.write("bystander.txt", "");
+    assert_eq!(
+        bash(&env, &["rea", "logs", "-f", "b"]),
+        ["backup", "bounce"]
+    );
+    let page = std::fs::read_to_string(repo("man/rea-logs.1")).expect("rea-logs.1");
+    assert!(
+        page.contains("\\fB\\-f\\fR, \\fB\\-\\-follow\\fR"),
+        "{page}"
+    );
+    assert!(!page.contains("\\fB\\-f\\fR, \\fB\\-\\-file\\fR"), "{page}");
 }
 
 #[test]

@@ -47,6 +47,69 @@ fn mailto_sends_the_output_of_a_failed_run_through_sendmail() {
     );
 }
 
+/// What mail systems and their users expect of a machine's mail, as
+/// cron's: a date, MIME headers, `Auto-Submitted` (vacation responders
+/// stay quiet), a sender; and the job sees its `MAILTO`, as cron exports it.
+#[test]
+fn mail_has_the_headers_of_a_machines_mail_and_the_job_sees_mailto() {
+    let env = Env::new();
+    let sendmail = fake_sendmail(&env);
+    env.jobs(&format!(
+        "[daemon]\nsendmail = \"{sendmail}\"\n\n[jobs.report]\nschedule = \"@yearly\"\ncommand = \"echo MAILTO=$MAILTO\"\nmailto = [\"ops@example.com\", \"dba@example.com\"]\nmail_on = \"always\"\n"
+    ));
+    let _d = env.daemon();
+    env.rea(&["trigger", "report", "--wait"]).ok();
+    wait_until("the mail", || env.read("mail.log").contains("--end--"));
+    let mail = env.read("mail.log");
+    let (headers, body) = mail.split_once("\n\n").expect("headers, then a body");
+    for header in [
+        "\nFrom: \"rea on ",
+        "\nTo: ops@example.com, dba@example.com\n",
+        "\nDate: ",
+        "\nMIME-Version: 1.0\n",
+        "\nContent-Type: text/plain; charset=utf-8\n",
+        "\nAuto-Submitted: auto-generated\n",
+    ] {
+        assert!(headers.contains(header), "no {header:?} in:\n{headers}");
+    }
+    assert!(
+        body.contains("MAILTO=ops@example.com,dba@example.com\n"),
+        "{body}"
+    );
+}
+
+/// A user's job mails as that user, as cron's do: sendmail runs as them
+/// (the envelope sender), and the mail is from them, not from root.
+#[test]
+fn a_users_job_mails_as_that_user() {
+    if crate::support::skip_unless_root("a_users_job_mails_as_that_user") {
+        return;
+    }
+    crate::support::throwaway_user("rea-mailer").expect("root creates the user");
+    let env = Env::new();
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = env.write("mail.log", "");
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let script = env.write(
+        "sendmail",
+        &format!(
+            "#!/bin/sh\necho \"AS: $(id -un)\" >> {0}\ncat >> {0}\necho '--end--' >> {0}\n",
+            log.display()
+        ),
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.jobs(&format!(
+        "[daemon]\nsendmail = \"{}\"\n\n[jobs.theirs]\nschedule = \"@yearly\"\ncommand = \"exit 3\"\nuser = \"rea-mailer\"\nmailto = \"ops@example.com\"\n",
+        script.display()
+    ));
+    let _d = env.daemon();
+    env.rea(&["trigger", "theirs", "--wait"]).code(3);
+    wait_until("the mail", || env.read("mail.log").contains("--end--"));
+    let mail = env.read("mail.log");
+    assert!(mail.starts_with("AS: rea-mailer\n"), "{mail}");
+    assert!(mail.contains("\" <rea-mailer>\n"), "{mail}");
+}
+
 #[test]
 fn check_warns_when_mailto_has_no_sendmail() {
     let env = Env::new();

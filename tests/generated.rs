@@ -508,3 +508,19 @@ fn the_readme_cargo_run_commands_pick_rea() {
         );
     }
 }
+
+/// Issue #25 item 9: rea(1) and rea-jobs(5) name the drop-ins and the
+/// users' files, as the generator writes them.
+#[test]
+fn rea_1_and_rea_jobs_5_name_the_drop_ins_and_the_users_files() {
+    let env = Env::new();
+    let out = env.path("man");
+    env.rea(&["generate", "man", "--out", &out.to_string_lossy()])
+        .ok();
+    for page in ["rea.1", "rea-jobs.5"] {
+        let text = fs::read_to_string(out.join(page)).expect("generated page");
+        for needle in ["DIR/jobs.d/*.toml", "DIR/users/NAME.toml"] {
+            assert!(text.contains(needle), "{page} does not mention {needle}");
+        }
+    }
+}

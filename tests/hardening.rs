@@ -1777,6 +1777,113 @@ fn a_huge_corrupt_history_line_is_read_in_bounded_memory() {
     }
 }
 
+/// Issue #25 item 7: a crash with delayed allocation can leave the end of
+/// the history as a long run of NUL bytes without a newline. `rea history
+/// JOB` (which searches whole chunks for the job's name) copied that
+/// growing tail again for every chunk: minutes and the tail's size in
+/// memory for 256 MiB. It now skips it like any line too long to be a
+/// record: quickly, in bounded memory, with the runs before it listed.
+#[test]
+fn a_crash_tail_of_nuls_does_not_stall_a_jobs_history() {
+    let env = Env::new();
+    env.jobs("[jobs.small]\nschedule = \"@yearly\"\ncommand = \"echo hi\"\n");
+    let d = env.daemon();
+    env.rea(&["trigger", "small", "--wait"]).ok();
+    assert_eq!(d.stop(), 0);
+    let log = env.state().join("history.jsonl");
+    let f = fs::OpenOptions::new().write(true).open(&log).unwrap();
+    // Sparse: 256 MiB of zeros that cost no disk.
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + (256 << 20)).unwrap();
+    drop(f);
+    let out = env.path("history.out");
+    let started = std::time::Instant::now();
+    let status = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(env.path("measured.peak"))
+        .args(["timeout", "60"])
+        .arg(rea_bin())
+        .args(["history", "small"])
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(env.path("measured.err")).unwrap())
+        .status()
+        .expect("/usr/bin/time and timeout");
+    let took = started.elapsed();
+    let peak: u64 = env
+        .read("measured.peak")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .unwrap_or(u64::MAX);
+    assert_eq!(status.code(), Some(0), "{}", env.read("measured.err"));
+    let listed = fs::read_to_string(&out).unwrap();
+    assert!(listed.contains("succeeded"), "{listed}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert!(peak < 64 * 1024, "peaked at {peak} KiB");
+}
+
+/// Issue #25 item 9: bidirectional controls (U+202E RIGHT-TO-LEFT
+/// OVERRIDE) and C1 controls (U+009B, CSI to many terminals) are shown,
+/// not sent: by `rea logs` on a terminal (a pty, through script(1)), and in
+/// every table (`rea history`), where a record's note is text from outside.
+#[test]
+fn bidi_and_c1_controls_are_shown_not_sent_to_a_terminal() {
+    let env = Env::new();
+    env.jobs("[jobs.sly]\nschedule = \"@yearly\"\ncommand = \"printf 'invoice\\u202Efdp.exe \\u009B31mred\\\\n'\"\n");
+    let d = env.daemon();
+    env.rea(&["trigger", "sly", "--wait"]).ok();
+    assert_eq!(d.stop(), 0);
+    // Through a pipe, the output is the job's, byte for byte.
+    env.rea(&["logs", "sly"])
+        .ok()
+        .stdout_is("invoice\u{202e}fdp.exe \u{9b}31mred\n");
+    let on_tty = Command::new("script")
+        .args(["-qec", &format!("{} logs sly", rea_bin()), "/dev/null"])
+        .current_dir(env.dir.path())
+        .env("REA_FILE", env.jobs_path())
+        .env("REA_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("script(1)");
+    let shown = String::from_utf8_lossy(&on_tty.stdout);
+    assert!(
+        shown.contains("invoice<U+202E>fdp.exe M-^[31mred"),
+        "{shown:?}"
+    );
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{9b}'),
+        "{shown:?}"
+    );
+
+    // A record's note, in the history's table.
+    let log = env.state().join("history.jsonl");
+    let mut last: Value = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|v| v["event"] == "run" && v["status"] == "succeeded")
+        .expect("the run's record");
+    last["status"] = json!("failed");
+    last["run"] = json!("01zzzzzzzzzzzz");
+    last["reason"] = json!("see exe.\u{202e}txt\u{9b}2J");
+    let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(f, "{last}").unwrap();
+    drop(f);
+    let out = env.rea(&["history", "sly"]);
+    out.ok().stdout_has("see exe.<U+202E>txtM-^[2J");
+    assert!(
+        !out.stdout.contains('\u{202e}') && !out.stdout.contains('\u{9b}'),
+        "{}",
+        out.stdout
+    );
+}
+
 /// Item "EPIPE". Every command that prints exits quietly when its reader
 /// has gone (`rea status | head`): no panic, no "Broken pipe" message; it
 /// either exits 0 or dies of SIGPIPE as `ls | head` does.

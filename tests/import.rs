@@ -167,15 +167,15 @@ struct EntryLine {
     fields: Vec<String>,
     /// CRON_TZ in force.
     tz: Option<String>,
-    /// MAILTO's addresses in force (none when unset or "").
-    mailto: Vec<String>,
+    /// MAILTO's addresses in force (none for ""); None when unset.
+    mailto: Option<Vec<String>>,
     /// The word after the schedule: a system crontab's user.
     sixth: String,
 }
 
 fn entry_lines(text: &str) -> Vec<EntryLine> {
     let mut tz = None;
-    let mut mailto = Vec::new();
+    let mut mailto = None;
     let mut out = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.trim_end_matches('\r').trim_start();
@@ -189,13 +189,14 @@ fn entry_lines(text: &str) -> Vec<EntryLine> {
                 tz = Some(v.trim().to_string());
             }
             if let Some(v) = line.strip_prefix("MAILTO=") {
-                mailto = v
-                    .trim()
-                    .trim_matches('"')
-                    .split(',')
-                    .filter(|a| !a.is_empty())
-                    .map(str::to_string)
-                    .collect();
+                mailto = Some(
+                    v.trim()
+                        .trim_matches('"')
+                        .split(',')
+                        .filter(|a| !a.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                );
             }
             continue;
         }
@@ -321,6 +322,8 @@ fn import_and_compare(rel: &str, system: bool) -> usize {
         assert_eq!(&*job.timezone_name, zone.as_str(), "{rel}:{n}");
         let user = system.then_some(sixth);
         assert_eq!(job.user, user, "{rel}:{n}");
+        // Without MAILTO, cron mails the job's user.
+        let mailto = mailto.unwrap_or_else(|| user.iter().cloned().collect());
         assert_eq!(job.extras().mailto, mailto, "{rel}:{n}");
         if !mailto.is_empty() {
             assert_eq!(
@@ -480,6 +483,118 @@ fn mailto_becomes_mailto_and_users_become_user() {
     assert!(cfg.jobs[2].extras().mailto.is_empty());
 }
 
+/// cron mails a job's output to the user it runs as when no MAILTO is
+/// set: the imported jobs do too, with `mail_on = "output"`; `MAILTO=""`
+/// still means no mail, and jobs whose user is unknown say why they send
+/// none.
+#[test]
+fn without_mailto_the_jobs_user_gets_the_mail_as_under_cron() {
+    let env = Env::new();
+    let tab = env.write(
+        "crontab",
+        "@daily root /bin/a
+@daily www-data /bin/b
+MAILTO=\"\"
+@daily nobody /bin/c
+",
+    );
+    let out = env.path("out.toml");
+    let out = out.to_str().unwrap();
+    env.rea(&["import", "--system", tab.to_str().unwrap(), "-o", out])
+        .ok();
+    let text = env.read("out.toml");
+    assert!(
+        text.contains("user = \"root\"\nmailto = [\"root\"]   # no MAILTO: cron mails the output to the job's user\n"),
+        "{text}"
+    );
+    assert!(text.contains("mail_on = \"output\""), "{text}");
+    assert!(
+        text.contains("# Without MAILTO, cron mails a job's output to the user it runs as"),
+        "{text}"
+    );
+    // The header says where jobs run: their user's home, as the daemon does
+    // (it used to say rea's working directory).
+    assert!(
+        text.contains("# As under cron, a job runs in its user's home directory unless `dir` says"),
+        "{text}"
+    );
+    let cfg = rea_config::parse(text.as_bytes(), Path::new(out)).expect("valid");
+    let mailto: Vec<Vec<String>> = cfg.jobs.iter().map(|j| j.extras().mailto.clone()).collect();
+    assert_eq!(
+        mailto,
+        [
+            vec!["root".to_string()],
+            vec!["www-data".to_string()],
+            vec![]
+        ]
+    );
+
+    // A user crontab's owner is known only with --owner.
+    let tab = env.write("tab", "@daily /bin/a\n");
+    let run = env.rea(&[
+        "import",
+        "--user",
+        "--owner",
+        "alice",
+        tab.to_str().unwrap(),
+    ]);
+    run.ok().stdout_has("mailto = [\"alice\"]");
+    let run = env.rea(&["import", "--user", tab.to_str().unwrap()]);
+    run.ok();
+    assert!(!run.stdout.contains("mailto ="), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("# Jobs without `user` and without MAILTO send no mail"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Jobs are named after what they do: a program that says little alone
+/// (`echo`, `curl`) with its first arguments, a command that names nothing
+/// after its line; no `echo`, `echo-2`, `job`, `job-2`.
+#[test]
+fn imported_jobs_get_names_that_tell_them_apart() {
+    let env = Env::new();
+    let tab = env.write(
+        "tab",
+        "*/5 * * * * echo hello >> /tmp/a\n0 * * * * echo goodbye\n0 1 * * * curl -fsS https://example.com/cron/backup.php\n0 2 * * * curl -fsS https://example.com/cron/report.php\n0 3 * * * true\n0 4 * * * :\n",
+    );
+    let out = env.rea(&["import", "--user", tab.to_str().unwrap()]);
+    out.ok();
+    let cfg = rea_config::parse(out.stdout.as_bytes(), Path::new("out.toml")).expect("valid");
+    let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "echo-hello",
+            "echo-goodbye",
+            "curl-backup",
+            "curl-report",
+            "line-5",
+            "line-6"
+        ]
+    );
+}
+
+/// Issue #25 item 10: cron's jobs get PAM's environment (pam_env:
+/// /etc/environment, /etc/default/locale); rea opens no PAM session, and
+/// the converted file says so.
+#[test]
+fn the_import_says_that_pam_environment_is_not_carried() {
+    let env = Env::new();
+    let tab = env.write("tab", "@daily /bin/a\n");
+    let out = env.rea(&["import", "--user", tab.to_str().unwrap()]);
+    out.ok();
+    assert!(
+        out.stdout
+            .contains("# cron runs jobs in a PAM session: on Debian its pam_env gives them the"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("/etc/environment"), "{}", out.stdout);
+}
+
 #[test]
 fn a_user_crontab_runs_as_its_owner_only_when_told() {
     let env = Env::new();
@@ -559,7 +674,7 @@ fn an_existing_output_is_not_overwritten_without_force() {
         .stderr_has("exists; pass --force to overwrite it");
     assert_eq!(env.read("out.toml"), "keep me\n");
     env.rea(&["import", tab, "-o", out, "--force"]).ok();
-    assert!(env.read("out.toml").contains("[jobs.echo]"));
+    assert!(env.read("out.toml").contains("[jobs.echo-hi]"));
 }
 
 #[test]

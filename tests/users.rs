@@ -444,3 +444,57 @@ fn a_user_imports_their_crontab_into_their_own_file() {
         .any(|j| j["name"] == "report"));
     assert_eq!(d.stop(), 0);
 }
+
+/// `rea kill` follows the socket's rule: a user kills only the runs of her
+/// own jobs (another's job, by name or by run id, is unknown to her, as it
+/// is to `rea trigger`); root kills any.
+#[test]
+fn a_user_kills_only_the_runs_of_her_own_jobs() {
+    if skip_unless_root("a_user_kills_only_the_runs_of_her_own_jobs") {
+        return;
+    }
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    let hung = |name: &str| {
+        format!(
+            "[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
+        )
+    };
+    env.jobs(&hung("sys"));
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
+        let f = env.write(&format!("users/{user}.toml"), &hung(job));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let _d = env.daemon();
+    let run_of = |job: &str| {
+        let out = env.rea(&["trigger", job]).ok().stdout.clone();
+        out.split_whitespace().nth(2).expect("run id").to_string()
+    };
+    let (hers, his, sys) = (run_of("hers"), run_of("his"), run_of("sys"));
+    env.wait_until("three runs", || env.events("run").len() >= 3);
+
+    for target in ["hers", hers.as_str(), "sys", sys.as_str()] {
+        rea_as(&env, BOB, &["kill", target], None)
+            .code(5)
+            .stderr_has("no job and no run in progress named");
+    }
+    rea_as(&env, ALICE, &["kill", "hers"], None)
+        .ok()
+        .stdout_is(&format!("killing run {hers} of hers\n"));
+    env.wait_until("hers killed", || !env.runs("hers", "killed").is_empty());
+    assert_eq!(
+        env.runs("hers", "killed")[0]["reason"],
+        "killed by operator"
+    );
+    assert!(env.finals("his").is_empty() && env.finals("sys").is_empty());
+    rea_as(&env, ALICE, &["kill", "hers"], None)
+        .code(1)
+        .stderr_has("has no run in progress");
+    env.rea(&["kill", &his]).ok();
+    env.rea(&["kill", "sys"]).ok();
+    env.wait_until("his and sys killed", || {
+        env.runs("his", "killed").len() == 1 && env.runs("sys", "killed").len() == 1
+    });
+}

@@ -69,7 +69,9 @@ fn kind_of(subcommand: &str, positional: usize, option: Option<&str>) -> Option<
             Some(Kind::Tags)
         }
         (_, Some(_)) => None,
-        ("trigger" | "history" | "logs" | "next", None) if positional == 0 => Some(Kind::Jobs),
+        ("trigger" | "history" | "logs" | "next" | "kill", None) if positional == 0 => {
+            Some(Kind::Jobs)
+        }
         ("status", None) if positional == 0 => Some(Kind::JobsAndOneShots),
         ("pause" | "resume", None) => Some(Kind::Jobs),
         ("cancel", None) => Some(Kind::OneShots),

@@ -44,7 +44,7 @@ const REFERENCE_PAGES: [(&str, &str); 3] = [
 /// EXIT STATUS and EXAMPLES of each command's page, written by hand in
 /// `man/src/commands/`; a visible subcommand without an entry stops the
 /// generator (and so `tests/generated.rs`).
-const COMMAND_SECTIONS: [(&str, &str); 17] = [
+const COMMAND_SECTIONS: [(&str, &str); 18] = [
     ("run", include_str!("../../man/src/commands/rea-run.1.in")),
     (
         "check",
@@ -60,6 +60,7 @@ const COMMAND_SECTIONS: [(&str, &str); 17] = [
         "trigger",
         include_str!("../../man/src/commands/rea-trigger.1.in"),
     ),
+    ("kill", include_str!("../../man/src/commands/rea-kill.1.in")),
     (
         "pause",
         include_str!("../../man/src/commands/rea-pause.1.in"),
@@ -103,7 +104,7 @@ fn related(command: &str) -> &'static [&'static str] {
         "run" => &["rea-metrics(7)", "rea-history(5)", "systemd.service(5)"],
         "status" => &["rea-metrics(7)", "rea-protocol(7)"],
         "history" | "logs" => &["rea-history(5)"],
-        "submit" | "at" | "cancel" | "pending" | "trigger" => &["rea-protocol(7)"],
+        "submit" | "at" | "cancel" | "pending" | "trigger" | "kill" => &["rea-protocol(7)"],
         "import" => &["crontab(5)"],
         "edit" => &["crontab(1)"],
         _ => &[],
@@ -171,7 +172,28 @@ pub(crate) fn public_command() -> clap::Command {
         .subcommand_required(full.is_subcommand_required_set())
         .arg_required_else_help(full.is_arg_required_else_help_set())
         .args(full.get_arguments().cloned())
-        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+        .subcommands(
+            full.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(|s| logs_as_typed(s.clone(), &full)),
+        )
+}
+
+/// `rea logs` as it is typed: `-f` is `--follow` (main.rs rewrites it to
+/// the parser's `-F` before parsing), and `--file` has no short form there.
+/// The man page and the completions say so: from the parser alone they
+/// offered `-f` as `--file`, and fish completed file names after it.
+fn logs_as_typed(sub: clap::Command, full: &clap::Command) -> clap::Command {
+    if sub.get_name() != "logs" {
+        return sub;
+    }
+    let Some(file) = full.get_arguments().find(|a| a.get_id() == "file") else {
+        return sub;
+    };
+    // An argument of its own named like the global one is not overridden
+    // by it when the global arguments are propagated.
+    sub.arg(file.clone().short(None))
+        .mut_arg("follow", |a| a.short('f'))
 }
 
 /// Writes rea.1, rea-COMMAND.1 for each subcommand, rea-jobs.5 and the

@@ -68,6 +68,7 @@ pub(crate) fn run(global: &Global, args: &ImportArgs) -> CommandResult {
     let options = Options {
         timezone: args.timezone.clone(),
         owner: args.owner.clone(),
+        pam_env: pam_env(),
     };
     let import = crontab::import(&sources, &options);
     let toml = crontab::render(&import);
@@ -104,6 +105,13 @@ pub(crate) fn run(global: &Global, args: &ImportArgs) -> CommandResult {
         import.comments,
         plural(import.comments),
     );
+    if !options.pam_env.is_empty() {
+        eprintln!(
+            "rea: not carried: what PAM gives cron's jobs here ({}, from {}); the file's header says how to keep it",
+            options.pam_env.keys().cloned().collect::<Vec<_>>().join(", "),
+            PAM_ENV_FILES.join(" and ")
+        );
+    }
     let mut users: Vec<&str> = import
         .jobs
         .iter()
@@ -218,4 +226,50 @@ fn install(global: &Global, args: &ImportArgs, toml: &str) -> Result<(), Failure
         answer.data.path, answer.data.jobs
     );
     Ok(())
+}
+
+/// The files Debian's /etc/pam.d/cron has pam_env read for every cron job.
+const PAM_ENV_FILES: [&str; 2] = ["/etc/environment", "/etc/default/locale"];
+
+/// The variables pam_env gives cron's jobs on this machine: `KEY=VALUE`
+/// lines of [`PAM_ENV_FILES`] (an `export ` prefix and quotes around the
+/// value allowed, as pam_env reads them; the locale file last, as PAM
+/// applies it). A missing or unreadable file gives nothing: this only
+/// informs the header of the converted file.
+fn pam_env() -> std::collections::BTreeMap<String, String> {
+    use std::io::Read;
+    let mut env = std::collections::BTreeMap::new();
+    for path in PAM_ENV_FILES {
+        let mut text = String::new();
+        let read =
+            std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_string(&mut text));
+        if read.is_err() {
+            continue;
+        }
+        for line in text.lines() {
+            let line = line.trim();
+            let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            let valid = key
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                continue;
+            }
+            let value = value.trim();
+            let value = ['"', '\'']
+                .iter()
+                .find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q)))
+                .unwrap_or(value);
+            env.insert(key.to_string(), value.to_string());
+        }
+    }
+    env
 }

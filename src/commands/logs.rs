@@ -88,7 +88,7 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
     );
     let output = record.output.as_deref().unwrap_or("");
     if !args.raw && std::io::stdout().is_terminal() {
-        print!("{}", printable(output));
+        print!("{}", crate::terminal::printable(output));
     } else {
         print!("{output}");
     }
@@ -146,7 +146,7 @@ pub(super) fn print_stream(
             format!("{line}\n")
         } else {
             match serde_json::from_value::<StreamLine>(line) {
-                Ok(StreamLine::Output { text }) if sanitise => printable(&text),
+                Ok(StreamLine::Output { text }) if sanitise => crate::terminal::printable(&text),
                 Ok(StreamLine::Output { text }) => text,
                 Ok(StreamLine::Skipped { bytes }) => format!("\n… {bytes} bytes skipped …\n"),
                 Ok(StreamLine::Run { run, .. }) => {
@@ -167,43 +167,5 @@ pub(super) fn print_stream(
         {
             return Err(Failure::runtime("cannot write the output"));
         }
-    }
-}
-
-/// `output` with control characters shown as `^X` (`cat -v` style), tabs
-/// and newlines kept: a job's output may carry escape sequences that would
-/// retitle, recolour or reprogram the terminal reading it.
-fn printable(output: &str) -> String {
-    let mut out = String::with_capacity(output.len());
-    for c in output.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\u{7f}' => out.push_str("^?"),
-            c if (c as u32) < 0x20 => {
-                out.push('^');
-                out.push(char::from(b'@' + c as u8));
-            }
-            c if (0x80..0xa0).contains(&(c as u32)) => {
-                out.push_str(&format!(
-                    "M-^{}",
-                    char::from(b'@' + (c as u32 - 0x80) as u8)
-                ));
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn control_characters_are_shown_not_sent() {
-        assert_eq!(
-            printable("ok\tdone\n\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}x é\r\n"),
-            "ok\tdone\n^[]0;owned^G^[[2JM-^[x é^M\n"
-        );
     }
 }

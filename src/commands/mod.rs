@@ -10,6 +10,7 @@ pub(crate) mod edit;
 pub(crate) mod generate;
 pub(crate) mod history;
 pub(crate) mod import;
+pub(crate) mod kill;
 pub(crate) mod list;
 pub(crate) mod logs;
 pub(crate) mod next;

@@ -151,7 +151,18 @@ impl Loop {
         // the job is; the job's own env may still override. Another user's
         // job inherits nothing of the daemon's environment.
         let inherit_env = inherits_daemon_env(user.as_ref());
-        let mut env = run_env(user.as_ref(), shell, env_base, &start.name, &start.run);
+        let mailto: &[String] = match &start.def {
+            Def::Job(job) => &job.extras().mailto,
+            Def::OneShot(_) => &[],
+        };
+        let mut env = run_env(
+            user.as_ref(),
+            shell,
+            mailto,
+            env_base,
+            &start.name,
+            &start.run,
+        );
         env.push((
             "REA_SCHEDULED_AT".into(),
             start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),

@@ -37,17 +37,22 @@ pub(super) fn home_dir(user: Option<&User>) -> Option<PathBuf> {
         .filter(|h| h.is_absolute())
 }
 
-/// The variables of a job's run or hook: the owner's variables, the job's
-/// `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the daemon's
-/// environment if [`inherits_daemon_env`], else all the run gets.
+/// The variables of a job's run or hook: the owner's variables, `MAILTO`
+/// (the job's `mailto`, comma-separated, as cron exports the crontab's
+/// MAILTO), the job's `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the
+/// daemon's environment if [`inherits_daemon_env`], else all the run gets.
 pub(super) fn run_env(
     user: Option<&User>,
     shell: &str,
+    mailto: &[String],
     job_env: &BTreeMap<String, String>,
     name: &str,
     run: &str,
 ) -> Vec<(String, String)> {
     let mut env = user_env(user, shell);
+    if !mailto.is_empty() {
+        env.push(("MAILTO".into(), mailto.join(",")));
+    }
     env.extend(job_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.push(("REA_JOB".into(), name.to_string()));
     env.push(("REA_RUN_ID".into(), run.to_string()));
@@ -92,7 +97,7 @@ mod tests {
             return;
         }
         assert!(!inherits_daemon_env(Some(&nobody)));
-        let env = run_env(Some(&nobody), "/bin/bash", &BTreeMap::new(), "j", "r1");
+        let env = run_env(Some(&nobody), "/bin/bash", &[], &BTreeMap::new(), "j", "r1");
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
@@ -109,7 +114,7 @@ mod tests {
         assert!(env.contains(&("PATH".to_string(), "/usr/bin:/bin".to_string())));
         assert!(env.contains(&("SHELL".to_string(), "/bin/bash".to_string())));
         // The job's env comes later, so it wins.
-        let env = run_env(Some(&nobody), "/bin/sh", &job_env(), "j", "r1");
+        let env = run_env(Some(&nobody), "/bin/sh", &[], &job_env(), "j", "r1");
         let last = |name: &str| {
             env.iter()
                 .rev()
@@ -126,7 +131,7 @@ mod tests {
         let me = host::own_user().expect("the test runs as a known user");
         assert!(inherits_daemon_env(Some(me)));
         for user in [None, Some(me)] {
-            let env = run_env(user, "/bin/sh", &BTreeMap::new(), "j", "r1");
+            let env = run_env(user, "/bin/sh", &[], &BTreeMap::new(), "j", "r1");
             assert!(!env.iter().any(|(k, _)| k == "PATH"), "{env:?}");
             let home = me.home.display().to_string();
             assert!(env.contains(&("HOME".to_string(), home)), "{env:?}");

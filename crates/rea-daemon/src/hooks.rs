@@ -101,7 +101,14 @@ impl Loop {
                 None
             }
         };
-        let mut env = run_env(user.as_ref(), &job.shell, &job.env, &job.name, &run);
+        let mut env = run_env(
+            user.as_ref(),
+            &job.shell,
+            &job.extras().mailto,
+            &job.env,
+            &job.name,
+            &run,
+        );
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
         env.push(("REA_STATUS".into(), status.to_string()));
         env.push((
@@ -239,37 +246,67 @@ impl Loop {
         }
     }
 
-    /// The run's output through sendmail, as cron mails MAILTO.
+    /// The run's output through sendmail, as cron mails MAILTO: sendmail
+    /// runs as the job's user (so the mail is from them, not from root),
+    /// with nothing of the daemon's environment when that is another user.
     pub(super) fn send_mail(&mut self, job: &Job, rec: &Record) {
         let run = rec.run.clone().unwrap_or_default();
+        let mailto = job.extras().mailto.join(", ");
         let Some(sendmail) = crate::host_checks::sendmail_for(&self.config) else {
             warn!(
                 job = job.name.as_str(),
                 run = run.as_str(),
-                "no sendmail ({}): mail to {} not sent",
+                "no sendmail ({}): mail to {mailto} not sent",
                 rea_host::sendmail_places(),
-                job.extras().mailto.join(", ")
             );
             return;
         };
+        let user = match job.user.as_deref().map(host::user).transpose() {
+            Ok(user) => user,
+            Err(e) => {
+                warn!(
+                    job = job.name.as_str(),
+                    run = run.as_str(),
+                    "mail to {mailto} not sent: {e}"
+                );
+                return;
+            }
+        };
+        let from = user
+            .as_ref()
+            .or_else(|| host::own_user())
+            .map_or_else(|| "root".to_string(), |u| u.name.clone());
         let mut argv = vec![
             sendmail.display().to_string(),
             "-i".to_string(),
             "--".to_string(),
         ];
         argv.extend(job.extras().mailto.iter().cloned());
+        let inherit_env = inherits_daemon_env(user.as_ref());
+        let env = if inherit_env {
+            Vec::new()
+        } else {
+            run_env(
+                user.as_ref(),
+                "/bin/sh",
+                &[],
+                &Default::default(),
+                &job.name,
+                &run,
+            )
+        };
         let spec = RunSpec {
             program: Program::Argv(argv),
-            env: Vec::new(),
-            inherit_env: true,
+            env,
+            inherit_env,
             dir: None,
-            home: None,
+            home: home_dir(user.as_ref()),
             timeout: Some(Duration::from_secs(60)),
             kill_grace: Duration::from_secs(5),
             output_limit: 4096,
-            stdin: Some(mail_message(job, rec).into_bytes()),
+            stdin: Some(mail_message(job, rec, &from, Utc::now()).into_bytes()),
             pass_fd: None,
-            user: None,
+            user,
             kill_stragglers: true,
             journald: None,
         };
@@ -298,8 +335,11 @@ impl Loop {
     }
 }
 
-/// A plain-text mail about a run, headers included (for `sendmail -i`).
-fn mail_message(job: &Job, rec: &Record) -> String {
+/// A plain-text mail about a run, headers included (for `sendmail -i`):
+/// from the job's user (`from`), dated `now`, marked as sent by a machine
+/// (`Auto-Submitted`, RFC 3834, so that vacation responders stay quiet), as
+/// cron's mails are.
+fn mail_message(job: &Job, rec: &Record, from: &str, now: DateTime<Utc>) -> String {
     let host = rea_host::hostname();
     let status = rec.status.map(RunStatus::as_str).unwrap_or("");
     let how = match (rec.exit_code, rec.signal) {
@@ -309,12 +349,18 @@ fn mail_message(job: &Job, rec: &Record) -> String {
     };
     let output = rec.output.as_deref().unwrap_or("");
     let mut m = String::new();
+    m.push_str(&format!("From: \"rea on {host}\" <{from}>\n"));
     m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
     m.push_str(&format!(
         "Subject: rea: {} {status}{how} on {host}\n",
         job.name
     ));
+    m.push_str(&format!("Date: {}\n", now.to_rfc2822()));
+    m.push_str("MIME-Version: 1.0\n");
     m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str("Content-Transfer-Encoding: 8bit\n");
+    m.push_str("Auto-Submitted: auto-generated\n");
+    m.push_str("Precedence: bulk\n");
     m.push_str(&format!("X-Rea-Job: {}\n", job.name));
     m.push_str(&format!(
         "X-Rea-Run: {}\n\n",

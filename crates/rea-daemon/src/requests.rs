@@ -18,8 +18,8 @@ use super::status::oneshot_info;
 use super::users::Scope;
 use super::Loop;
 use crate::control::protocol::{
-    CancelReply, Cancelled, FieldNames, PauseReply, PendingReply, PingReply, SubmitReply,
-    TriggerReply, Ts,
+    CancelReply, Cancelled, FieldNames, KillReply, KilledRun, PauseReply, PendingReply, PingReply,
+    SubmitReply, TriggerReply, Ts,
 };
 use crate::control::{self, Incoming, Reply, Request, Response, Selector};
 
@@ -69,6 +69,7 @@ impl Loop {
                     }
                 }
             }
+            Request::Kill { target } => Reply::Done(self.kill(&target, actions, scope, now)),
             Request::Pending { tag, limit } => {
                 let oneshots = self
                     .engine
@@ -323,6 +324,82 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// `rea kill JOB|RUN`: the runs in progress of the job `target` (or
+    /// the one run it names) that `scope` may act on are asked to stop and
+    /// end as `killed`. A job of someone else's is answered as unknown; a
+    /// one-shot's run is root's (its owner is root).
+    fn kill(
+        &mut self,
+        target: &str,
+        actions: &mut VecDeque<Action>,
+        scope: &Scope,
+        now: chrono::DateTime<Utc>,
+    ) -> Response {
+        let job = self
+            .config
+            .jobs
+            .iter()
+            .find(|j| j.name == target && scope.sees(j));
+        let may = |name: &str, oneshot: bool| {
+            *scope == Scope::Admin
+                || (!oneshot
+                    && self
+                        .config
+                        .jobs
+                        .iter()
+                        .any(|j| j.name == name && scope.sees(j)))
+        };
+        let in_progress = self.engine.runs_in_progress();
+        let chosen: Vec<&rea_core::engine::RunInProgress> = if job.is_some() {
+            in_progress
+                .iter()
+                .filter(|r| !r.oneshot && r.name == target)
+                .collect()
+        } else {
+            in_progress
+                .iter()
+                .filter(|r| r.run == target && may(&r.name, r.oneshot))
+                .collect()
+        };
+        if chosen.is_empty() {
+            if job.is_some() {
+                return Response::err(
+                    "refused",
+                    format!("job {target:?} has no run in progress; nothing was killed"),
+                );
+            }
+            return Response::err(
+                "unknown_job",
+                format!("no job and no run in progress named {target:?}"),
+            )
+            .with_suggestions(rea_core::suggest::closest(
+                target,
+                self.visible_names(scope),
+                3,
+            ));
+        }
+        let runs: Vec<String> = chosen.iter().map(|r| r.run.clone()).collect();
+        let names: std::collections::HashMap<&str, &str> = chosen
+            .iter()
+            .map(|r| (r.run.as_str(), r.name.as_str()))
+            .collect();
+        let (killing, acts) = self.engine.kill_runs(&runs, now);
+        actions.extend(acts);
+        let killed = killing
+            .into_iter()
+            .map(|run| {
+                let job = names
+                    .get(run.as_str())
+                    .copied()
+                    .unwrap_or_default()
+                    .to_string();
+                info!(job = job.as_str(), run = run.as_str(), "killed by operator");
+                KilledRun { run, job }
+            })
+            .collect();
+        Response::with(&KillReply { killed })
     }
 
     pub(super) fn pause_resume(&mut self, sel: Selector, pause: bool, scope: &Scope) -> Reply {

@@ -67,6 +67,12 @@ pub enum Request {
         #[serde(default)]
         kill: bool,
     },
+    /// Stop runs in progress (`rea kill`): every running run of the job
+    /// named `target`, or the one run whose id it is. They end as
+    /// `killed`, with no retry. A user may name only her own jobs' runs.
+    Kill {
+        target: String,
+    },
     /// Pending one-shots, by due time.
     Pending {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -513,6 +519,19 @@ pub struct Cancelled {
     pub id: String,
     /// `cancelled`, or `killing` (a running one, with `kill`).
     pub result: String,
+}
+
+/// `kill`: the runs being stopped (they end as `killed`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KillReply {
+    pub killed: Vec<KilledRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KilledRun {
+    pub run: String,
+    /// The job's name, or the one-shot's id.
+    pub job: String,
 }
 
 /// `pause` / `resume`: the jobs that changed, and all paused now.

@@ -124,6 +124,7 @@ pub(super) fn assign(
             }
         },
         "MAILTO" => {
+            state.mailto_set = true;
             state.mail.remove(&name);
             match mail_addresses(&value) {
                 Ok(list) => state.mailto = list,
@@ -368,7 +369,20 @@ pub(super) fn build_job(
         .get("HOME")
         .filter(|h| h.starts_with('/'))
         .cloned();
-    let name = unique_name(&derive_name(&command), names);
+    // A command that names nothing (`true`, a lone guard) is named after
+    // its line, which the `# FILE:LINE` comment above the job shows.
+    let derived = derive_name(&command);
+    let derived = if derived == "job" {
+        format!("line-{n}")
+    } else {
+        derived
+    };
+    let name = unique_name(&derived, names);
+    let user = entry.user.or_else(|| options.owner.clone());
+    let (mailto, mailto_is_user) = match &user {
+        Some(u) if !state.mailto_set => (vec![u.clone()], true),
+        _ => (state.mailto.clone(), false),
+    };
     Job {
         name,
         origin: (file.to_string(), n),
@@ -381,8 +395,9 @@ pub(super) fn build_job(
         shell: state.shell.clone().filter(|s| s != "/bin/sh"),
         timezone: state.cron_tz.clone().unwrap_or(options.timezone.clone()),
         dir,
-        user: entry.user.or_else(|| options.owner.clone()),
-        mailto: state.mailto.clone(),
+        mailto,
+        mailto_is_user,
+        user,
         mail: state.mail.clone(),
         enabled: true,
         kill_stragglers: !backgrounds,

@@ -87,6 +87,11 @@ pub struct Options {
     /// alice` prints the same text as alice's own `crontab -l`), so without
     /// it their jobs have no `user` and run as rea's own user.
     pub owner: Option<String>,
+    /// What PAM's pam_env gives cron's jobs on this machine (Debian's
+    /// /etc/pam.d/cron: /etc/environment and the locale of
+    /// /etc/default/locale), read by the caller. rea opens no PAM session,
+    /// so the header says which variables the jobs lose.
+    pub pam_env: BTreeMap<String, String>,
 }
 
 /// A converted crontab entry, before `[defaults]` are factored out.
@@ -114,9 +119,12 @@ pub struct Job {
     /// The user the job ran as: a system crontab's user field, or
     /// [`Options::owner`] for user crontabs.
     pub user: Option<String>,
-    /// `MAILTO` in force for this entry; empty when unset or `""` (rea then
-    /// mails nothing, see [`render`]'s header).
+    /// `MAILTO` in force for this entry; empty for `""` (no mail). Without
+    /// a `MAILTO` above it, the job's user, as cron mails the crontab's
+    /// owner (empty when the user is unknown: see [`render`]'s header).
     pub mailto: Vec<String>,
+    /// `mailto` is the job's user, for want of a `MAILTO`.
+    pub mailto_is_user: bool,
     /// Mail settings rea has no field for (`MAILFROM`, ..., and a `MAILTO`
     /// rea cannot use), kept as comments.
     pub mail: BTreeMap<String, String>,
@@ -138,6 +146,8 @@ pub struct Import {
     pub timezone: String,
     /// Source names, in order, for the header of the rendered file.
     pub sources: Vec<String>,
+    /// [`Options::pam_env`], for the header.
+    pub pam_env: BTreeMap<String, String>,
 }
 
 impl Import {
@@ -184,6 +194,7 @@ const CRON_MACROS: [&str; 8] = [
 pub fn import(sources: &[Source], options: &Options) -> Import {
     let mut out = Import {
         timezone: options.timezone.clone(),
+        pam_env: options.pam_env.clone(),
         ..Import::default()
     };
     let mut names = HashSet::new();
@@ -202,6 +213,8 @@ struct FileState {
     shell: Option<String>,
     cron_tz: Option<String>,
     mailto: Vec<String>,
+    /// A `MAILTO` was set above (even `""`, or one rea cannot use).
+    mailto_set: bool,
     mail: BTreeMap<String, String>,
     /// Comment lines directly above the current line.
     comments: Vec<String>,

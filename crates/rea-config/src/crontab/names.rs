@@ -13,6 +13,35 @@ pub(super) const WRAPPERS: [&str; 12] = [
     "sudo", "nice", "ionice", "nohup", "exec", "env", "time", "timeout", "flock", "chronic",
     "cronic", "run-one",
 ];
+/// Programs whose name alone says little about the job (a crontab has
+/// several `echo`s and `curl`s): the job is named after their first
+/// arguments too (`echo-hello`, `curl-backup`, `systemctl-restart-nginx`).
+pub(super) const GENERIC: [&str; 24] = [
+    "echo",
+    "printf",
+    "date",
+    "touch",
+    "rm",
+    "find",
+    "curl",
+    "wget",
+    "cp",
+    "mv",
+    "mkdir",
+    "cat",
+    "tar",
+    "rsync",
+    "logger",
+    "kill",
+    "pkill",
+    "killall",
+    "systemctl",
+    "service",
+    "docker",
+    "podman",
+    "wall",
+    "truncate",
+];
 pub(super) const INTERPRETERS: [&str; 10] = [
     "sh", "bash", "dash", "zsh", "python", "python3", "perl", "ruby", "php", "node",
 ];
@@ -236,7 +265,33 @@ pub(super) fn name_of(words: &[String]) -> Option<String> {
             return Some(format!("run-parts-{}", base(dir.trim_end_matches('/'))));
         }
     }
+    if GENERIC.contains(&program.as_str()) {
+        return Some(qualified(&program, args));
+    }
     Some(strip_extension(&program))
+}
+
+/// `program` and its first two arguments that are not options, each cut to
+/// its last path or URL segment without an extension: `echo-hello`,
+/// `curl-backup` (for `https://example.com/cron/backup.php`).
+fn qualified(program: &str, args: &[String]) -> String {
+    let mut parts = vec![program.to_string()];
+    for arg in args
+        .iter()
+        .filter(|a| !a.starts_with('-') && !a.starts_with("/dev/"))
+        .take(2)
+    {
+        let last = arg
+            .trim_end_matches('/')
+            .rsplit('/')
+            .find(|s| !s.is_empty())
+            .unwrap_or(arg);
+        let part = sanitize(&strip_extension(last));
+        if !part.is_empty() {
+            parts.push(part);
+        }
+    }
+    parts.join("-")
 }
 
 pub(super) fn strip_extension(name: &str) -> String {

@@ -70,6 +70,15 @@ pub(super) fn toml_array(items: &[String]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// The comment after a job's `mailto`: where it came from.
+fn mail_comment(j: &Job) -> &'static str {
+    if j.mailto_is_user {
+        "   # no MAILTO: cron mails the output to the job's user"
+    } else {
+        "   # MAILTO"
+    }
+}
+
 /// The header's review notes: how the converted jobs differ from cron in
 /// what rea does with users, directories and mail. Only what this file
 /// contains is mentioned, and each sentence stays true of every job.
@@ -92,14 +101,31 @@ pub(super) fn header(import: &Import) -> String {
         );
     }
     notes.push(
-        "cron ran each job in its user's home directory; rea runs it in rea's working directory unless `dir` says otherwise.".to_string(),
+        "As under cron, a job runs in its user's home directory unless `dir` says otherwise (a job without `user`: the home of the user rea runs as).".to_string(),
     );
+    if jobs.iter().any(|j| j.mailto_is_user) {
+        notes.push(
+            "Without MAILTO, cron mails a job's output to the user it runs as: so do these jobs (`mailto` = their user; the local mail system delivers it, or forwards it as /etc/aliases says). MAILTO=\"\" (no mail) is kept.".to_string(),
+        );
+    }
+    if ownerless && jobs.iter().any(|j| j.mailto.is_empty()) {
+        notes.push(
+            "Jobs without `user` and without MAILTO send no mail: cron mailed the crontab's owner, whom a user crontab does not name (set `mailto`, or import with --owner NAME). Every run's output is kept in rea's history (`rea logs JOB`).".to_string(),
+        );
+    }
     notes.push(
-        "Without MAILTO, cron mailed a job's output to the user it ran as; rea mails only the addresses in `mailto`, so jobs without it send no mail. Every run's output is kept in rea's history (`rea logs JOB`).".to_string(),
+        "cron runs jobs in a PAM session: on Debian its pam_env gives them the variables of /etc/environment and the locale of /etc/default/locale (LANG, LC_*). rea opens no PAM session: a job gets its user's HOME, USER, LOGNAME and SHELL, a PATH, rea's REA_* variables and its `env`, nothing else.".to_string(),
     );
     let mut out = String::new();
     for note in notes {
         out.push_str(&wrap_comment(&note, 78));
+    }
+    if !import.pam_env.is_empty() {
+        out.push_str(&wrap_comment(
+            "On this machine that environment is the line below; to keep it, add it to `env` in [defaults]:",
+            78,
+        ));
+        out.push_str(&format!("#   env = {}\n", inline_table(&import.pam_env)));
     }
     out.push('\n');
     out
@@ -150,7 +176,9 @@ pub fn render(import: &Import) -> String {
     let shell = shared(&|j| j.shell.clone());
     let dir = shared(&|j| j.dir.clone());
     let user = shared(&|j| j.user.clone());
-    let mailto = shared(&|j| (!j.mailto.is_empty()).then(|| toml_array(&j.mailto)));
+    let mailto = shared(&|j| {
+        (!j.mailto.is_empty()).then(|| format!("{}{}", toml_array(&j.mailto), mail_comment(j)))
+    });
     let mails = jobs.iter().any(|j| !j.mailto.is_empty());
     s.push_str("[defaults]\n");
     s.push_str(&format!(
@@ -175,7 +203,7 @@ pub fn render(import: &Import) -> String {
         s.push_str(&format!("user = {}\n", toml_string(u)));
     }
     if let Some(m) = &mailto {
-        s.push_str(&format!("mailto = {m}   # MAILTO\n"));
+        s.push_str(&format!("mailto = {m}\n"));
     }
     if mails {
         s.push_str("mail_on = \"output\"   # as cron: mail whenever a job prints something\n");
@@ -242,7 +270,11 @@ pub fn render(import: &Import) -> String {
             }
         }
         if mailto.is_none() && !j.mailto.is_empty() {
-            s.push_str(&format!("mailto = {}   # MAILTO\n", toml_array(&j.mailto)));
+            s.push_str(&format!(
+                "mailto = {}{}\n",
+                toml_array(&j.mailto),
+                mail_comment(j)
+            ));
         }
         for (k, v) in &j.mail {
             s.push_str(&format!(

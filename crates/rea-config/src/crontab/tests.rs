@@ -6,6 +6,7 @@ fn opts() -> Options {
     Options {
         timezone: "UTC".to_string(),
         owner: None,
+        pam_env: BTreeMap::new(),
     }
 }
 
@@ -181,6 +182,12 @@ fn names_come_from_the_program() {
         ("/opt/weird name/x.sh", "weird"),
         ("/opt/ünï.sh", "n"),
         ("true", "job"),
+        // Programs that say little alone are named with their arguments.
+        ("echo hello >> /tmp/hello.log", "echo-hello"),
+        ("date > /tmp/now", "date"),
+        ("curl -fsS https://example.com/cron/backup.php", "curl-backup"),
+        ("wget -q -O /dev/null http://x.test/run/", "wget-run"),
+        ("systemctl restart nginx", "systemctl-restart-nginx"),
     ];
     for (cmd, want) in cases {
         assert_eq!(derive_name(cmd), want, "{cmd}");
@@ -463,12 +470,13 @@ fn users_and_mail_render_as_fields() {
     let cfg = crate::parse(toml.as_bytes(), std::path::Path::new("out.toml"))
         .unwrap_or_else(|d| panic!("{toml}\n{d:#?}"));
     assert_eq!(cfg.jobs[0].user.as_deref(), Some("root"));
-    assert!(cfg.jobs[0].extras().mailto.is_empty());
+    // No MAILTO above it: cron mails the job's user.
+    assert_eq!(cfg.jobs[0].extras().mailto, ["root"]);
     assert_eq!(cfg.jobs[1].user.as_deref(), Some("www-data"));
     assert_eq!(cfg.jobs[1].extras().mailto, ["ops@x", "dev@x"]);
     assert_eq!(cfg.jobs[1].extras().mail_on, rea_core::job::MailOn::Output);
     assert!(
-        toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
+        toml.contains("[jobs.a]\nschedule = \"0 1 * * *\"\ncommand = \"a\"\nuser = \"root\"\nmailto = [\"root\"]   # no MAILTO: cron mails the output to the job's user\n# MAILFROM=\"cron@x\"   (not converted; see the import warnings)\n"),
         "{toml}"
     );
     assert!(
@@ -544,4 +552,32 @@ fn the_background_operator_is_told_from_other_ampersands() {
     ] {
         assert!(!bg(no), "{no:?} backgrounds nothing");
     }
+}
+
+#[test]
+fn the_header_says_what_pam_gave_cron_jobs() {
+    let bare = render(&user("@daily /bin/a\n"));
+    assert!(bare.contains("# cron runs jobs in a PAM session"), "{bare}");
+    assert!(!bare.contains("On this machine"), "{bare}");
+    let with = Options {
+        pam_env: BTreeMap::from([
+            ("LANG".to_string(), "de_DE.UTF-8".to_string()),
+            ("HTTP_PROXY".to_string(), "http://proxy:3128".to_string()),
+        ]),
+        ..opts()
+    };
+    let toml = render(&import(
+        &[Source {
+            name: "tab".to_string(),
+            text: b"@daily /bin/a\n".to_vec(),
+            format: Format::User,
+            in_cron_d: false,
+        }],
+        &with,
+    ));
+    assert!(
+        toml.contains("#   env = { HTTP_PROXY = \"http://proxy:3128\", LANG = \"de_DE.UTF-8\" }\n"),
+        "{toml}"
+    );
+    crate::parse(toml.as_bytes(), std::path::Path::new("out.toml")).expect("still valid");
 }

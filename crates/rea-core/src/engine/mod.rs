@@ -180,6 +180,15 @@ pub struct StartRun {
     pub grant: Option<Grant>,
 }
 
+/// A run in progress, as `Engine::runs_in_progress` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInProgress {
+    pub run: String,
+    /// The job's name, or the one-shot's id.
+    pub name: String,
+    pub oneshot: bool,
+}
+
 /// Why a run was asked to stop early; becomes the `reason` of its record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -473,6 +482,45 @@ impl Engine {
             }
         }
         out
+    }
+
+    /// The runs in progress (handed to the daemon to spawn, not ended),
+    /// oldest first: for `rea kill`, which decides which of them the
+    /// asker may stop.
+    pub fn runs_in_progress(&self) -> Vec<RunInProgress> {
+        let mut runs: Vec<RunInProgress> = self
+            .runs
+            .iter()
+            .map(|(run, active)| RunInProgress {
+                run: run.clone(),
+                name: active.pending.source.name().to_string(),
+                oneshot: active.pending.source.oneshot().is_some(),
+            })
+            .collect();
+        runs.sort_by(|a, b| a.run.cmp(&b.run));
+        runs
+    }
+
+    /// An operator's kill (`rea kill`): each of `runs` still in progress is
+    /// asked to stop (TERM, its grace, KILL) and ends as `killed`, "killed
+    /// by operator": no retry and no `on_failure` follow, as after `rea
+    /// cancel --kill`. A run already being stopped is left to that stop.
+    /// Returns the runs now being killed.
+    pub fn kill_runs(&mut self, runs: &[String], now: DateTime<Utc>) -> (Vec<String>, Vec<Action>) {
+        let mut out = Vec::new();
+        self.advance(now, &mut out);
+        let mut killing = Vec::new();
+        for run in runs {
+            let Some(active) = self.runs.get_mut(run.as_str()) else {
+                continue;
+            };
+            if active.stop.is_none() {
+                active.stop = Some(StopReason::Operator);
+                out.push(Action::Terminate { run: run.clone() });
+            }
+            killing.push(run.clone());
+        }
+        (killing, out)
     }
 
     /// Whether `run` has been handed to the daemon to spawn (not waiting).

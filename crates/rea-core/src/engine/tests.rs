@@ -300,6 +300,48 @@ fn overlap_allow_runs_side_by_side() {
     );
 }
 
+/// `rea kill`: the run is terminated once (a second kill is not a second
+/// Terminate), ends as killed by operator, and is not retried.
+#[test]
+fn an_operators_kill_terminates_once_and_is_not_retried() {
+    let mut j = job("hung", "0 * * * *");
+    j.retry = RetryPolicy {
+        attempts: 3,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(25),
+        factor: 2.0,
+        jitter: 0.0,
+    };
+    let cfg = config(vec![j], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(at("2026-11-29T00:30:00Z"), Recovered::default());
+    let t1 = at("2026-11-29T01:00:00Z");
+    let first = starts(&engine.wake(t1, false)).pop().expect("a run");
+    engine.spawned(&first.run, Ok(Started { pid: 10, at: t1 }), t1);
+    let listed = engine.runs_in_progress();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].name.as_str(), listed[0].oneshot),
+        ("hung", false)
+    );
+    let t2 = at("2026-11-29T01:05:00Z");
+    let (killing, acts) = engine.kill_runs(&[first.run.clone(), "nope".into()], t2);
+    assert_eq!(killing, vec![first.run.clone()]);
+    assert!(matches!(&acts[..], [Action::Terminate { run }] if *run == first.run));
+    let (again, acts) = engine.kill_runs(std::slice::from_ref(&first.run), t2);
+    assert_eq!(again, vec![first.run.clone()]);
+    assert!(acts.is_empty(), "already being stopped: {acts:?}");
+    let mut o = outcome(10, t1, t2, -1);
+    o.terminated = true;
+    o.termination = Termination::Signaled(15);
+    let recs = records(&engine.finished(&first.run, &o, t2));
+    assert_eq!(recs[0].status, Some(RunStatus::Killed));
+    assert_eq!(recs[0].reason.as_deref(), Some("killed by operator"));
+    assert!(recs[0].retry_at().is_none());
+    let later = engine.wake(at("2026-11-29T01:05:30Z"), false);
+    assert!(starts(&later).is_empty(), "no retry: {later:?}");
+}
+
 #[test]
 fn overlap_replace_terminates_then_starts() {
     let mut j = job("r", "* * * * *");

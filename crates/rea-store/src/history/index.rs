@@ -215,18 +215,30 @@ pub(crate) fn narrow(
 /// The lines of the first `len` bytes of `src` that contain `needle`, last
 /// first, given to `f` until it breaks. Like [`super::RevLines`], but each
 /// chunk is searched whole; only lines with a match are cut out.
+///
+/// A line longer than `max_line` is skipped without being held (no record
+/// is that long): a crash can leave the end of a file as a long run of NUL
+/// bytes without a newline (delayed allocation), and holding it, or
+/// copying it again for every chunk, took minutes and the run's size in
+/// memory. The part of a line not yet complete is kept as pieces, so a long
+/// line costs one copy, not one per chunk.
 pub(crate) fn rev_lines_containing<R: ReadAt>(
     src: R,
     len: u64,
     chunk: usize,
+    max_line: usize,
     needle: &[u8],
     mut f: impl FnMut(&[u8]) -> ControlFlow<()>,
 ) -> io::Result<()> {
     let chunk = chunk.max(1);
     let finder = memchr::memmem::FinderRev::new(needle);
     let mut buf = vec![0u8; chunk];
-    // The start of a line whose beginning is in a chunk not read yet.
-    let mut tail: Vec<u8> = Vec::new();
+    // The end of a line whose beginning is in a chunk not read yet, as the
+    // chunks' pieces, the latest read first.
+    let mut tail: Vec<Vec<u8>> = Vec::new();
+    let mut tail_len = 0usize;
+    // The line being read grew past `max_line`: its pieces were dropped.
+    let mut overlong = false;
     let mut pos = len;
     while pos > 0 {
         let n = pos.min(chunk as u64) as usize;
@@ -239,15 +251,29 @@ pub(crate) fn rev_lines_containing<R: ReadAt>(
             _ if pos == 0 => 0,
             Some(k) => k + 1,
             None => {
-                let mut longer = buf[..n].to_vec();
-                longer.extend_from_slice(&tail);
-                tail = longer;
+                tail_len += n;
+                if overlong || tail_len > max_line {
+                    overlong = true;
+                    tail = Vec::new();
+                } else {
+                    tail.push(buf[..n].to_vec());
+                }
                 continue;
             }
         };
-        let mut region = Vec::with_capacity(n - split + tail.len());
-        region.extend_from_slice(&buf[split..n]);
-        region.extend_from_slice(&tail);
+        let mut region = Vec::new();
+        if overlong {
+            // The chunk's last line is the start of the overlong one: only
+            // the complete lines before it are searched.
+            let last = memchr::memrchr(b'\n', &buf[split..n]).map_or(split, |i| split + i + 1);
+            region.extend_from_slice(&buf[split..last]);
+        } else {
+            region.reserve(n - split + tail_len);
+            region.extend_from_slice(&buf[split..n]);
+            for piece in tail.iter().rev() {
+                region.extend_from_slice(piece);
+            }
+        }
         let mut done_from = region.len();
         for m in finder.rfind_iter(&region) {
             if m >= done_from {
@@ -256,13 +282,17 @@ pub(crate) fn rev_lines_containing<R: ReadAt>(
             let start = memchr::memrchr(b'\n', &region[..m]).map_or(0, |i| i + 1);
             let end = memchr::memchr(b'\n', &region[m..]).map_or(region.len(), |i| m + i);
             done_from = start;
-            if f(&region[start..end]).is_break() {
+            if end - start <= max_line && f(&region[start..end]).is_break() {
                 return Ok(());
             }
         }
-        tail.clear();
+        tail = Vec::new();
+        tail_len = 0;
+        overlong = false;
         if split > 0 {
-            tail.extend_from_slice(&buf[..split - 1]);
+            tail.push(buf[..split - 1].to_vec());
+            tail_len = split - 1;
+            overlong = tail_len > max_line;
         }
     }
     Ok(())

@@ -161,11 +161,18 @@ impl JsonlReader {
             let len = end.saturating_sub(start);
             if let Some(needle) = needle {
                 let mut stop = false;
-                rev_lines_containing(window, len, self.chunk, needle, |line| {
-                    let flow = one(line);
-                    stop = flow.is_break();
-                    flow
-                })?;
+                rev_lines_containing(
+                    window,
+                    len,
+                    self.chunk,
+                    rea_core::record::MAX_LINE_BYTES,
+                    needle,
+                    |line| {
+                        let flow = one(line);
+                        stop = flow.is_break();
+                        flow
+                    },
+                )?;
                 if stop {
                     return Ok(());
                 }

@@ -437,12 +437,39 @@ mod jsonl {
                 .filter(|l| l.windows(needle.len()).any(|w| w == needle.as_slice()))
                 .collect();
             let mut got = Vec::new();
-            super::index::rev_lines_containing(&bytes[..], bytes.len() as u64, chunk, &needle, |l| {
+            super::index::rev_lines_containing(&bytes[..], bytes.len() as u64, chunk, usize::MAX, &needle, |l| {
                 got.push(l.to_vec());
                 std::ops::ControlFlow::Continue(())
             })
             .expect("read");
             prop_assert_eq!(got, want);
+        }
+    }
+
+    /// Lines longer than the limit are skipped, at any chunk size, however
+    /// long (a crash's tail of NULs without a newline) and wherever they are;
+    /// the lines around them are found.
+    #[test]
+    fn rev_lines_containing_skips_overlong_lines() {
+        let mut bytes = b"job a 1\n".to_vec();
+        bytes.extend(std::iter::repeat_n(b'a', 50));
+        bytes.extend_from_slice(b"\njob a 2\njob b\njob a 3\n");
+        bytes.extend(std::iter::repeat_n(0u8, 5000));
+        for chunk in [1usize, 3, 7, 16, 64, 10_000] {
+            let mut got = Vec::new();
+            super::index::rev_lines_containing(
+                &bytes[..],
+                bytes.len() as u64,
+                chunk,
+                20,
+                b"a",
+                |l| {
+                    got.push(String::from_utf8_lossy(l).into_owned());
+                    std::ops::ControlFlow::Continue(())
+                },
+            )
+            .expect("read");
+            assert_eq!(got, ["job a 3", "job a 2", "job a 1"], "chunk {chunk}");
         }
     }
 
