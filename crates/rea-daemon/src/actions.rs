@@ -186,6 +186,8 @@ impl Loop {
             user,
             kill_stragglers,
             journal,
+            cgroup: None,
+            limits: rea_core::run::Limits::NONE,
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles

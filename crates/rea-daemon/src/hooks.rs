@@ -196,6 +196,8 @@ impl Loop {
                 user: batch.user.clone(),
                 kill_stragglers: true,
                 journal: None,
+                cgroup: None,
+                limits: rea_core::run::Limits::NONE,
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(
@@ -280,6 +282,8 @@ impl Loop {
             user: None,
             kill_stragglers: true,
             journal: None,
+            cgroup: None,
+            limits: rea_core::run::Limits::NONE,
         };
         let name = job.name.clone();
         match executor::spawn(spec) {
@@ -573,6 +577,8 @@ mod tests {
                 user: Some(nobody.clone()),
                 kill_stragglers: true,
                 journal: None,
+                cgroup: None,
+                limits: rea_core::run::Limits::NONE,
             };
             let (_, _, running) = executor::spawn(spec).expect("spawn");
             outputs.push(running.await.output.text);
