@@ -186,8 +186,11 @@ impl Loop {
             user,
             kill_stragglers,
             journal,
-            cgroup: None,
-            limits: rea_core::run::Limits::NONE,
+            cgroup: self.containment.place(super::TENANT, &start.run),
+            limits: match &start.def {
+                Def::Job(job) => job.extras().limits,
+                Def::OneShot(_) => rea_core::run::Limits::NONE,
+            },
         };
         let (started, handle, fut) = executor::spawn(spec)?;
         self.handles

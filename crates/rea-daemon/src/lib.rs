@@ -122,6 +122,10 @@ impl std::error::Error for StartError {}
 /// submissions must not starve timers and finished runs).
 const MAX_BATCH: usize = 20_000;
 
+/// The tenant every run's cgroup is under (`rea/<tenant>/<run>`) until
+/// tenants exist.
+const TENANT: &str = "system";
+
 /// Messages from tasks to the loop.
 enum Msg {
     Finished { run: String, outcome: Box<Outcome> },
@@ -269,6 +273,11 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
+    if let Some(tree) = d.containment.tree() {
+        // Every run has ended: the subtree goes unless something (another
+        // daemon's runs, leftovers of kill_stragglers = false) is in it.
+        tree.tidy();
+    }
     if let Some(cl) = &d.cluster {
         // Frees the node's name at once (others need not wait out its
         // lease), once the database has every run's end.
@@ -364,4 +373,6 @@ struct Loop {
     settling: Option<(u64, tokio::time::Instant)>,
     /// The job files, with each part's last good version.
     files: crate::jobfiles::JobFiles,
+    /// A cgroup per run, or process groups (`rea_exec::cgroup`).
+    containment: std::sync::Arc<rea_exec::cgroup::Containment>,
 }

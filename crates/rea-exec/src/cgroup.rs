@@ -41,10 +41,121 @@ use tokio::io::Interest;
 /// The controllers rea enables for runs, when the host offers them.
 pub const CONTROLLERS: [&str; 4] = ["cpu", "memory", "io", "pids"];
 
+/// How this daemon contains its runs: a cgroup each, or (without a
+/// writable cgroup v2, or with `cgroups = "off"`) their process groups.
+#[derive(Debug)]
+pub enum Containment {
+    Cgroups(Tree),
+    ProcessGroups { why: String },
+}
+
+impl Containment {
+    /// Sets up the daemon's subtree if `wanted` and the host allows, with
+    /// the directory of `tenant` made (and checked writable) up front.
+    pub fn detect(wanted: bool, tenant: &str) -> Containment {
+        if !wanted {
+            return Containment::ProcessGroups {
+                why: "cgroups = \"off\" in [daemon]".to_string(),
+            };
+        }
+        let tree = Tree::setup().and_then(|tree| {
+            let dir = tree.tenant(tenant)?;
+            writable(&dir)?;
+            Ok(tree)
+        });
+        match tree {
+            Ok(tree) => Containment::Cgroups(tree),
+            Err(why) => Containment::ProcessGroups { why },
+        }
+    }
+
+    /// The mode as one line, for the log, `rea status` and metrics.
+    pub fn mode(&self) -> String {
+        match self {
+            Containment::Cgroups(tree) => tree.mode(),
+            Containment::ProcessGroups { why } => {
+                format!("process groups (escapees are not contained, limits through cgroups unavailable): {why}")
+            }
+        }
+    }
+
+    /// `"cgroup"` or `"process_group"`, for a metric's label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Containment::Cgroups(_) => "cgroup",
+            Containment::ProcessGroups { .. } => "process_group",
+        }
+    }
+
+    pub fn tree(&self) -> Option<&Tree> {
+        match self {
+            Containment::Cgroups(tree) => Some(tree),
+            Containment::ProcessGroups { .. } => None,
+        }
+    }
+
+    /// Where a run goes: `<tenant>/<run>`; None in process-group mode, or
+    /// (said in the log) if the tenant's directory cannot be made.
+    pub fn place(&self, tenant: &str, run: &str) -> Option<CgroupSpec> {
+        let tree = self.tree()?;
+        match tree.tenant(tenant) {
+            Ok(parent) => Some(CgroupSpec {
+                parent,
+                name: run.to_string(),
+            }),
+            Err(e) => {
+                tracing::warn!("run {run} is contained by its process group only: {e}");
+                None
+            }
+        }
+    }
+
+    /// The limits among `limits` this host cannot enforce, each as
+    /// `memory_max (memory controller not enabled)`.
+    pub fn unenforceable(&self, limits: &Limits) -> Vec<String> {
+        let mut out = Vec::new();
+        for (controller, fields) in limits.controllers() {
+            let why = match self {
+                Containment::Cgroups(tree) if tree.has(controller) => continue,
+                Containment::Cgroups(tree) => {
+                    format!("{controller} controller: {}", tree.missing_why())
+                }
+                Containment::ProcessGroups { .. } => "no cgroup per run".to_string(),
+            };
+            for f in fields {
+                out.push(format!("{f} ({why})"));
+            }
+        }
+        out
+    }
+}
+
+/// What a daemon started here would get, without creating or moving
+/// anything: for `rea check`. Controllers are those this process's cgroup
+/// offers (a delegated unit offers its own; elsewhere the daemon enables
+/// none itself, which this may overstate).
+pub fn probe() -> Result<Vec<String>, String> {
+    let hierarchy = rea_host::cgroup::find()?;
+    let own = &hierarchy.own;
+    writable(own)?;
+    writable(&own.join("cgroup.procs"))?;
+    let offered = if *own == hierarchy.mount {
+        rea_host::cgroup::enabled(own)
+    } else {
+        rea_host::cgroup::controllers(own)
+    };
+    Ok(offered
+        .into_iter()
+        .filter(|c| CONTROLLERS.contains(&c.as_str()))
+        .collect())
+}
+
 /// The daemon's subtree of cgroups: `<root>/<tenant>/<run>`.
 #[derive(Debug)]
 pub struct Tree {
     root: PathBuf,
+    /// Tenants' directories made so far (made once, not per run).
+    tenants: std::sync::Mutex<Vec<(String, Arc<Path>)>>,
     /// The controllers a run's leaf gets (enabled down to the tenants).
     enabled: Vec<String>,
     /// Why the rest are missing, for the mode line.
@@ -64,6 +175,9 @@ impl Tree {
     pub fn setup() -> Result<Tree, String> {
         let hierarchy = rea_host::cgroup::find()?;
         let base = hierarchy.own.clone();
+        // A child moves itself from here into its leaf: that takes write
+        // access to the cgroup.procs of both cgroups' common ancestor.
+        writable(&base.join("cgroup.procs"))?;
         let root = base.join("rea");
         make_dir(&root).map_err(|e| {
             format!(
@@ -112,6 +226,7 @@ impl Tree {
             .collect();
         Ok(Tree {
             root,
+            tenants: std::sync::Mutex::new(Vec::new()),
             enabled,
             missing_why: "controller not enabled".to_string(),
         })
@@ -131,8 +246,8 @@ impl Tree {
         &self.enabled
     }
 
-    /// What runs get, as one line: `cgroup: contained (…/rea), controllers:
-    /// cpu, memory` or `…, memory, io, pids limits unavailable: controller
+    /// What runs get, as one line: `cgroup: contained (…/rea); controllers:
+    /// cpu, memory` or `…; memory, io, pids limits unavailable: controller
     /// not enabled`.
     pub fn mode(&self) -> String {
         let missing: Vec<&str> = CONTROLLERS
@@ -142,11 +257,11 @@ impl Tree {
             .collect();
         let mut line = format!("cgroup: contained ({})", self.root.display());
         if !self.enabled.is_empty() {
-            line.push_str(&format!(", controllers: {}", self.enabled.join(", ")));
+            line.push_str(&format!("; controllers: {}", self.enabled.join(", ")));
         }
         if !missing.is_empty() {
             line.push_str(&format!(
-                ", {} limits unavailable: {}",
+                "; {} limits unavailable: {}",
                 missing.join(", "),
                 self.missing_why
             ));
@@ -165,10 +280,20 @@ impl Tree {
         if !plain_name(tenant) {
             return Err(format!("{tenant:?} cannot name a cgroup"));
         }
+        let mut made = self
+            .tenants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, dir)) = made.iter().find(|(t, dir)| t == tenant && dir.is_dir()) {
+            return Ok(dir.clone());
+        }
         let dir = self.root.join(tenant);
         make_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         enable(&dir);
-        Ok(Arc::from(dir))
+        let dir: Arc<Path> = Arc::from(dir);
+        made.retain(|(t, _)| t != tenant);
+        made.push((tenant.to_string(), dir.clone()));
+        Ok(dir)
     }
 
     /// Ends what is left in a previous daemon's run cgroup, if it is still
@@ -217,6 +342,12 @@ pub struct CgroupSpec {
     pub parent: Arc<Path>,
     /// The leaf's name: the run's id.
     pub name: String,
+}
+
+/// Whether this process may write to `path` (a cgroup directory or file).
+fn writable(path: &Path) -> Result<(), String> {
+    rustix::fs::access(path, rustix::fs::Access::WRITE_OK)
+        .map_err(|e| format!("{} is not writable by this user ({e})", path.display()))
 }
 
 /// A name that is one path component and no special file's.
