@@ -14,6 +14,7 @@ mod cron_parity;
 mod daemon;
 mod follow;
 mod generated;
+mod governed;
 mod hardening;
 mod import;
 mod journald;
