@@ -193,12 +193,13 @@ fn escapees_die_with_the_run_when_the_daemon_stops() {
 #[test]
 fn the_cpu_of_a_runs_children_agrees_with_proc() {
     let env = Env::new();
-    // Two children burn a second of CPU each; the shell waits for them, so
+    // Two children burn a fixed amount of CPU each (about half a second
+    // here, however loaded the machine); the shell waits for them, so
     // its own /proc figures (its time and its waited children's) are the
     // whole run's. Printed last, for comparison with the record.
     env.write(
         "burn.sh",
-        "for i in 1 2; do timeout 1 sh -c 'while :; do :; done' & done\nwait\ncat /proc/$$/stat\ngetconf CLK_TCK\n",
+        "for i in 1 2; do sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done' & done\nwait\ncat /proc/$$/stat\ngetconf CLK_TCK\n",
     );
     env.jobs(&format!(
         "[jobs.burn]\nschedule = \"@reboot\"\ncommand = \"sh {}\"\n",
@@ -416,5 +417,29 @@ fn without_cgroups_the_mode_says_process_groups() {
     let mode = containment(&env);
     assert!(mode.starts_with("process groups"), "{mode}");
     env.rea(&["status"]).ok().stdout_has("runs: process groups");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn hooks_run_in_a_cgroup_of_their_own() {
+    let env = Env::new();
+    env.jobs(&format!(
+        "[jobs.f]\nschedule = \"@reboot\"\ncommand = \"exit 1\"\non_failure = \"cat /proc/self/cgroup > {}\"\n",
+        env.path("hook-cgroup").display()
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    wait_until("the hook to run", || env.read("hook-cgroup").contains("::"));
+    let run = env.finals("f")[0]["run"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let line = env.read("hook-cgroup");
+    assert!(
+        line.contains(&format!("/rea/system/{run}.on_failure")),
+        "{line}"
+    );
     assert_eq!(d.stop(), 0);
 }

@@ -196,8 +196,11 @@ impl Loop {
                 user: batch.user.clone(),
                 kill_stragglers: true,
                 journal: None,
-                cgroup: None,
-                limits: rea_core::run::Limits::NONE,
+                // A cgroup of its own beside its run's, with the job's limits.
+                cgroup: self
+                    .containment
+                    .place(super::TENANT, &format!("{}.{}", batch.run, hook.name())),
+                limits: job.extras().limits,
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(
@@ -282,7 +285,9 @@ impl Loop {
             user: None,
             kill_stragglers: true,
             journal: None,
-            cgroup: None,
+            cgroup: self
+                .containment
+                .place(super::TENANT, &format!("{}.mail", run)),
             limits: rea_core::run::Limits::NONE,
         };
         let name = job.name.clone();
