@@ -443,3 +443,44 @@ fn hooks_run_in_a_cgroup_of_their_own() {
     );
     assert_eq!(d.stop(), 0);
 }
+
+#[test]
+fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
+    let env = Env::new();
+    let cases = escape_scripts(&env);
+    let (case, command) = &cases[0];
+    // Started by hand, once: the next daemon must not start it again.
+    env.jobs(&format!(
+        "[jobs.{case}]\nschedule = \"0 0 1 1 *\"\ncommand = \"{command}\"\n"
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    env.rea(&["trigger", case]).ok();
+    wait_for_escapees(&env, &cases[..1]);
+    let escaped = pids_of(&env, case);
+    // The shell dies with the daemon (its parent-death signal); what it
+    // started in a session of its own does not, but is still in the cgroup.
+    d.kill9();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        escaped.iter().all(|p| alive(*p)),
+        "the escapee should outlive a kill -9"
+    );
+    let d = env.daemon();
+    wait_until("the interrupted record", || {
+        !env.runs(case, "interrupted").is_empty()
+    });
+    let rec = &env.runs(case, "interrupted")[0];
+    assert!(
+        rec["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("were terminated"),
+        "{rec}"
+    );
+    assert_all_gone(&env, case, "recovery by the next daemon");
+    assert!(d.log_text().contains("cgroup.kill"), "{}", d.log_text());
+    assert_eq!(d.stop(), 0);
+}
