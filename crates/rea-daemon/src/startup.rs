@@ -227,8 +227,8 @@ pub(super) async fn start(opts: &Options) -> Result<Started, StartError> {
     })
 }
 
-/// Says once, at start, which jobs ask for limits this host cannot
-/// enforce (a reload says it again for the jobs it loads).
+/// Says which jobs ask for limits this host cannot enforce: at start, and
+/// again for each configuration a reload applies.
 pub(super) fn warn_unenforceable(config: &Config, containment: &rea_exec::cgroup::Containment) {
     for job in &config.jobs {
         let missing = containment.unenforceable(&job.extras().limits);

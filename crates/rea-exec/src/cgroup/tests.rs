@@ -293,3 +293,21 @@ async fn limits_reach_the_cgroup_where_the_controller_is() {
     let outcome = running.await;
     assert!(outcome.output.text.contains("/rea-test-"), "{outcome:?}");
 }
+
+#[tokio::test]
+async fn a_tenant_directory_removed_meanwhile_is_made_again() {
+    let Some(scratch) = Scratch::new("remade") else {
+        return;
+    };
+    let place = scratch.place("run");
+    // Another daemon sharing the subtree removed it, empty, as it stopped.
+    std::fs::remove_dir(&place.parent).expect("rmdir the tenant");
+    std::fs::remove_dir(scratch.tree.root()).expect("rmdir the root");
+    let outcome = crate::spawn(sh("exit 0", Some(place.clone())))
+        .expect("spawn")
+        .2
+        .await;
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert!(outcome.usage.from_cgroup);
+    assert!(place.parent.is_dir());
+}
