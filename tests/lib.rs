@@ -15,6 +15,7 @@ mod daemon;
 mod edit;
 mod follow;
 mod generated;
+mod governed;
 mod hardening;
 mod import;
 mod journald;

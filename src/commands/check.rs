@@ -68,6 +68,11 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> CommandResult {
     for w in &warnings {
         eprintln!("{w}");
     }
+    if let Ok(l) = &result {
+        for w in unenforceable(&l.config) {
+            eprintln!("{}: warning: {w}", path.display());
+        }
+    }
     if ok {
         let files = if file_count > 1 {
             format!(" in {}", plural(file_count, "file"))
@@ -104,4 +109,40 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> CommandResult {
         )),
     }
     Err(Failure::lines(exit::INVALID, lines, None))
+}
+
+/// Limits of the file that a daemon started here could not enforce (no
+/// writable cgroup v2, or the controller not delegated), one sentence each.
+/// Looked at without creating anything: the daemon says the same, from
+/// what it actually got, when it starts.
+fn unenforceable(config: &rea_config::Config) -> Vec<String> {
+    let wanted: Vec<_> = config
+        .jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.extras().limits.controllers()))
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let offered = if config.daemon.cgroups {
+        rea_exec::cgroup::probe()
+    } else {
+        Err("cgroups = \"off\" in [daemon]".to_string())
+    };
+    let mut out = Vec::new();
+    for (job, controllers) in wanted {
+        for (controller, fields) in controllers {
+            let why = match &offered {
+                Ok(on) if on.iter().any(|c| c == controller) => continue,
+                Ok(_) => format!("the {controller} controller is not enabled for rea here"),
+                Err(e) => format!("runs get no cgroup here: {e}"),
+            };
+            out.push(format!(
+                "job {job}: {} not enforced on this host ({why})",
+                fields.join(", ")
+            ));
+        }
+    }
+    out
 }

@@ -97,7 +97,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
     let shown = |r: &Record| r.started.unwrap_or(r.ts);
     records.sort_by_key(|r| std::cmp::Reverse(shown(r)));
     let mut table = Table::new([
-        "TIME", "JOB", "RUN", "STATUS", "TRIGGER", "ATTEMPT", "DURATION", "EXIT", "NOTE",
+        "TIME", "JOB", "RUN", "STATUS", "TRIGGER", "ATTEMPT", "DURATION", "CPU", "EXIT", "NOTE",
     ]);
     for r in &records {
         let when = shown(r);
@@ -123,16 +123,40 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             r.duration_ms
                 .map(|ms| rea_core::duration::format(std::time::Duration::from_millis(ms)))
                 .unwrap_or_default(),
+            cpu_text(r),
             exit_text,
-            r.reason
-                .clone()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string(),
+            match (r.oom_killed, r.reason.as_deref()) {
+                (Some(true), reason) => {
+                    let first = reason.unwrap_or("").lines().next().unwrap_or("");
+                    format!("out of memory (OOM killer) {first}")
+                        .trim()
+                        .to_string()
+                }
+                (_, reason) => reason
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+            },
         ]);
     }
     print!("{}", table.render());
     failure::ok()
+}
+
+/// A run's CPU time (user + system), with a `*` when it is the leader's
+/// rusage only (no cgroup: children it did not wait for are not in it).
+pub(super) fn cpu_text(r: &Record) -> String {
+    match (r.user_cpu_ms, r.sys_cpu_ms) {
+        (Some(u), Some(s)) => {
+            let mark = if r.cpu_from_cgroup == Some(true) {
+                ""
+            } else {
+                "*"
+            };
+            format!("{:.2}s{mark}", (u + s) as f64 / 1000.0)
+        }
+        _ => String::new(),
+    }
 }

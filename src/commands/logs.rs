@@ -86,6 +86,9 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
         args.job,
         record.run.as_deref().unwrap_or("")
     );
+    if let Some(usage) = usage_line(&record) {
+        eprintln!("rea: {usage}");
+    }
     let output = record.output.as_deref().unwrap_or("");
     if !args.raw && std::io::stdout().is_terminal() {
         print!("{}", crate::terminal::printable(output));
@@ -168,4 +171,34 @@ pub(super) fn print_stream(
             return Err(Failure::runtime("cannot write the output"));
         }
     }
+}
+
+/// What the run used, as one line: CPU (the whole cgroup's, or the
+/// leader's rusage), and the cgroup's memory, IO and task peaks where the
+/// host's controllers measured them.
+fn usage_line(r: &rea_core::record::Record) -> Option<String> {
+    let (user, sys) = (r.user_cpu_ms?, r.sys_cpu_ms?);
+    let mut parts = vec![format!(
+        "cpu {:.2}s user, {:.2}s system ({})",
+        user as f64 / 1000.0,
+        sys as f64 / 1000.0,
+        if r.cpu_from_cgroup == Some(true) {
+            "the run's cgroup"
+        } else {
+            "its first process and what it waited for"
+        }
+    )];
+    if let Some(kb) = r.memory_peak_kb {
+        parts.push(format!("memory peak {kb} KiB"));
+    }
+    if let (Some(rd), Some(wr)) = (r.io_read_bytes, r.io_write_bytes) {
+        parts.push(format!("io {rd} B read, {wr} B written"));
+    }
+    if let Some(n) = r.tasks_peak {
+        parts.push(format!("{n} tasks at most"));
+    }
+    if r.oom_killed == Some(true) {
+        parts.push("a process was killed by the OOM killer".to_string());
+    }
+    Some(parts.join("; "))
 }

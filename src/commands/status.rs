@@ -80,6 +80,9 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
         d.file,
         ago(Some(d.last_reload), now)
     );
+    if !d.containment.is_empty() {
+        println!("runs: {}", d.containment);
+    }
     if let Some(err) = &d.config_error {
         println!(
             "!! the job file is invalid (since {}); the daemon keeps running the last good configuration:",

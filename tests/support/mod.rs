@@ -522,6 +522,43 @@ impl Daemon {
     }
 }
 
+impl Drop for Env {
+    /// Runs of this sandbox's daemons get cgroups under the test process's
+    /// own (`rea/system/<run>`); a daemon killed outright (or leftovers of
+    /// `kill_stragglers = false`) leaves them behind. The machine is left
+    /// as found: what is still in them is killed, and they are removed, as
+    /// are `rea/system` and `rea` once no other test's runs are in them.
+    fn drop(&mut self) {
+        let Ok(hierarchy) = rea_host::cgroup::find() else {
+            return;
+        };
+        let system = hierarchy.own.join("rea").join("system");
+        if !system.is_dir() {
+            return;
+        }
+        for rec in self.history() {
+            let Some(run) = rec["run"].as_str().filter(|r| !r.contains('/')) else {
+                continue;
+            };
+            let leaf = system.join(run);
+            if !leaf.is_dir() {
+                continue;
+            }
+            let _ = fs::write(leaf.join("cgroup.kill"), "1");
+            for _ in 0..100 {
+                let events = fs::read_to_string(leaf.join("cgroup.events")).unwrap_or_default();
+                if !events.contains("populated 1") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = fs::remove_dir(&leaf);
+        }
+        let _ = fs::remove_dir(&system);
+        let _ = fs::remove_dir(system.parent().unwrap_or(&system));
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -52,15 +52,22 @@ fn jobs_file(n: usize, schedule: &str, max_concurrent: usize, probe_dir: Option<
 /// Lateness samples in ms: (job's first clock reading − scheduled instant,
 /// daemon's recorded start − scheduled instant).
 fn precision_phase(jobs: usize, secs: u64) -> (Vec<f64>, Vec<f64>) {
+    precision_phase_with(jobs, secs, "")
+}
+
+/// [`precision_phase`] with `daemon` added to the `[daemon]` table.
+pub(crate) fn precision_phase_with(jobs: usize, secs: u64, daemon: &str) -> (Vec<f64>, Vec<f64>) {
     let dir = TempDir::new("precision");
     let probe_dir = dir.path().join("probe");
     fs::create_dir_all(&probe_dir).unwrap_or_else(|e| util::die(e));
-    dir.write_jobs(&jobs_file(
+    let file = jobs_file(
         jobs,
         "* * * * * *",
         jobs.max(8) * 2,
         Some(&probe_dir.display().to_string()),
-    ));
+    )
+    .replacen("[daemon]\n", &format!("[daemon]\n{daemon}"), 1);
+    dir.write_jobs(&file);
     let mut d = Daemon::spawn(&dir);
     d.wait_ready(Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(secs));

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed
 //! ```
 
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ mod alloc;
 mod cluster;
 mod cluster_scale;
 mod daemon_parts;
+mod governed;
 mod oneshots;
 mod queries;
 mod report;
@@ -42,6 +43,7 @@ enum Part {
     Heap,
     Oneshots,
     Cluster,
+    Governed,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -202,6 +204,9 @@ fn main() {
     }
     if want(Part::Throughput) {
         figures.extend(throughput::throughput(&s));
+    }
+    if want(Part::Governed) {
+        figures.extend(governed::governed(&s));
     }
     if want(Part::Queries) {
         figures.extend(queries::queries(&s));

@@ -55,10 +55,16 @@ impl Tail {
 
 /// Seconds for `n` forced triggers of a `true` job to reach the history.
 fn rea_round(n: usize) -> Duration {
+    rea_round_with(n, "")
+}
+
+/// [`rea_round`] with `daemon` added to the `[daemon]` table (e.g.
+/// `cgroups = "off"`).
+pub(crate) fn rea_round_with(n: usize, daemon: &str) -> Duration {
     let dir = TempDir::new("throughput");
-    dir.write_jobs(
-        "[daemon]\nmax_concurrent = 64\n\n[jobs.t]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
-    );
+    dir.write_jobs(&format!(
+        "[daemon]\nmax_concurrent = 64\n{daemon}\n[jobs.t]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n"
+    ));
     let mut d = Daemon::spawn(&dir);
     d.wait_ready(Duration::from_secs(30));
     let mut client = d.client();

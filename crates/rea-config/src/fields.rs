@@ -214,6 +214,95 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         },
     },
     Field {
+        name: "memory_max",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.size(v, "memory_max", 1 << 20, u64::MAX) {
+                d.job.extras_mut().limits.memory_max = Some(n);
+            }
+        },
+    },
+    Field {
+        name: "memory_high",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.size(v, "memory_high", 1 << 20, u64::MAX) {
+                d.job.extras_mut().limits.memory_high = Some(n);
+            }
+        },
+    },
+    Field {
+        name: "cpu_max",
+        inheritable: true,
+        apply: apply_cpu_max,
+    },
+    Field {
+        name: "cpu_weight",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "cpu_weight", 1, 10_000) {
+                d.job.extras_mut().limits.cpu_weight = Some(n as u32);
+            }
+        },
+    },
+    Field {
+        name: "io_weight",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "io_weight", 1, 10_000) {
+                d.job.extras_mut().limits.io_weight = Some(n as u32);
+            }
+        },
+    },
+    Field {
+        name: "tasks_max",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "tasks_max", 1, 4_194_304) {
+                d.job.extras_mut().limits.tasks_max = Some(n as u64);
+            }
+        },
+    },
+    Field {
+        name: "nice",
+        inheritable: true,
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "nice", -20, 19) {
+                d.job.extras_mut().limits.nice = Some(n as i32);
+            }
+        },
+    },
+    Field {
+        name: "ionice",
+        inheritable: true,
+        apply: apply_ionice,
+    },
+    Field {
+        name: "nofile",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().limits.nofile = rlimit(ctx, v, "nofile", false),
+    },
+    Field {
+        name: "nproc",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().limits.nproc = rlimit(ctx, v, "nproc", false),
+    },
+    Field {
+        name: "core",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().limits.core = rlimit(ctx, v, "core", true),
+    },
+    Field {
+        name: "stack",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().limits.stack = rlimit(ctx, v, "stack", true),
+    },
+    Field {
+        name: "as",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().limits.address_space = rlimit(ctx, v, "as", true),
+    },
+    Field {
         name: "mailto",
         inheritable: true,
         apply: apply_mailto,
@@ -429,6 +518,15 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
             ];
             if let Some(o) = ctx.choice(v, "job_output", &choices) {
                 d.job_output = o;
+            }
+        },
+    },
+    SubField {
+        name: "cgroups",
+        apply: |ctx, v, d| {
+            let choices = [("auto", true), ("off", false)];
+            if let Some(on) = ctx.choice(v, "cgroups", &choices) {
+                d.cgroups = on;
             }
         },
     },
@@ -807,4 +905,65 @@ fn apply_tags(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
         }
     }
     d.job.tags = tags;
+}
+
+/// `cpu_max = "50%"`: a share of one CPU per 100 ms period ("200%" is two
+/// CPUs).
+fn apply_cpu_max(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(s) = ctx.string(v, "a percentage like \"50%\"") else {
+        return;
+    };
+    let pct = s
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .filter(|n| (1..=100_000).contains(n));
+    match pct {
+        Some(p) => d.job.extras_mut().limits.cpu_max_percent = Some(p),
+        None => ctx.error(
+            v.span().start,
+            format!("\"cpu_max\" must be a percentage of one CPU from 1% up, found {s:?}"),
+            Some("e.g. \"50%\" for half a CPU, \"200%\" for two".to_string()),
+        ),
+    }
+}
+
+/// `ionice = "idle" | "best-effort" | "best-effort:N" | "realtime:N"`, as
+/// ionice(1)'s classes, N from 0 (highest) to 7.
+fn apply_ionice(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    use rea_core::run::IoNice;
+    let Some(s) = ctx.string(v, "an IO class like \"idle\" or \"best-effort:7\"") else {
+        return;
+    };
+    let (class, level) = match s.split_once(':') {
+        Some((c, l)) => (c, l.trim().parse::<u8>().ok().filter(|l| *l <= 7)),
+        None => (s, Some(4)),
+    };
+    let parsed = match (class.trim(), level) {
+        ("idle", _) if !s.contains(':') => Some(IoNice::Idle),
+        ("best-effort", Some(l)) => Some(IoNice::BestEffort(l)),
+        ("realtime", Some(l)) => Some(IoNice::Realtime(l)),
+        _ => None,
+    };
+    match parsed {
+        Some(n) => d.job.extras_mut().limits.ionice = Some(n),
+        None => ctx.error(
+            v.span().start,
+            format!("\"ionice\" must be \"idle\", \"best-effort[:0-7]\" or \"realtime[:0-7]\", found {s:?}"),
+            None,
+        ),
+    }
+}
+
+/// A resource limit (soft and hard): a number (a size for `core`, `stack`
+/// and `as`), or "unlimited".
+fn rlimit(ctx: &mut Ctx, v: &Value, field: &str, is_size: bool) -> Option<u64> {
+    if v.get_ref().as_str() == Some("unlimited") {
+        return Some(u64::MAX);
+    }
+    if is_size {
+        ctx.size(v, field, 0, u64::MAX - 1)
+    } else {
+        ctx.integer(v, field, 0, i64::MAX).map(|n| n as u64)
+    }
 }

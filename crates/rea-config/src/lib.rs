@@ -151,6 +151,10 @@ pub struct DaemonConfig {
     pub metrics: Option<std::net::SocketAddr>,
     /// Where runs' output goes besides the history. Default: nowhere else.
     pub job_output: JobOutput,
+    /// Each run in a cgroup of its own where the host has a writable
+    /// cgroup v2 (`cgroups = "auto"`, the default), or process groups only
+    /// (`"off"`).
+    pub cgroups: bool,
 }
 
 /// `[daemon] job_output`: where each run's output goes.
@@ -174,6 +178,7 @@ impl Default for DaemonConfig {
             sendmail: None,
             metrics: None,
             job_output: JobOutput::History,
+            cgroups: true,
         }
     }
 }

@@ -27,7 +27,7 @@ mod unit {
         parse(src.as_bytes(), Path::new("jobs.toml"))
     }
 
-    fn ok(src: &str) -> Config {
+    pub(super) fn ok(src: &str) -> Config {
         match parse_str(src) {
             Ok(config) => config,
             Err(diags) => panic!("unexpected errors:\n{}", render(&diags)),
@@ -35,7 +35,7 @@ mod unit {
     }
 
     /// The diagnostics as `rea check` prints them, one per line plus hints.
-    fn errors(src: &str) -> String {
+    pub(super) fn errors(src: &str) -> String {
         match parse_str(src) {
             Ok(_) => panic!("expected errors, the file was accepted"),
             Err(diags) => render(&diags),
@@ -187,6 +187,7 @@ command = "date"
                 sendmail: None,
                 metrics: None,
                 job_output: JobOutput::History,
+                cgroups: true,
             }
         );
         let j = job(&config, "sync-orders");
@@ -379,7 +380,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups\n"
         );
     }
 
@@ -1065,6 +1066,75 @@ retry = { attempts = 101 }
             errors("[daemon]\njob_output = true\n"),
             "jobs.toml:2:14: expected one of \"history\", \"journal\", found a boolean\n"
         );
+    }
+}
+
+mod limits {
+    use super::unit::{errors, ok};
+    use super::*;
+    use rea_core::run::IoNice;
+
+    #[test]
+    fn limits_are_read_per_job_and_from_defaults() {
+        let config = ok(r#"
+[defaults]
+nice = 5
+memory_max = "512MiB"
+[daemon]
+cgroups = "off"
+[jobs.a]
+schedule = "@daily"
+command = "true"
+cpu_max = "50%"
+cpu_weight = 200
+io_weight = 50
+tasks_max = 100
+memory_high = "256MiB"
+ionice = "best-effort:6"
+nofile = 4096
+nproc = "unlimited"
+core = 0
+stack = "8MiB"
+as = "2GiB"
+[jobs.b]
+schedule = "@daily"
+command = "true"
+nice = -3
+ionice = "idle"
+"#);
+        assert!(!config.daemon.cgroups);
+        let a = config.jobs[0].extras().limits;
+        assert_eq!(a.nice, Some(5));
+        assert_eq!(a.memory_max, Some(512 << 20));
+        assert_eq!(a.memory_high, Some(256 << 20));
+        assert_eq!(a.cpu_max_percent, Some(50));
+        assert_eq!(a.cpu_weight, Some(200));
+        assert_eq!(a.io_weight, Some(50));
+        assert_eq!(a.tasks_max, Some(100));
+        assert_eq!(a.ionice, Some(IoNice::BestEffort(6)));
+        assert_eq!(a.nofile, Some(4096));
+        assert_eq!(a.nproc, Some(u64::MAX));
+        assert_eq!(a.core, Some(0));
+        assert_eq!(a.stack, Some(8 << 20));
+        assert_eq!(a.address_space, Some(2 << 30));
+        let b = config.jobs[1].extras().limits;
+        assert_eq!(b.nice, Some(-3));
+        assert_eq!(b.ionice, Some(IoNice::Idle));
+        assert_eq!(b.memory_max, Some(512 << 20));
+    }
+
+    #[test]
+    fn bad_limits_are_located_and_explained() {
+        let job =
+            |field: &str| format!("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n{field}\n");
+        assert!(errors(&job("cpu_max = \"half\"")).contains("percentage of one CPU"));
+        assert!(errors(&job("cpu_max = \"0%\"")).contains("percentage of one CPU"));
+        assert!(errors(&job("nice = 20")).contains("nice"));
+        assert!(errors(&job("ionice = \"lazy\"")).contains("\"ionice\" must be"));
+        assert!(errors(&job("ionice = \"realtime:9\"")).contains("\"ionice\" must be"));
+        assert!(errors(&job("cpu_weight = 0")).contains("cpu_weight"));
+        assert!(errors(&job("memory_max = \"1KiB\"")).contains("memory_max"));
+        assert!(errors("[daemon]\ncgroups = \"yes\"\n").contains("cgroups"));
     }
 }
 

@@ -119,7 +119,7 @@ pub struct Job {
 }
 
 /// The fields of a job that most jobs leave unset (a description, mail,
-/// hooks), boxed so that a job without them does not carry ~140 bytes of
+/// hooks, limits), boxed so that a job without them does not carry ~140 bytes of
 /// empty ones: a 100,000-job file is a case the daemon must hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobExtras {
@@ -133,6 +133,8 @@ pub struct JobExtras {
     pub on_retry_exhausted: Option<String>,
     /// A hook running longer is terminated. Default 5m.
     pub hook_timeout: Duration,
+    /// What the run's cgroup and process are limited to (none by default).
+    pub limits: crate::run::Limits,
 }
 
 /// Every extra at its default.
@@ -144,6 +146,7 @@ static NO_EXTRAS: JobExtras = JobExtras {
     on_success: None,
     on_retry_exhausted: None,
     hook_timeout: Duration::from_secs(300),
+    limits: crate::run::Limits::NONE,
 };
 
 impl Default for JobExtras {

@@ -188,6 +188,24 @@ pub struct Record {
     pub user_cpu_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sys_cpu_ms: Option<u64>,
+    /// The CPU figures are the run's cgroup's (every process it had), not
+    /// the leader's rusage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_from_cgroup: Option<bool>,
+    /// The run's cgroup's `memory.peak`, where the memory controller is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_kb: Option<u64>,
+    /// Bytes read and written (`io.stat`), where the io controller is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_read_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_write_bytes: Option<u64>,
+    /// Most processes at once (`pids.peak`), where the pids controller is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_peak: Option<u64>,
+    /// The kernel's out-of-memory killer killed a process of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_killed: Option<bool>,
     /// Why: skip reason, spawn error, config error text, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -288,6 +306,12 @@ impl Record {
             output: None,
             output_bytes: None,
             max_rss_kb: None,
+            cpu_from_cgroup: None,
+            memory_peak_kb: None,
+            io_read_bytes: None,
+            io_write_bytes: None,
+            tasks_peak: None,
+            oom_killed: None,
             user_cpu_ms: None,
             sys_cpu_ms: None,
             reason: None,

@@ -27,12 +27,108 @@ pub enum Termination {
     Signaled(i32),
 }
 
-/// Resource use of the child (its whole tree that was waited for), from wait4.
+/// Resource use of the run. Without a cgroup: the leader's rusage from
+/// wait4 (its whole tree that was waited for). With one: CPU from the
+/// cgroup's `cpu.stat` (every process the run ever had, escapees too), and
+/// the figures below where the host's controllers give them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub max_rss_kb: u64,
     pub user_ms: u64,
     pub sys_ms: u64,
+    /// The CPU figures are the run's cgroup's.
+    pub from_cgroup: bool,
+    /// `memory.peak` (memory controller, Linux 5.19).
+    pub memory_peak_kb: Option<u64>,
+    /// Bytes read and written, from `io.stat` (io controller).
+    pub io_read_bytes: Option<u64>,
+    pub io_write_bytes: Option<u64>,
+    /// `pids.peak` (pids controller).
+    pub tasks_peak: Option<u64>,
+    /// The kernel's out-of-memory killer killed a process of the run
+    /// (`oom_kill` in `memory.events`).
+    pub oom_killed: bool,
+}
+
+/// Limits on a run, as plain data: what the job file asked for. The
+/// cgroup ones need a delegated cgroup v2 controller; the process ones
+/// (`nice`, `ionice`, rlimits) are set in the child before it executes the
+/// command and work everywhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// `memory.max` in bytes.
+    pub memory_max: Option<u64>,
+    /// `memory.high` in bytes.
+    pub memory_high: Option<u64>,
+    /// `cpu.max` as a percentage of one CPU (200 = two CPUs).
+    pub cpu_max_percent: Option<u32>,
+    /// `cpu.weight`, 1–10000.
+    pub cpu_weight: Option<u32>,
+    /// `io.weight`, 1–10000.
+    pub io_weight: Option<u32>,
+    /// `pids.max`.
+    pub tasks_max: Option<u64>,
+    /// The scheduling priority, -20–19.
+    pub nice: Option<i32>,
+    pub ionice: Option<IoNice>,
+    /// RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE, RLIMIT_STACK, RLIMIT_AS:
+    /// soft and hard limit both.
+    pub nofile: Option<u64>,
+    pub nproc: Option<u64>,
+    pub core: Option<u64>,
+    pub stack: Option<u64>,
+    pub address_space: Option<u64>,
+}
+
+/// An IO scheduling class and level, as ionice(1) takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoNice {
+    Realtime(u8),
+    BestEffort(u8),
+    Idle,
+}
+
+impl Limits {
+    /// No limit at all.
+    pub const NONE: Limits = Limits {
+        memory_max: None,
+        memory_high: None,
+        cpu_max_percent: None,
+        cpu_weight: None,
+        io_weight: None,
+        tasks_max: None,
+        nice: None,
+        ionice: None,
+        nofile: None,
+        nproc: None,
+        core: None,
+        stack: None,
+        address_space: None,
+    };
+
+    /// The cgroup controllers these limits need, each with the limits that
+    /// need it (`("memory", ["memory_max"])`).
+    pub fn controllers(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let wants: [(&str, &str, bool); 6] = [
+            ("memory", "memory_max", self.memory_max.is_some()),
+            ("memory", "memory_high", self.memory_high.is_some()),
+            ("cpu", "cpu_max", self.cpu_max_percent.is_some()),
+            ("cpu", "cpu_weight", self.cpu_weight.is_some()),
+            ("io", "io_weight", self.io_weight.is_some()),
+            ("pids", "tasks_max", self.tasks_max.is_some()),
+        ];
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for (controller, field, set) in wants {
+            if !set {
+                continue;
+            }
+            match out.iter_mut().find(|(c, _)| *c == controller) {
+                Some((_, fields)) => fields.push(field),
+                None => out.push((controller, vec![field])),
+            }
+        }
+        out
+    }
 }
 
 /// Captured output: `text` holds the head, a `… N bytes omitted …` marker

@@ -190,6 +190,11 @@ impl Loop {
             user,
             kill_stragglers,
             journald: journal,
+            cgroup: self.containment.place(super::TENANT, &start.run),
+            limits: match &start.def {
+                Def::Job(job) => job.extras().limits,
+                Def::OneShot(_) => rea_core::run::Limits::NONE,
+            },
         };
         let (started, handle, running) = executor::spawn(spec)?;
         // Kept before followers waiting for this job's next run attach to it.

@@ -202,6 +202,11 @@ impl Loop {
                 user: batch.user.clone(),
                 kill_stragglers: true,
                 journald: None,
+                // A cgroup of its own beside its run's, with the job's limits.
+                cgroup: self
+                    .containment
+                    .place(super::TENANT, &format!("{}.{}", batch.run, hook.name())),
+                limits: job.extras().limits,
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(
@@ -309,6 +314,10 @@ impl Loop {
             user,
             kill_stragglers: true,
             journald: None,
+            cgroup: self
+                .containment
+                .place(super::TENANT, &format!("{}.mail", run)),
+            limits: rea_core::run::Limits::NONE,
         };
         let name = job.name.clone();
         match executor::spawn(spec) {
@@ -480,6 +489,8 @@ mod tests {
                 user: Some(nobody.clone()),
                 kill_stragglers: true,
                 journald: None,
+                cgroup: None,
+                limits: rea_core::run::Limits::NONE,
             };
             let (_, _, running) = executor::spawn(spec).expect("spawn");
             outputs.push(running.await.output.text);

@@ -124,6 +124,10 @@ impl std::error::Error for StartError {}
 /// submissions must not starve timers and finished runs).
 const MAX_BATCH: usize = 20_000;
 
+/// The tenant every run's cgroup is under (`rea/<tenant>/<run>`) until
+/// tenants exist.
+const TENANT: &str = "system";
+
 /// Messages from tasks to the loop.
 enum Msg {
     Finished { run: String, outcome: Box<Outcome> },
@@ -271,6 +275,11 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     let mut rec = Record::new(Event::DaemonStopped, Utc::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
+    if let Some(tree) = d.containment.tree() {
+        // Every run has ended: the subtree goes unless something (another
+        // daemon's runs, leftovers of kill_stragglers = false) is in it.
+        tree.tidy();
+    }
     d.backend.leave().await;
     if lost_state_dir {
         return Err(StartError::Other(format!(
@@ -347,4 +356,6 @@ struct Loop {
     /// The job files between reloads: each part's last good version,
     /// the last reload, a refusal in force, a change settling.
     files: reload::FileState,
+    /// A cgroup per run, or process groups (`rea_exec::cgroup`).
+    containment: std::sync::Arc<rea_exec::cgroup::Containment>,
 }

@@ -6,9 +6,16 @@
 //! history shows unfinished is terminated (SIGTERM, then SIGKILL after a
 //! grace), and that run is recorded `interrupted`, saying so.
 //!
-//! A group is recognised by the run's recorded pid (each run leads its own
-//! group) and start time: only processes of that group that started no
-//! earlier than the run are signalled, so a recycled pid is never hit.
+//! A run that had a cgroup of its own (`rea/<tenant>/<run id>`) is found by
+//! that cgroup and ended exactly (`cgroup.kill`): no pid is guessed. A run
+//! without one (process-group mode, or a daemon before cgroups) is
+//! recognised by its leader: the process at the recorded pid must lead its
+//! own group and have started when the run did (its start time read from
+//! /proc against this boot's clock, so a process of a later boot or a
+//! recycled pid does not match). Only then are the processes of that group
+//! that started no earlier than the run signalled. A group whose leader has
+//! exited cannot be told from a stranger's: it is left alone, and the log
+//! says so.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,22 +28,64 @@ use tracing::warn;
 /// How long orphaned groups get between SIGTERM and SIGKILL.
 pub(super) const GRACE: Duration = Duration::from_secs(10);
 
-/// Terminates what is left of the unfinished runs' groups; returns, per run
-/// id, how many processes were found still running.
-pub(super) fn terminate(unfinished: &[Record], grace: Duration) -> BTreeMap<String, usize> {
+/// How far a leader's start time, read from /proc (whole seconds of boot
+/// time plus clock ticks), may be from the run's recorded start.
+const LEADER_START_SLACK_MS: i64 = 2_000;
+
+/// How long a leftover cgroup gets to empty after `cgroup.kill`.
+const CGROUP_KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Terminates what is left of the unfinished runs; returns, per run id,
+/// how many processes were found still running.
+pub(super) fn terminate(
+    unfinished: &[Record],
+    grace: Duration,
+    cgroups: Option<&rea_exec::cgroup::Tree>,
+) -> BTreeMap<String, usize> {
+    let mut found = BTreeMap::new();
+    let mut rest = Vec::new();
+    for rec in unfinished {
+        let ended = rec.run.as_deref().and_then(|run| {
+            let n = cgroups?.end_leftover(super::TENANT, run, CGROUP_KILL_WAIT)?;
+            Some((run, n))
+        });
+        match ended {
+            Some((run, n)) => {
+                if n > 0 {
+                    warn!(
+                        run,
+                        processes = n,
+                        "processes of a run the previous daemon left were still in its cgroup; killed them (cgroup.kill)"
+                    );
+                    found.insert(run.to_string(), n);
+                }
+            }
+            None => rest.push(rec),
+        }
+    }
     let Some(clock) = Clock::read() else {
-        return BTreeMap::new();
+        return found;
     };
     let mut groups: Vec<(String, i32, DateTime<Utc>)> = Vec::new();
-    for rec in unfinished {
+    for rec in rest {
         let (Some(run), Some(pid), Some(started)) = (&rec.run, rec.pid, rec.started) else {
             continue;
         };
-        if let Ok(pid) = i32::try_from(pid) {
+        let Ok(pid) = i32::try_from(pid) else {
+            continue;
+        };
+        if clock.is_leader_of_run(pid, started) {
             groups.push((run.clone(), pid, started));
+        } else if Pid::from_raw(pid)
+            .is_some_and(|p| rustix::process::test_kill_process_group(p).is_ok())
+        {
+            warn!(
+                run = run.as_str(),
+                pgid = pid,
+                "a process group has the number of a run the previous daemon left, but its leader is not that run's (exited, or the pid was reused): left alone"
+            );
         }
     }
-    let mut found = BTreeMap::new();
     for (run, pgid, started) in &groups {
         let members = clock.members(*pgid, *started);
         if !members.is_empty() {
@@ -100,6 +149,39 @@ impl Clock {
         })
     }
 
+    /// Whether the process at `pid` leads its own group, is alive, and
+    /// started when the run did (within [`LEADER_START_SLACK_MS`]).
+    fn is_leader_of_run(&self, pid: i32, run_started: DateTime<Utc>) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        self.leader(&stat, pid, run_started.timestamp_millis())
+    }
+
+    fn leader(&self, stat: &str, pid: i32, run_started_ms: i64) -> bool {
+        match self.start_of(stat) {
+            Some((pgrp, started_ms)) => {
+                pgrp == pid && (started_ms - run_started_ms).abs() <= LEADER_START_SLACK_MS
+            }
+            None => false,
+        }
+    }
+
+    /// `(pgrp, start in ms since the epoch)` of a live process's stat line.
+    fn start_of(&self, stat: &str) -> Option<(i32, i64)> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (state, pgrp, start) = (fields.first()?, fields.get(2)?, fields.get(19)?);
+        if *state == "Z" {
+            return None;
+        }
+        let ticks = start.parse::<i64>().ok()?;
+        Some((
+            pgrp.parse().ok()?,
+            self.boot * 1000 + ticks * 1000 / self.ticks_per_second,
+        ))
+    }
+
     /// Live processes whose process group is `pgid` and that started no
     /// earlier than a second before `since`.
     fn members(&self, pgid: i32, since: DateTime<Utc>) -> Vec<i32> {
@@ -123,23 +205,8 @@ impl Clock {
     /// priority nice num_threads itrealvalue starttime ...`; comm may hold
     /// spaces and parentheses, so fields are counted after the last `)`.
     fn member(&self, stat: &str, pgid: i32, not_before_ms: i64) -> bool {
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(pgrp), Some(start)) =
-            (fields.first(), fields.get(2), fields.get(19))
-        else {
-            return false;
-        };
-        if *state == "Z" || pgrp.parse::<i32>().ok() != Some(pgid) {
-            return false;
-        }
-        let Ok(ticks) = start.parse::<i64>() else {
-            return false;
-        };
-        let started_ms = self.boot * 1000 + ticks * 1000 / self.ticks_per_second;
-        started_ms >= not_before_ms
+        self.start_of(stat)
+            .is_some_and(|(pgrp, started_ms)| pgrp == pgid && started_ms >= not_before_ms)
     }
 }
 
@@ -171,6 +238,14 @@ mod tests {
         assert!(!clock.member(line, 4241, at), "another group");
         let zombie = line.replacen(" S ", " Z ", 1);
         assert!(!clock.member(&zombie, 4242, at));
+        // The leader itself: pid 4242 leading group 4242, started at `at`.
+        let leader = line.replacen("4243 ", "4242 ", 1);
+        assert!(clock.leader(&leader, 4242, at - 300));
+        assert!(
+            !clock.leader(&leader, 4242, at - 10_000),
+            "started 10 s after the run: a reused pid"
+        );
+        assert!(!clock.leader(line, 4243, at), "not a group leader");
     }
 
     /// A real group that outlived its daemon is found and terminated.
@@ -186,10 +261,10 @@ mod tests {
         let mut rec = Record::new(rea_core::record::Event::Run, Utc::now());
         rec.run = Some("r1".into());
         rec.pid = Some(pid);
-        rec.started = Some(Utc::now() - chrono::Duration::milliseconds(200));
+        rec.started = Some(Utc::now());
         // Let the shell start its two sleeps.
         std::thread::sleep(Duration::from_millis(300));
-        let found = terminate(&[rec], Duration::from_secs(5));
+        let found = terminate(&[rec], Duration::from_secs(5), None);
         assert!(found.get("r1").copied().unwrap_or(0) >= 2, "{found:?}");
         let status = child.wait().expect("wait");
         assert!(!status.success());

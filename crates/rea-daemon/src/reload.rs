@@ -143,6 +143,7 @@ impl Loop {
                         held
                     }
                     None => {
+                        super::startup::warn_unenforceable(&loaded.config, &self.containment);
                         let reply = self.apply(loaded.config, actions, now);
                         if refusals.is_empty() {
                             Ok(reply)

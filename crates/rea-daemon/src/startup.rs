@@ -96,10 +96,20 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let others = files.set().users.as_ref().is_some_and(|d| d.is_dir());
     let listener = crate::control::bind(&opts.state_dir, others).map_err(StartError::Other)?;
 
+    let containment = rea_exec::cgroup::Containment::detect(config.daemon.cgroups, super::TENANT);
+    info!(mode = %containment.mode(), "runs are contained by {}", containment.kind().replace('_', " "));
+    warn_unenforceable(&config, &containment);
+    if let Some(m) = &metrics {
+        m.set_containment(&containment);
+    }
     let reader = rea_store::Local::history_reader(&opts.state_dir);
     let (mut recovered, summaries) = recover(reader.as_ref(), &config);
     recovered.paused = paused;
-    recovered.terminated = super::orphans::terminate(&recovered.unfinished, super::orphans::GRACE);
+    recovered.terminated = super::orphans::terminate(
+        &recovered.unfinished,
+        super::orphans::GRACE,
+        containment.tree(),
+    );
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     engine.set_decisions(backend.decisions());
@@ -136,6 +146,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         last_shape: None,
         stopping: Stopping::No,
         files: super::reload::FileState::new(files, started_at),
+        containment: std::sync::Arc::new(containment),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
@@ -178,6 +189,21 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         actions,
         lock,
     })
+}
+
+/// Says which jobs ask for limits this host cannot enforce: at start, and
+/// again for each configuration a reload applies.
+pub(super) fn warn_unenforceable(config: &Config, containment: &rea_exec::cgroup::Containment) {
+    for job in &config.jobs {
+        let missing = containment.unenforceable(&job.extras().limits);
+        if !missing.is_empty() {
+            warn!(
+                job = job.name.as_str(),
+                "limits this host cannot enforce, not applied: {}",
+                missing.join(", ")
+            );
+        }
+    }
 }
 
 /// Loads the job files (`force`: parse even unchanged ones); logs the

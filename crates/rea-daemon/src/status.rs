@@ -56,6 +56,7 @@ impl Loop {
                         message: e.message,
                     }),
                 },
+                containment: self.containment.mode(),
                 cluster: self.cluster_info(),
             },
             jobs: statuses

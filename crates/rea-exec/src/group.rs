@@ -1,5 +1,8 @@
 //! A job's process group: stopping it (SIGTERM, grace, SIGKILL) and finding
-//! out whether anyone is still in it once its leader has been reaped.
+//! out whether anyone is still in it once its leader has been reaped. With
+//! a cgroup of its own ([`crate::cgroup`]) the run is that cgroup instead:
+//! TERM to every process in it, `cgroup.kill`, and `cgroup.events` for
+//! "anyone left"; the process group is the fallback without one.
 //!
 //! `kill(-pgid, 0)` answers "nobody" (ESRCH) at the cost of one system
 //! call, which is the answer at the end of almost every run. When it says
@@ -14,7 +17,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
@@ -27,6 +30,8 @@ use tokio::time::Instant;
 /// pgid cannot belong to anyone else.
 pub(super) struct Group {
     pgid: Pid,
+    /// The run's cgroup, when it has one.
+    pub(super) leaf: Option<Arc<crate::cgroup::Leaf>>,
     grace: Duration,
     kill_at: Option<Instant>,
     pub(super) killed_at: Option<Instant>,
@@ -34,9 +39,10 @@ pub(super) struct Group {
 }
 
 impl Group {
-    pub(super) fn new(pgid: Pid, grace: Duration) -> Group {
+    pub(super) fn new(pgid: Pid, grace: Duration, leaf: Option<Arc<crate::cgroup::Leaf>>) -> Group {
         Group {
             pgid,
+            leaf,
             grace,
             kill_at: None,
             killed_at: None,
@@ -66,8 +72,20 @@ impl Group {
     }
 
     pub(super) fn kill(&mut self) {
-        self.signal(Signal::KILL);
+        match &self.leaf {
+            Some(leaf) => leaf.kill(),
+            None => self.signal(Signal::KILL),
+        }
         self.killed_at.get_or_insert_with(Instant::now);
+    }
+
+    /// Whether any live process is left, the leader having been reaped;
+    /// `None` if that cannot be told.
+    pub(super) async fn has_members(&self) -> Option<bool> {
+        match &self.leaf {
+            Some(leaf) => leaf.populated(),
+            None => has_members(self.pgid).await,
+        }
     }
 
     pub(super) fn kill_deadline(&self) -> Option<Instant> {
@@ -79,6 +97,10 @@ impl Group {
     /// out again (after going once round the whole pid space, so this check
     /// right before the signal leaves no practical window).
     fn signal(&self, signal: Signal) {
+        if let Some(leaf) = &self.leaf {
+            leaf.signal(signal);
+            return;
+        }
         if self.leader_reaped && !anyone_in(self.pgid) {
             return;
         }
@@ -260,6 +282,16 @@ fn stat_group(stat: &str) -> Option<(i32, bool)> {
     let state = fields.next()?;
     let pgrp = fields.nth(1)?.parse::<i32>().ok()?;
     Some((pgrp, !matches!(state, "Z" | "X" | "x")))
+}
+
+/// Returns when whether anyone is left in the run may have changed: its
+/// cgroup's `cgroup.events` changed, or, for a process group, after a short
+/// pause (a process group's emptiness cannot be waited for).
+pub(super) async fn changed(leaf: Option<&crate::cgroup::Leaf>) {
+    match leaf {
+        Some(leaf) => leaf.changed().await,
+        None => tokio::time::sleep(super::GROUP_POLL).await,
+    }
 }
 
 #[cfg(test)]

@@ -51,11 +51,24 @@
 //! and exit time. With `kill_stragglers = false` (cron's behaviour, for
 //! `nohup cmd &` lines) the run ends with its leader and the rest of the
 //! group is left alone, unless the run was being stopped (timeout,
-//! terminate) when the leader exited. Processes that left the group
-//! (`setsid`, `setpgid`) escape either way; if one of them (or a straggler
-//! left alone) holds the output pipe, reading stops [`DRAIN_AFTER_GROUP`]
-//! after the group is gone (or the leader exited): what it writes later gets
-//! EPIPE.
+//! terminate) when the leader exited.
+//!
+//! # A cgroup per run
+//!
+//! With [`RunSpec::cgroup`] the run is its cgroup, not its process group
+//! (see [`cgroup`]): TERM goes to every process in it, KILL is `cgroup.kill`,
+//! and "anyone left" is `populated` in `cgroup.events`, waited for through
+//! inotify rather than polled. Processes that left the process group
+//! (`setsid`, `setpgid`, double forks) are still in the cgroup, so they are
+//! stopped with the rest, and the CPU figures are the cgroup's (every
+//! process the run had). Leftovers of `kill_stragglers = false` stay in the
+//! run's cgroup, which is left in place until it empties (then removed);
+//! they are not stopped by a daemon stop either, as before.
+//!
+//! Without a cgroup, processes that left the group escape; if one of them
+//! (or a straggler left alone) holds the output pipe, reading stops
+//! [`DRAIN_AFTER_GROUP`] after the group is gone (or the leader exited):
+//! what it writes later gets EPIPE.
 //!
 //! # Requirements on the rest of the process
 //!
@@ -72,6 +85,7 @@
 //!   thread that created a process exits.
 
 mod capture;
+pub mod cgroup;
 mod group;
 pub mod journald;
 mod process;
@@ -95,7 +109,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use rea_core::run::{Outcome, Output, Program, Started, Termination, Usage};
+use rea_core::run::{Limits, Outcome, Output, Program, Started, Termination, Usage};
 
 use capture::{read_output, Capture};
 use group::Group;
@@ -136,6 +150,12 @@ pub struct RunSpec {
     /// Also send the output, line by line as it comes, to the journal
     /// (`[daemon] job_output = "journal"`).
     pub journald: Option<crate::journald::Lines>,
+    /// The run's own cgroup; None = its process group only.
+    pub cgroup: Option<cgroup::CgroupSpec>,
+    /// Limits: the cgroup ones go to the run's cgroup (skipped without
+    /// one, or without the controller: the daemon says so), the process
+    /// ones are set in the child before it executes the command.
+    pub limits: Limits,
 }
 
 /// The descriptor number at which the child finds [`RunSpec::pass_fd`].
@@ -210,6 +230,11 @@ pub type Running = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// is reaped.
 pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
     let launch = process::Launch::prepare(&spec)?;
+    // Before the child: it places itself in the leaf first thing.
+    let leaf = match &spec.cgroup {
+        Some(place) => Some(Arc::new(cgroup::Leaf::create(place, &spec.limits)?)),
+        None => None,
+    };
 
     let io_err = |what: &str, e: io::Error| format!("cannot {what} for the job: {e}");
     let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -236,11 +261,14 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         None => dev_null().map_err(|e| io_err("open /dev/null", e))?,
     };
 
-    let child = launch.start(process::Stdio {
-        stdin,
-        output: out_write.as_fd(),
-        fd3: spec.pass_fd.as_deref().map(AsFd::as_fd),
-    })?;
+    let child = launch.start(
+        process::Stdio {
+            stdin,
+            output: out_write.as_fd(),
+            fd3: spec.pass_fd.as_deref().map(AsFd::as_fd),
+        },
+        leaf.as_deref().map(cgroup::Leaf::procs_fd),
+    )?;
     // The child has its copies: ours would keep the output pipe from
     // reaching EOF once the job's processes are gone.
     drop(out_write);
@@ -253,6 +281,9 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
     let pidfd = match watch_exit(pid, child.pidfd) {
         Ok(pidfd) => pidfd,
         Err(e) => {
+            if let Some(leaf) = &leaf {
+                leaf.kill();
+            }
             abandon(pid);
             return Err(format!(
                 "cannot supervise the job ({e}): its process group was killed"
@@ -282,6 +313,7 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         timeout: spec.timeout,
         grace: spec.kill_grace,
         kill_stragglers: spec.kill_stragglers,
+        leaf,
         spawner_peak_rss_kb: child.spawner_peak_rss_kb,
         reader,
         stop_reading,
@@ -358,6 +390,7 @@ struct Supervised {
     timeout: Option<Duration>,
     grace: Duration,
     kill_stragglers: bool,
+    leaf: Option<Arc<cgroup::Leaf>>,
     spawner_peak_rss_kb: u64,
     reader: JoinHandle<Capture>,
     stop_reading: oneshot::Sender<()>,
@@ -373,13 +406,14 @@ async fn supervise(run: Supervised) -> Outcome {
         timeout,
         grace,
         kill_stragglers,
+        leaf,
         spawner_peak_rss_kb,
         mut reader,
         stop_reading,
         stdin_task,
         mut control,
     } = run;
-    let mut group = Group::new(pid, grace);
+    let mut group = Group::new(pid, grace, leaf.clone());
     let mut timed_out = false;
     let mut terminated = false;
     let mut control_open = true;
@@ -416,14 +450,14 @@ async fn supervise(run: Supervised) -> Outcome {
     let mut members = if leave_group {
         Some(false)
     } else {
-        group::has_members(pid).await
+        group.has_members().await
     };
     if members != Some(false) {
         group.terminate();
     }
     while members != Some(false) {
         tokio::select! {
-            () = tokio::time::sleep(GROUP_POLL) => {}
+            () = group::changed(leaf.as_deref()) => {}
             () = sleep_until_opt(group.kill_deadline()) => group.kill(),
             msg = control.recv(), if control_open => {
                 on_control(msg, &mut group, &mut terminated, &mut control_open);
@@ -436,7 +470,7 @@ async fn supervise(run: Supervised) -> Outcome {
         {
             break;
         }
-        members = group::has_members(pid).await;
+        members = group.has_members().await;
         // Without /proc, the pipe's EOF or the SIGKILL has to do.
         if members.is_none() && (capture.is_some() || group.killed_at.is_some()) {
             break;
@@ -456,6 +490,18 @@ async fn supervise(run: Supervised) -> Outcome {
     };
     if let Some(task) = stdin_task {
         task.abort();
+    }
+    drop(group);
+    if let Some(leaf) = leaf {
+        // Everything the run ever started, measured whole.
+        leaf.usage(&mut usage);
+        if leave_group {
+            // `kill_stragglers = false`: what the leader left keeps running
+            // in the run's cgroup, which stays until it is empty.
+            leaf.remove_when_empty();
+        } else {
+            leaf.remove();
+        }
     }
 
     let mut output = capture.finish();
@@ -623,6 +669,7 @@ fn usage(rusage: &libc::rusage) -> Usage {
         max_rss_kb: u64::try_from(rusage.ru_maxrss).unwrap_or(0),
         user_ms: ms(rusage.ru_utime),
         sys_ms: ms(rusage.ru_stime),
+        ..Usage::default()
     }
 }
 

@@ -78,6 +78,7 @@ pub(super) struct Launch {
     dir_optional: bool,
     dir_shown: Option<PathBuf>,
     identity: Option<Identity>,
+    limits: rea_core::run::Limits,
 }
 
 /// The user a job runs as, with its groups looked up beforehand.
@@ -161,6 +162,7 @@ impl Launch {
             dir_optional: spec.dir.is_none(),
             dir_shown: spec.dir.clone(),
             identity,
+            limits: spec.limits,
         })
     }
 
@@ -171,7 +173,11 @@ impl Launch {
     /// the parent-death signal when the *thread* that created a process
     /// exits, not when the whole daemon does (the daemon spawns from its
     /// one loop thread).
-    pub(super) fn start(&self, stdio: Stdio<'_>) -> Result<Child, String> {
+    pub(super) fn start(
+        &self,
+        stdio: Stdio<'_>,
+        cgroup_procs: Option<RawFd>,
+    ) -> Result<Child, String> {
         // Sources must not sit on the descriptor numbers they are copied to
         // (a daemon started with 0, 1 or 2 closed gets them for its own
         // files): the child would overwrite one with another.
@@ -195,14 +201,58 @@ impl Launch {
         };
         // The soft limit the daemon started with, under the hard limit in
         // force now (lowering the soft limit needs no privilege).
-        let nofile = rea_host::limits::job_open_files().map(|soft| {
-            let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
-            libc::rlimit {
-                rlim_cur: hard.map_or(soft, |h| soft.min(h)) as libc::rlim_t,
-                rlim_max: hard.map_or(libc::RLIM_INFINITY, |h| h as libc::rlim_t),
+        let nofile = rea_host::limits::job_open_files()
+            .filter(|_| self.limits.nofile.is_none())
+            .map(|soft| {
+                let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+                libc::rlimit {
+                    rlim_cur: hard.map_or(soft, |h| soft.min(h)) as libc::rlim_t,
+                    rlim_max: hard.map_or(libc::RLIM_INFINITY, |h| h as libc::rlim_t),
+                }
+            });
+        let mut rlimits = [(
+            0,
+            libc::rlimit64 {
+                rlim_cur: 0,
+                rlim_max: 0,
+            },
+        ); 5];
+        let mut rlimits_len = 0;
+        let asked = [
+            (libc::RLIMIT_NOFILE, self.limits.nofile),
+            (libc::RLIMIT_NPROC, self.limits.nproc),
+            (libc::RLIMIT_CORE, self.limits.core),
+            (libc::RLIMIT_STACK, self.limits.stack),
+            (libc::RLIMIT_AS, self.limits.address_space),
+        ];
+        for (resource, value) in asked {
+            if let (Some(v), Some(slot)) = (value, rlimits.get_mut(rlimits_len)) {
+                // u64::MAX is RLIM64_INFINITY: "unlimited".
+                *slot = (
+                    resource as libc::c_int,
+                    libc::rlimit64 {
+                        rlim_cur: v,
+                        rlim_max: v,
+                    },
+                );
+                rlimits_len += 1;
             }
+        }
+        let ionice = self.limits.ionice.map_or(-1, |n| {
+            // IOPRIO_PRIO_VALUE(class, level): the class in the top 3 of 16 bits.
+            let (class, level) = match n {
+                rea_core::run::IoNice::Realtime(l) => (1, l),
+                rea_core::run::IoNice::BestEffort(l) => (2, l),
+                rea_core::run::IoNice::Idle => (3, 0),
+            };
+            (class << 13) | libc::c_long::from(level.min(7))
         });
         let args = ChildArgs {
+            cgroup_procs: cgroup_procs.unwrap_or(-1),
+            rlimits,
+            rlimits_len,
+            nice: self.limits.nice,
+            ionice,
             path: self.path.as_ptr(),
             argv: self.argv_ptrs.as_ptr(),
             envp: self.env_ptrs.as_ptr(),
@@ -293,6 +343,10 @@ impl Launch {
                 format!("cannot switch to user {user} ({}): {e}", step.name())
             }
             Step::ParentGone => "the daemon exited while the job was starting".to_string(),
+            Step::Cgroup => format!("cannot place the job in its cgroup: {e}"),
+            Step::Limits => format!("cannot set the job's resource limits (prlimit64): {e}"),
+            Step::Nice => format!("cannot set the job's nice value: {e}"),
+            Step::IoNice => format!("cannot set the job's IO priority (ionice): {e}"),
             _ => format!("cannot prepare the job's process ({}): {e}", step.name()),
         }
     }
@@ -564,6 +618,14 @@ fn reap_blocking(pid: libc::pid_t) {
 /// the thread that clones, which is suspended until the child calls execve
 /// or exits, so it stays valid and unchanged for the child's whole life.
 struct ChildArgs {
+    /// The run's `cgroup.procs`, written "0" first thing; -1 = no cgroup.
+    cgroup_procs: RawFd,
+    /// Resource limits to set (the first `rlimits_len`).
+    rlimits: [(libc::c_int, libc::rlimit64); 5],
+    rlimits_len: usize,
+    nice: Option<i32>,
+    /// The IO priority value for ioprio_set; -1 = the daemon's.
+    ionice: libc::c_long,
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -600,6 +662,10 @@ struct ChildArgs {
 #[repr(u8)]
 enum Step {
     None = 0,
+    Cgroup,
+    Limits,
+    Nice,
+    IoNice,
     Session,
     Stdio,
     CloseFds,
@@ -615,8 +681,12 @@ enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 13] = [
+    const ALL: [Step; 17] = [
         Step::None,
+        Step::Cgroup,
+        Step::Limits,
+        Step::Nice,
+        Step::IoNice,
         Step::Session,
         Step::Stdio,
         Step::CloseFds,
@@ -634,6 +704,10 @@ impl Step {
     fn name(self) -> &'static str {
         match self {
             Step::None => "none",
+            Step::Cgroup => "entering its cgroup",
+            Step::Limits => "prlimit64",
+            Step::Nice => "setpriority",
+            Step::IoNice => "ioprio_set",
             Step::Session => "setsid",
             Step::Stdio => "dup2",
             Step::CloseFds => "close_range",
@@ -858,6 +932,15 @@ const SETUID: libc::c_long = libc::SYS_setuid32;
 ///
 /// Only for `child_main`, in a child created by `clone_child`.
 unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> {
+    // Into the run's cgroup before anything else (and as root, before the
+    // user switch): whatever the job starts is created in it.
+    if a.cgroup_procs >= 0 {
+        let zero = b"0";
+        check(
+            Step::Cgroup,
+            libc::write(a.cgroup_procs, zero.as_ptr().cast(), 1) as libc::c_long,
+        )?;
+    }
     for (target, source) in (0..).zip(a.sources) {
         if source >= 0 {
             check(Step::Stdio, libc::dup2(source, target) as libc::c_long)?;
@@ -868,6 +951,43 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
         check(
             Step::OpenFiles,
             libc::setrlimit(libc::RLIMIT_NOFILE, a.nofile) as libc::c_long,
+        )?;
+    }
+    // Limits while still privileged: root may raise a hard limit or lower
+    // the nice value, the job's user may not.
+    for (resource, limit) in a.rlimits.iter().take(a.rlimits_len) {
+        check(
+            Step::Limits,
+            libc::syscall(
+                libc::SYS_prlimit64,
+                0 as libc::c_long,
+                *resource as libc::c_long,
+                limit as *const libc::rlimit64,
+                std::ptr::null_mut::<libc::rlimit64>(),
+            ),
+        )?;
+    }
+    if let Some(nice) = a.nice {
+        check(
+            Step::Nice,
+            libc::syscall(
+                libc::SYS_setpriority,
+                libc::PRIO_PROCESS as libc::c_long,
+                0 as libc::c_long,
+                nice as libc::c_long,
+            ),
+        )?;
+    }
+    if a.ionice >= 0 {
+        // IOPRIO_WHO_PROCESS, this process.
+        check(
+            Step::IoNice,
+            libc::syscall(
+                libc::SYS_ioprio_set,
+                1 as libc::c_long,
+                0 as libc::c_long,
+                a.ionice,
+            ),
         )?;
     }
     // Every signal the daemon handles or ignores to its default action,

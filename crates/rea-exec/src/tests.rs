@@ -27,6 +27,8 @@ fn sh(script: &str) -> RunSpec {
         user: None,
         kill_stragglers: true,
         journald: None,
+        cgroup: None,
+        limits: Limits::NONE,
     }
 }
 

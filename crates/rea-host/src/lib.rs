@@ -11,9 +11,11 @@
 //! | `limits` | the open-file limit raised for the daemon, restored for jobs |
 //! | `state_dir` | where a daemon keeps its files; the one-daemon lock |
 //! | `notify` | `sd_notify` datagrams for `Type=notify` units |
+//! | `cgroup` | where cgroup v2 is mounted, our cgroup, its controllers |
 
 use std::path::{Path, PathBuf};
 
+pub mod cgroup;
 pub mod limits;
 pub mod notify;
 pub mod state_dir;

@@ -345,6 +345,10 @@ pub struct DaemonInfo {
     pub queued: usize,
     pub oneshots_pending: usize,
     pub history: HistoryInfo,
+    /// How runs are contained, as one line: `cgroup: contained (…)` with
+    /// the limits this host cannot enforce, or `process groups …: why`.
+    #[serde(default)]
+    pub containment: String,
     /// This node, in cluster mode (absent in local mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterNodeInfo>,

@@ -159,6 +159,13 @@ impl Engine {
         rec.max_rss_kb = Some(outcome.usage.max_rss_kb);
         rec.user_cpu_ms = Some(outcome.usage.user_ms);
         rec.sys_cpu_ms = Some(outcome.usage.sys_ms);
+        let u = &outcome.usage;
+        rec.cpu_from_cgroup = u.from_cgroup.then_some(true);
+        rec.memory_peak_kb = u.memory_peak_kb;
+        rec.io_read_bytes = u.io_read_bytes;
+        rec.io_write_bytes = u.io_write_bytes;
+        rec.tasks_peak = u.tasks_peak;
+        rec.oom_killed = u.oom_killed.then_some(true);
         if status == RunStatus::TimedOut {
             if let Some(t) = active.def.timeout() {
                 rec.reason = Some(format!("timed out after {}", crate::duration::format(t)));

@@ -168,6 +168,22 @@ impl ClusterSeries {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabel {
+    mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CpuLabels {
+    job: String,
+    mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
@@ -213,6 +229,14 @@ pub(crate) struct Metrics {
     config_valid: Gauge,
     history_backlog: Gauge,
     history_write_errors: Counter,
+    /// 1 for how runs are contained (`cgroup` or `process_group`).
+    containment: Family<ModeLabel, Gauge>,
+    /// 1 for each controller runs' cgroups get, 0 for the others.
+    cgroup_controllers: Family<ControllerLabel, Gauge>,
+    /// CPU seconds of runs (the cgroup's figures where runs have one).
+    run_cpu: Family<CpuLabels, Counter<f64, AtomicU64>>,
+    /// Runs a process of which the kernel's OOM killer killed.
+    oom_kills: Family<JobLabel, Counter>,
     /// In cluster mode.
     cluster: Option<ClusterSeries>,
     /// Jobs of the file in force.
@@ -333,6 +357,31 @@ impl Metrics {
             "Failed writes to the history log",
             history_write_errors.clone(),
         );
+        let containment = Family::<ModeLabel, Gauge>::default();
+        r.register(
+            "containment",
+            "1 for how runs are contained: mode=\"cgroup\" (a cgroup v2 leaf per run) or \"process_group\" (the fallback)",
+            containment.clone(),
+        );
+        let cgroup_controllers = Family::<ControllerLabel, Gauge>::default();
+        r.register(
+            "cgroup_controller",
+            "1 if runs' cgroups get this controller (their limits are enforced), 0 if not",
+            cgroup_controllers.clone(),
+        );
+        let run_cpu = Family::<CpuLabels, Counter<f64, AtomicU64>>::default();
+        r.register_with_unit(
+            "run_cpu",
+            "CPU time of runs that ended, mode=\"user\" or \"system\" (from the run's cgroup where it has one)",
+            Unit::Seconds,
+            run_cpu.clone(),
+        );
+        let oom_kills = Family::<JobLabel, Counter>::default();
+        r.register(
+            "run_oom_kills",
+            "Runs in which the kernel's out-of-memory killer killed a process",
+            oom_kills.clone(),
+        );
         let cluster = config
             .cluster
             .is_some()
@@ -366,6 +415,10 @@ impl Metrics {
             config_valid,
             history_backlog,
             history_write_errors,
+            containment,
+            cgroup_controllers,
+            run_cpu,
+            oom_kills,
             cluster,
             jobs: HashMap::new(),
             retired: HashSet::new(),
@@ -419,6 +472,13 @@ impl Metrics {
             self.consecutive_failures.remove(&label);
             self.last_exit_code.remove(&label);
             self.paused.remove(&label);
+            self.oom_kills.remove(&label);
+            for mode in ["user", "system"] {
+                self.run_cpu.remove(&CpuLabels {
+                    job: name.clone(),
+                    mode,
+                });
+            }
         }
         self.retired = gone.into_iter().collect();
         for name in names {
@@ -529,6 +589,23 @@ impl Metrics {
         if let Some(i) = FINAL.iter().position(|s| *s == status) {
             series.runs[i].inc();
         }
+        for (mode, ms) in [("user", rec.user_cpu_ms), ("system", rec.sys_cpu_ms)] {
+            if let Some(ms) = ms {
+                self.run_cpu
+                    .get_or_create(&CpuLabels {
+                        job: job.to_string(),
+                        mode,
+                    })
+                    .inc_by(ms as f64 / 1000.0);
+            }
+        }
+        if rec.oom_killed == Some(true) {
+            self.oom_kills
+                .get_or_create(&JobLabel {
+                    job: job.to_string(),
+                })
+                .inc();
+        }
         if matches!(
             status,
             RunStatus::Succeeded | RunStatus::Failed | RunStatus::TimedOut | RunStatus::Killed
@@ -544,6 +621,19 @@ impl Metrics {
             self.set_last(job, at, true);
         } else if is_failure(status) {
             self.set_last(job, at, false);
+        }
+    }
+
+    /// How runs are contained, set once at start.
+    pub(crate) fn set_containment(&self, c: &rea_exec::cgroup::Containment) {
+        self.containment
+            .get_or_create(&ModeLabel { mode: c.kind() })
+            .set(1);
+        for controller in rea_exec::cgroup::CONTROLLERS {
+            let on = c.tree().is_some_and(|t| t.has(controller));
+            self.cgroup_controllers
+                .get_or_create(&ControllerLabel { controller })
+                .set(i64::from(on));
         }
     }
 

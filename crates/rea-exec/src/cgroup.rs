@@ -1,0 +1,688 @@
+//! A cgroup v2 leaf per run: created before the child executes, the child
+//! placed in it as its first act, the whole of it signalled, killed
+//! (`cgroup.kill`) and measured (`cpu.stat`, `memory.peak`, `io.stat`,
+//! `pids.peak`), its emptiness seen by polling (epoll, `EPOLLPRI`) its
+//! `cgroup.events`,
+//! removed once empty.
+//!
+//! - [`Tree`]: the daemon's subtree, `<its own cgroup>/rea`, with a
+//!   directory per tenant; what it can enforce (the controllers it could
+//!   enable) and what it cannot, as a sentence ([`Tree::mode`]).
+//! - `Leaf`: one run's cgroup, owned by the run's supervisor.
+//!
+//! How the child gets in. The parent opens the leaf's `cgroup.procs` before
+//! the clone; the child writes "0" to it before anything else (see
+//! `process.rs`), as root, before it switches users. `clone3` with
+//! `CLONE_INTO_CGROUP` would place it atomically, but glibc offers no
+//! clone3 that runs a function on a stack of our own (what the
+//! `CLONE_VM | CLONE_VFORK` child needs), so it would take assembly per
+//! architecture; measured here (Linux 6.18, 300 spawns each), the
+//! migration write costs no more than the clone into the cgroup (both
+//! within the noise of a spawn, ~0.5–0.8 ms), and the child executes no
+//! code of the job before it is in, so nothing escapes in between.
+//!
+//! A process cannot leave its cgroup without write access to another
+//! cgroup's `cgroup.procs` (root jobs could; jobs as other users cannot),
+//! so what a run starts — double forks, `setsid`, `setpgid` — stays in it
+//! and is killed with it.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rea_core::run::{Limits, Usage};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// The controllers rea enables for runs, when the host offers them.
+pub const CONTROLLERS: [&str; 4] = ["cpu", "memory", "io", "pids"];
+
+/// How this daemon contains its runs: a cgroup each, or (without a
+/// writable cgroup v2, or with `cgroups = "off"`) their process groups.
+#[derive(Debug)]
+pub enum Containment {
+    Cgroups(Tree),
+    ProcessGroups { why: String },
+}
+
+impl Containment {
+    /// Sets up the daemon's subtree if `wanted` and the host allows, with
+    /// the directory of `tenant` made (and checked writable) up front.
+    pub fn detect(wanted: bool, tenant: &str) -> Containment {
+        if !wanted {
+            return Containment::ProcessGroups {
+                why: "cgroups = \"off\" in [daemon]".to_string(),
+            };
+        }
+        let tree = Tree::setup().and_then(|tree| {
+            let dir = tree.tenant(tenant)?;
+            writable(&dir)?;
+            Ok(tree)
+        });
+        match tree {
+            Ok(tree) => Containment::Cgroups(tree),
+            Err(why) => Containment::ProcessGroups { why },
+        }
+    }
+
+    /// The mode as one line, for the log, `rea status` and metrics.
+    pub fn mode(&self) -> String {
+        match self {
+            Containment::Cgroups(tree) => tree.mode(),
+            Containment::ProcessGroups { why } => {
+                format!("process groups (escapees are not contained, limits through cgroups unavailable): {why}")
+            }
+        }
+    }
+
+    /// `"cgroup"` or `"process_group"`, for a metric's label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Containment::Cgroups(_) => "cgroup",
+            Containment::ProcessGroups { .. } => "process_group",
+        }
+    }
+
+    pub fn tree(&self) -> Option<&Tree> {
+        match self {
+            Containment::Cgroups(tree) => Some(tree),
+            Containment::ProcessGroups { .. } => None,
+        }
+    }
+
+    /// Where a run goes: `<tenant>/<run>`; None in process-group mode, or
+    /// (said in the log) if the tenant's directory cannot be made.
+    pub fn place(&self, tenant: &str, run: &str) -> Option<CgroupSpec> {
+        let tree = self.tree()?;
+        match tree.tenant(tenant) {
+            Ok(parent) => Some(CgroupSpec {
+                parent,
+                name: run.to_string(),
+            }),
+            Err(e) => {
+                tracing::warn!("run {run} is contained by its process group only: {e}");
+                None
+            }
+        }
+    }
+
+    /// The limits among `limits` this host cannot enforce, each as
+    /// `memory_max (memory controller not enabled)`.
+    pub fn unenforceable(&self, limits: &Limits) -> Vec<String> {
+        let mut out = Vec::new();
+        for (controller, fields) in limits.controllers() {
+            let why = match self {
+                Containment::Cgroups(tree) if tree.has(controller) => continue,
+                Containment::Cgroups(tree) => {
+                    format!("{controller} controller: {}", tree.missing_why())
+                }
+                Containment::ProcessGroups { .. } => "no cgroup per run".to_string(),
+            };
+            for f in fields {
+                out.push(format!("{f} ({why})"));
+            }
+        }
+        out
+    }
+}
+
+/// What a daemon started here would get, without creating or moving
+/// anything: for `rea check`. Controllers are those this process's cgroup
+/// offers (a delegated unit offers its own; elsewhere the daemon enables
+/// none itself, which this may overstate).
+pub fn probe() -> Result<Vec<String>, String> {
+    let hierarchy = rea_host::cgroup::find()?;
+    let own = &hierarchy.own;
+    writable(own)?;
+    writable(&own.join("cgroup.procs"))?;
+    let offered = if *own == hierarchy.mount {
+        rea_host::cgroup::enabled(own)
+    } else {
+        rea_host::cgroup::controllers(own)
+    };
+    Ok(offered
+        .into_iter()
+        .filter(|c| CONTROLLERS.contains(&c.as_str()))
+        .collect())
+}
+
+/// The daemon's subtree of cgroups: `<root>/<tenant>/<run>`.
+#[derive(Debug)]
+pub struct Tree {
+    root: PathBuf,
+    /// Tenants' directories made so far (made once, not per run).
+    tenants: std::sync::Mutex<Vec<(String, Arc<Path>)>>,
+    /// The controllers a run's leaf gets (enabled down to the tenants).
+    enabled: Vec<String>,
+    /// Why the rest are missing, for the mode line.
+    missing_why: String,
+}
+
+impl Tree {
+    /// Finds a writable cgroup v2 hierarchy and prepares `rea` under the
+    /// cgroup this process is in. Where that cgroup is not the hierarchy's
+    /// root and this process is alone in it (a systemd unit with
+    /// `Delegate=yes`), the daemon first moves itself into `rea/daemon`:
+    /// cgroup v2 lets a cgroup hand controllers to its children only while
+    /// it holds no process itself. Elsewhere (the hierarchy's root, or a
+    /// cgroup shared with other processes) it enables no controller in its
+    /// own cgroup, which is not its to change. An error says why runs fall
+    /// back to process groups.
+    pub fn setup() -> Result<Tree, String> {
+        let hierarchy = rea_host::cgroup::find()?;
+        let base = hierarchy.own.clone();
+        // A child moves itself from here into its leaf: that takes write
+        // access to the cgroup.procs of both cgroups' common ancestor.
+        writable(&base.join("cgroup.procs"))?;
+        let root = base.join("rea");
+        make_dir(&root).map_err(|e| {
+            format!(
+                "cannot create {} ({e}): the cgroup v2 hierarchy is not writable here",
+                root.display()
+            )
+        })?;
+        let is_root = base == hierarchy.mount;
+        let owned = !is_root && alone_in(&base);
+        if owned {
+            let daemon = root.join("daemon");
+            make_dir(&daemon)
+                .and_then(|()| std::fs::write(daemon.join("cgroup.procs"), "0"))
+                .map_err(|e| {
+                    format!(
+                        "cannot move the daemon into {} ({e}), as cgroup v2's \
+                         no-internal-processes rule requires",
+                        daemon.display()
+                    )
+                })?;
+            enable(&base);
+        }
+        let missing_why = if is_root || owned {
+            "controller not enabled".to_string()
+        } else {
+            format!(
+                "controller not enabled ({} holds other processes; run under systemd \
+                 with Delegate=yes)",
+                base.display()
+            )
+        };
+        let mut tree = Tree::at(root)?;
+        tree.missing_why = missing_why;
+        Ok(tree)
+    }
+
+    /// A subtree at `root` (created if needed), enabling what controllers
+    /// its parent offers. For tests, and for [`Tree::setup`].
+    pub fn at(root: PathBuf) -> Result<Tree, String> {
+        make_dir(&root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+        enable(&root);
+        // What a tenant's directory can offer its runs.
+        let enabled = rea_host::cgroup::enabled(&root)
+            .into_iter()
+            .filter(|c| CONTROLLERS.contains(&c.as_str()))
+            .collect();
+        Ok(Tree {
+            root,
+            tenants: std::sync::Mutex::new(Vec::new()),
+            enabled,
+            missing_why: "controller not enabled".to_string(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether runs' leaves get `controller`.
+    pub fn has(&self, controller: &str) -> bool {
+        self.enabled.iter().any(|c| c == controller)
+    }
+
+    /// The controllers runs get.
+    pub fn enabled(&self) -> &[String] {
+        &self.enabled
+    }
+
+    /// What runs get, as one line: `cgroup: contained (…/rea); controllers:
+    /// cpu, memory` or `…; memory, io, pids limits unavailable: controller
+    /// not enabled`.
+    pub fn mode(&self) -> String {
+        let missing: Vec<&str> = CONTROLLERS
+            .iter()
+            .copied()
+            .filter(|c| !self.has(c))
+            .collect();
+        let mut line = format!("cgroup: contained ({})", self.root.display());
+        if !self.enabled.is_empty() {
+            line.push_str(&format!("; controllers: {}", self.enabled.join(", ")));
+        }
+        if !missing.is_empty() {
+            line.push_str(&format!(
+                "; {} limits unavailable: {}",
+                missing.join(", "),
+                self.missing_why
+            ));
+        }
+        line
+    }
+
+    /// Why `controller` is missing (for messages about a limit).
+    pub fn missing_why(&self) -> &str {
+        &self.missing_why
+    }
+
+    /// The directory a tenant's runs go in, created (with the controllers
+    /// enabled for them) if needed.
+    pub fn tenant(&self, tenant: &str) -> Result<Arc<Path>, String> {
+        if !plain_name(tenant) {
+            return Err(format!("{tenant:?} cannot name a cgroup"));
+        }
+        let mut made = self
+            .tenants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, dir)) = made.iter().find(|(t, dir)| t == tenant && dir.is_dir()) {
+            return Ok(dir.clone());
+        }
+        let dir = self.root.join(tenant);
+        make_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        enable(&dir);
+        let dir: Arc<Path> = Arc::from(dir);
+        made.retain(|(t, _)| t != tenant);
+        made.push((tenant.to_string(), dir.clone()));
+        Ok(dir)
+    }
+
+    /// Ends what is left in a previous daemon's run cgroup, if it is still
+    /// there: `cgroup.kill`, waits (at most `wait`) for it to empty, and
+    /// removes it. Returns how many processes were in it, or None if there
+    /// is no such cgroup.
+    pub fn end_leftover(&self, tenant: &str, run: &str, wait: Duration) -> Option<usize> {
+        if !plain_name(tenant) || !plain_name(run) {
+            return None;
+        }
+        let dir = self.root.join(tenant).join(run);
+        if !dir.is_dir() {
+            return None;
+        }
+        let found = procs(&dir).len();
+        if found > 0 {
+            kill_dir(&dir);
+            let deadline = std::time::Instant::now() + wait;
+            while populated_dir(&dir).unwrap_or(false) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+        Some(found)
+    }
+
+    /// Removes the tenants' directories and the root if they are empty
+    /// (another daemon's runs, or leftovers of `kill_stragglers = false`,
+    /// keep them: rmdir refuses a cgroup with children).
+    pub fn tidy(&self) {
+        if let Ok(entries) = std::fs::read_dir(&self.root) {
+            for e in entries.flatten() {
+                if e.path().is_dir() && e.file_name() != OsStr::new("daemon") {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.root);
+    }
+}
+
+/// Where a run's cgroup goes (its limits are [`crate::RunSpec::limits`]).
+#[derive(Debug, Clone)]
+pub struct CgroupSpec {
+    /// The tenant's directory ([`Tree::tenant`]).
+    pub parent: Arc<Path>,
+    /// The leaf's name: the run's id.
+    pub name: String,
+}
+
+/// Whether this process may write to `path` (a cgroup directory or file).
+fn writable(path: &Path) -> Result<(), String> {
+    rustix::fs::access(path, rustix::fs::Access::WRITE_OK)
+        .map_err(|e| format!("{} is not writable by this user ({e})", path.display()))
+}
+
+/// A name that is one path component and no special file's.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.starts_with("cgroup.")
+}
+
+fn make_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// Enables, for `dir`'s children, every controller of [`CONTROLLERS`] that
+/// `dir` offers; one at a time, so one refused does not stop the others.
+fn enable(dir: &Path) {
+    let offered = rea_host::cgroup::controllers(dir);
+    let on = rea_host::cgroup::enabled(dir);
+    for c in CONTROLLERS {
+        if offered.iter().any(|o| o == c) && !on.iter().any(|o| o == c) {
+            let _ = std::fs::write(dir.join("cgroup.subtree_control"), format!("+{c}"));
+        }
+    }
+}
+
+/// Whether this process is the only one in the cgroup at `dir`.
+fn alone_in(dir: &Path) -> bool {
+    let me = std::process::id();
+    let pids = procs(dir);
+    !pids.is_empty() && pids.iter().all(|p| *p == me)
+}
+
+/// The pids in a cgroup (`cgroup.procs`).
+fn procs(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// `populated` from `cgroup.events`.
+fn populated_dir(dir: &Path) -> io::Result<bool> {
+    let text = std::fs::read_to_string(dir.join("cgroup.events"))?;
+    Ok(populated(&text))
+}
+
+fn populated(events: &str) -> bool {
+    events
+        .lines()
+        .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["populated", "1"])
+}
+
+/// `cgroup.kill` (Linux 5.14); before it, SIGKILL to every process listed,
+/// until none is left (at most a few rounds: processes forking meanwhile
+/// are caught by the next).
+fn kill_dir(dir: &Path) {
+    if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    for _ in 0..16 {
+        let pids = procs(dir);
+        if pids.is_empty() {
+            return;
+        }
+        signal_pids(&pids, rustix::process::Signal::KILL);
+    }
+}
+
+fn signal_pids(pids: &[u32], signal: rustix::process::Signal) {
+    for pid in pids {
+        if let Some(pid) = i32::try_from(*pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            // ESRCH: it exited meanwhile.
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+/// The limit files a leaf gets for `limits`, with the controller each needs.
+fn limit_files(limits: &Limits) -> Vec<(&'static str, &'static str, String)> {
+    let mut files = Vec::new();
+    if let Some(v) = limits.memory_max {
+        files.push(("memory", "memory.max", v.to_string()));
+    }
+    if let Some(v) = limits.memory_high {
+        files.push(("memory", "memory.high", v.to_string()));
+    }
+    if let Some(pct) = limits.cpu_max_percent {
+        // A quota per 100 ms period: 50% is 50 ms of CPU time in every 100.
+        files.push((
+            "cpu",
+            "cpu.max",
+            format!("{} 100000", u64::from(pct) * 1000),
+        ));
+    }
+    if let Some(v) = limits.cpu_weight {
+        files.push(("cpu", "cpu.weight", v.to_string()));
+    }
+    if let Some(v) = limits.io_weight {
+        files.push(("io", "io.weight", format!("default {v}")));
+    }
+    if let Some(v) = limits.tasks_max {
+        files.push(("pids", "pids.max", v.to_string()));
+    }
+    files
+}
+
+/// One run's cgroup.
+#[derive(Debug)]
+pub(crate) struct Leaf {
+    dir: PathBuf,
+    /// `cgroup.procs`, open for writing: the child writes "0" to it.
+    procs: OwnedFd,
+    /// `cgroup.events`, open and registered with the runtime for
+    /// `EPOLLPRI`, which the kernel raises when the file changes; reading it
+    /// (from offset 0) re-arms that. An inotify watch would tell the same,
+    /// but closing an inotify instance waits for an SRCU grace period
+    /// (measured: about 10 ms, on the loop thread, per run); closing a file
+    /// costs nothing. None if it could not be registered (then emptiness is
+    /// looked at every 25 ms).
+    events: Option<AsyncFd<OwnedFd>>,
+    removed: AtomicBool,
+}
+
+impl Leaf {
+    /// Creates the leaf with its limits. A limit whose controller the leaf
+    /// lacks is skipped (the daemon said so when it loaded the job); one the
+    /// kernel refuses fails the spawn.
+    pub(crate) fn create(spec: &CgroupSpec, limits: &Limits) -> Result<Leaf, String> {
+        if !plain_name(&spec.name) {
+            return Err(format!("{:?} cannot name a cgroup", spec.name));
+        }
+        let dir = spec.parent.join(&spec.name);
+        let mut made = std::fs::create_dir(&dir);
+        if made
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+        {
+            // The tenant's directory (or rea's) went away (a daemon sharing
+            // it removed it, empty, as it stopped): made again, with the
+            // controllers.
+            for dir in [spec.parent.parent(), Some(&*spec.parent)]
+                .into_iter()
+                .flatten()
+            {
+                if make_dir(dir).is_ok() {
+                    enable(dir);
+                }
+            }
+            made = std::fs::create_dir(&dir);
+        }
+        made.map_err(|e| format!("cannot create the run's cgroup {}: {e}", dir.display()))?;
+        // From here on, dropping the leaf removes the directory.
+        let mut leaf = Leaf {
+            procs: open(&dir.join("cgroup.procs"), rustix::fs::OFlags::WRONLY)
+                .map_err(|e| format!("cannot open {}/cgroup.procs: {e}", dir.display()))?,
+            dir,
+            events: None,
+            removed: AtomicBool::new(false),
+        };
+        for (_, file, value) in limit_files(limits) {
+            let path = leaf.dir.join(file);
+            // Without O_CREAT: a file the cgroup lacks (its controller is
+            // not enabled) is ENOENT, not EACCES.
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| io::Write::write_all(&mut f, value.as_bytes()));
+            match written {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("cannot set {file} to {value}: {e}")),
+            }
+        }
+        leaf.events = watch_events(&leaf.dir).ok();
+        Ok(leaf)
+    }
+
+    /// The descriptor the child writes "0" to.
+    pub(crate) fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    /// Whether any process is in the cgroup; `None` if that cannot be read.
+    /// Reads the watched descriptor, which re-arms its change notification.
+    pub(crate) fn populated(&self) -> Option<bool> {
+        let Some(events) = &self.events else {
+            return populated_dir(&self.dir).ok();
+        };
+        let mut buf = [0u8; 256];
+        let n = rustix::io::pread(events.get_ref().as_fd(), &mut buf, 0).ok()?;
+        let text = std::str::from_utf8(buf.get(..n)?).ok()?;
+        Some(populated(text))
+    }
+
+    /// Returns when `cgroup.events` may have changed (`EPOLLPRI`), or after
+    /// a short pause if it cannot be watched. The caller then looks at the
+    /// file ([`Leaf::populated`]).
+    pub(crate) async fn changed(&self) {
+        let Some(events) = &self.events else {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            return;
+        };
+        match events.ready(Interest::PRIORITY).await {
+            Ok(mut guard) => guard.clear_ready(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+
+    /// Sends `signal` to every process in the cgroup. A pid is read from
+    /// `cgroup.procs` and signalled right after; it is a member's until
+    /// its parent reaps it, so the window for a recycled pid is the one
+    /// every cgroup manager accepts (systemd's too).
+    pub(crate) fn signal(&self, signal: rustix::process::Signal) {
+        signal_pids(&procs(&self.dir), signal);
+    }
+
+    /// SIGKILL to the whole cgroup at once (`cgroup.kill`).
+    pub(crate) fn kill(&self) {
+        kill_dir(&self.dir);
+    }
+
+    /// What the cgroup measured.
+    pub(crate) fn usage(&self, usage: &mut Usage) {
+        let read = |file: &str| std::fs::read_to_string(self.dir.join(file)).ok();
+        if let Some(stat) = read("cpu.stat") {
+            let field = |name: &str| keyed(&stat, name);
+            if let (Some(user), Some(system)) = (field("user_usec"), field("system_usec")) {
+                usage.user_ms = user / 1000;
+                usage.sys_ms = system / 1000;
+                usage.from_cgroup = true;
+            }
+        }
+        usage.memory_peak_kb = read("memory.peak")
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .map(|b| b / 1024);
+        usage.tasks_peak = read("pids.peak").and_then(|t| t.trim().parse().ok());
+        if let Some(io) = read("io.stat") {
+            let (r, w) = io_bytes(&io);
+            usage.io_read_bytes = Some(r);
+            usage.io_write_bytes = Some(w);
+        }
+        if let Some(events) = read("memory.events") {
+            usage.oom_killed = keyed(&events, "oom_kill").is_some_and(|n| n > 0);
+        }
+    }
+
+    /// Removes the (empty) cgroup; a few tries, as the kernel may still be
+    /// tearing down its last exited task.
+    pub(crate) fn remove(&self) {
+        if remove_dir(&self.dir) {
+            self.removed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps the cgroup (and what is left in it) until it empties, then
+    /// removes it; a task of its own, watching `cgroup.events`. For the
+    /// leftovers of `kill_stragglers = false`.
+    pub(crate) fn remove_when_empty(self: Arc<Self>) {
+        tokio::spawn(async move {
+            while self.populated() == Some(true) {
+                self.changed().await;
+            }
+            self.remove();
+        });
+    }
+}
+
+impl Drop for Leaf {
+    fn drop(&mut self) {
+        // Refused while processes are in it: those are left alone.
+        if !self.removed.load(Ordering::Relaxed) {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+fn remove_dir(dir: &Path) -> bool {
+    for attempt in 0..5 {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
+            Err(_) if attempt < 4 => std::thread::sleep(Duration::from_millis(1 << attempt)),
+            Err(_) => {}
+        }
+    }
+    false
+}
+
+fn open(path: &Path, flags: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        flags | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
+/// `cgroup.events`, open and registered with the runtime for `EPOLLPRI`.
+fn watch_events(dir: &Path) -> io::Result<AsyncFd<OwnedFd>> {
+    let fd = open(&dir.join("cgroup.events"), rustix::fs::OFlags::RDONLY)?;
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
+    // file) until the AsyncFd, and with it the registration, is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(|e| e.into_parts().1)
+}
+
+/// `name value` from a flat-keyed cgroup file.
+fn keyed(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut parts = l.split_whitespace();
+        (parts.next()? == name).then(|| parts.next()?.parse().ok())?
+    })
+}
+
+/// Bytes read and written over every device of `io.stat`
+/// (`8:0 rbytes=1 wbytes=2 rios=…`).
+fn io_bytes(stat: &str) -> (u64, u64) {
+    let mut read = 0u64;
+    let mut written = 0u64;
+    for field in stat.split_whitespace() {
+        if let Some(v) = field.strip_prefix("rbytes=") {
+            read = read.saturating_add(v.parse().unwrap_or(0));
+        } else if let Some(v) = field.strip_prefix("wbytes=") {
+            written = written.saturating_add(v.parse().unwrap_or(0));
+        }
+    }
+    (read, written)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

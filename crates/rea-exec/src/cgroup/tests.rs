@@ -1,0 +1,313 @@
+//! The cgroup module on real processes, in a subtree of this test's own
+//! (`<our cgroup>/rea-test-<pid>-<name>`), removed by a guard even when a
+//! test fails. Skipped, saying so, where no writable cgroup v2 is found.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rea_core::run::{Limits, Program, Termination};
+
+use super::{CgroupSpec, Tree};
+use crate::RunSpec;
+
+/// A test's own subtree; on drop, everything left in it is killed and
+/// every directory removed, deepest first.
+struct Scratch {
+    tree: Tree,
+}
+
+impl Scratch {
+    /// None (and a line on stderr) where no cgroup v2 is writable here.
+    fn new(name: &str) -> Option<Scratch> {
+        let own = match rea_host::cgroup::find() {
+            Ok(h) => h.own,
+            Err(e) => {
+                eprintln!("SKIPPED: {e}");
+                return None;
+            }
+        };
+        let root = own.join(format!("rea-test-{}-{name}", std::process::id()));
+        match Tree::at(root) {
+            Ok(tree) => Some(Scratch { tree }),
+            Err(e) => {
+                eprintln!("SKIPPED: no writable cgroup v2 here: {e}");
+                None
+            }
+        }
+    }
+
+    fn place(&self, run: &str) -> CgroupSpec {
+        CgroupSpec {
+            parent: self.tree.tenant("system").expect("tenant"),
+            name: run.to_string(),
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        remove_all(self.tree.root());
+    }
+}
+
+fn remove_all(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                remove_all(&e.path());
+            }
+        }
+    }
+    super::kill_dir(dir);
+    for _ in 0..100 {
+        if !super::populated_dir(dir).unwrap_or(false) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+fn sh(script: &str, cgroup: Option<CgroupSpec>) -> RunSpec {
+    RunSpec {
+        program: Program::Shell {
+            shell: "/bin/sh".to_string(),
+            script: script.to_string(),
+        },
+        env: Vec::new(),
+        inherit_env: true,
+        dir: None,
+        home: None,
+        timeout: Some(Duration::from_secs(20)),
+        kill_grace: Duration::from_millis(300),
+        output_limit: 64 * 1024,
+        stdin: None,
+        pass_fd: None,
+        user: None,
+        kill_stragglers: true,
+        journald: None,
+        cgroup,
+        limits: Limits::NONE,
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_ascii_whitespace().next());
+            !matches!(state, Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pids a job printed, one per line.
+fn pids(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Jobs that leave their process group (or their session) one way or
+/// another; each prints its escapees' pids and then waits.
+const ESCAPES: [(&str, &str); 4] = [
+    (
+        "double fork and setsid",
+        "(setsid sh -c 'echo $$; exec sleep 60' &) ; sleep 0.2; sleep 60",
+    ),
+    (
+        "setpgid",
+        "perl -e '$|=1; setpgrp(0,0); print \"$$\\n\"; sleep 60' & sleep 0.2; sleep 60",
+    ),
+    (
+        "late setsid",
+        "sh -c 'sleep 0.1; exec setsid sh -c \"echo \\$\\$; exec sleep 60\"' & sleep 0.4; sleep 60",
+    ),
+    (
+        "1,000 children",
+        "i=0; while [ $i -lt 1000 ]; do sleep 60 & i=$((i+1)); done; echo $!; sleep 60",
+    ),
+];
+
+#[tokio::test]
+async fn a_timeout_ends_every_escapee() {
+    let Some(scratch) = Scratch::new("timeout") else {
+        return;
+    };
+    for (i, (case, script)) in ESCAPES.iter().enumerate() {
+        let place = scratch.place(&format!("run{i}"));
+        let leaf = place.parent.join(&place.name);
+        let mut spec = sh(script, Some(place));
+        spec.timeout = Some(Duration::from_millis(if i == 3 { 3000 } else { 800 }));
+        let (_, _, running) = crate::spawn(spec).expect("spawn");
+        let outcome = running.await;
+        assert!(outcome.timed_out, "{case}: {outcome:?}");
+        let escaped = pids(&outcome.output.text);
+        assert!(!escaped.is_empty(), "{case}: printed no pid: {outcome:?}");
+        for pid in escaped {
+            assert!(!alive(pid), "{case}: {pid} outlived the run");
+        }
+        assert!(!leaf.exists(), "{case}: the run's cgroup was not removed");
+    }
+}
+
+#[tokio::test]
+async fn terminate_ends_every_escapee() {
+    let Some(scratch) = Scratch::new("terminate") else {
+        return;
+    };
+    let place = scratch.place("run");
+    let leaf = place.parent.join(&place.name);
+    // TERM is ignored everywhere: only cgroup.kill ends them.
+    let spec = sh(
+        "trap '' TERM; (setsid sh -c 'trap \"\" TERM; echo $$; while :; do sleep 1; done' &); sleep 60",
+        Some(place),
+    );
+    let (_, handle, running) = crate::spawn(spec).expect("spawn");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handle.terminate();
+    let outcome = running.await;
+    assert!(outcome.terminated);
+    assert_eq!(outcome.termination, Termination::Signaled(libc::SIGKILL));
+    for pid in pids(&outcome.output.text) {
+        assert!(!alive(pid), "{pid} outlived the run");
+    }
+    assert!(!leaf.exists());
+}
+
+#[tokio::test]
+async fn cpu_of_every_process_is_counted() {
+    let Some(scratch) = Scratch::new("cpu") else {
+        return;
+    };
+    // Two escaped children burn CPU for a while; the leader never waits for
+    // them, so its rusage cannot see them.
+    let script = "for i in 1 2; do setsid sh -c 'end=$(($(date +%s)+1)); while [ $(date +%s) -lt $end ]; do :; done' & done; exit 0";
+    let mut spec = sh(script, Some(scratch.place("run")));
+    spec.kill_stragglers = true;
+    let outcome = crate::spawn(spec).expect("spawn").2.await;
+    assert!(outcome.usage.from_cgroup, "{outcome:?}");
+    // Killed at the leader's exit, they still ran a little; what matters is
+    // that the figure is the cgroup's. A job that waits for its children is
+    // compared against /proc through the binary (tests/governed.rs).
+    let cpu = outcome.usage.user_ms + outcome.usage.sys_ms;
+    assert!(cpu < 10_000, "{outcome:?}");
+}
+
+#[tokio::test]
+async fn stragglers_left_alone_stay_in_the_cgroup_until_they_end() {
+    let Some(scratch) = Scratch::new("stragglers") else {
+        return;
+    };
+    let place = scratch.place("run");
+    let leaf = place.parent.join(&place.name);
+    let mut spec = sh("sleep 1 & echo $!", Some(place));
+    spec.kill_stragglers = false;
+    let outcome = crate::spawn(spec).expect("spawn").2.await;
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    let straggler = pids(&outcome.output.text)[0];
+    assert!(alive(straggler), "left alone");
+    assert!(leaf.exists(), "its cgroup stays while it runs");
+    let procs = std::fs::read_to_string(leaf.join("cgroup.procs")).expect("procs");
+    assert!(procs.lines().any(|l| l.trim() == straggler.to_string()));
+    // Removed once it ends (watched through cgroup.events).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while leaf.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!leaf.exists(), "removed once empty");
+}
+
+#[tokio::test]
+async fn a_leftover_is_ended_by_the_next_daemon() {
+    let Some(scratch) = Scratch::new("leftover") else {
+        return;
+    };
+    let place = scratch.place("old-run");
+    let leaf = place.parent.join(&place.name);
+    std::fs::create_dir(&leaf).expect("mkdir");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "sleep 0.3; setsid sleep 60 & sleep 60"])
+        .spawn()
+        .expect("spawn");
+    std::fs::write(leaf.join("cgroup.procs"), child.id().to_string()).expect("move");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        scratch
+            .tree
+            .end_leftover("system", "old-run", Duration::from_secs(5)),
+        Some(3),
+        "the shell and its two sleeps"
+    );
+    assert!(!child.wait().expect("wait").success());
+    assert!(!leaf.exists());
+    assert_eq!(
+        scratch
+            .tree
+            .end_leftover("system", "no-such-run", Duration::from_secs(1)),
+        None
+    );
+}
+
+#[tokio::test]
+async fn the_mode_names_missing_controllers() {
+    let Some(scratch) = Scratch::new("mode") else {
+        return;
+    };
+    let mode = scratch.tree.mode();
+    assert!(mode.starts_with("cgroup: contained ("), "{mode}");
+    for c in super::CONTROLLERS {
+        if !scratch.tree.has(c) {
+            assert!(mode.contains(c), "{mode}");
+            eprintln!("NOTE: the {c} controller is not enabled here: its limits are untested");
+        }
+    }
+}
+
+#[tokio::test]
+async fn limits_reach_the_cgroup_where_the_controller_is() {
+    let Some(scratch) = Scratch::new("limits") else {
+        return;
+    };
+    let place = scratch.place("run");
+    let mut spec = sh("cat /proc/self/cgroup; sleep 0.2", Some(place));
+    spec.limits.memory_max = Some(64 << 20);
+    spec.limits.tasks_max = Some(50);
+    spec.limits.cpu_max_percent = Some(50);
+    let leaf: Arc<Path> = Arc::from(scratch.tree.root().join("system").join("run"));
+    let (_, _, running) = crate::spawn(spec).expect("spawn");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read = |f: &str| std::fs::read_to_string(leaf.join(f)).ok();
+    for (controller, file, want) in [
+        ("memory", "memory.max", "67108864"),
+        ("pids", "pids.max", "50"),
+        ("cpu", "cpu.max", "50000 100000"),
+    ] {
+        if scratch.tree.has(controller) {
+            assert_eq!(read(file).as_deref().map(str::trim), Some(want));
+        } else {
+            eprintln!("SKIPPED: {file}: the {controller} controller is not enabled here");
+        }
+    }
+    let outcome = running.await;
+    assert!(outcome.output.text.contains("/rea-test-"), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_tenant_directory_removed_meanwhile_is_made_again() {
+    let Some(scratch) = Scratch::new("remade") else {
+        return;
+    };
+    let place = scratch.place("run");
+    // Another daemon sharing the subtree removed it, empty, as it stopped.
+    std::fs::remove_dir(&place.parent).expect("rmdir the tenant");
+    std::fs::remove_dir(scratch.tree.root()).expect("rmdir the root");
+    let outcome = crate::spawn(sh("exit 0", Some(place.clone())))
+        .expect("spawn")
+        .2
+        .await;
+    assert_eq!(outcome.termination, Termination::Exited(0));
+    assert!(outcome.usage.from_cgroup);
+    assert!(place.parent.is_dir());
+}

@@ -1,0 +1,486 @@
+//! Governed runs through the real daemon: each run in a cgroup v2 leaf of
+//! its own (escapees die with it at a timeout, a cancel and a daemon
+//! stop), restart recovery that never signals a stranger at a reused pid,
+//! CPU accounting of a whole run, limits set in the child (rlimits, nice)
+//! and cgroup limits that say so when the host cannot enforce them.
+//!
+//! The cgroup parts need a writable cgroup v2 (root, here): elsewhere they
+//! are skipped, saying so on stderr.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{alive, is_root, wait_until, Env};
+
+/// The daemon's containment line (`rea status --json`).
+fn containment(env: &Env) -> String {
+    let status = env.rea(&["status", "--json"]).json();
+    status["daemon"]["containment"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether runs get cgroups here; says why not otherwise.
+fn contained(env: &Env) -> bool {
+    let mode = containment(env);
+    if mode.starts_with("cgroup: contained") {
+        true
+    } else {
+        eprintln!("SKIPPED: runs are not in cgroups here: {mode}");
+        false
+    }
+}
+
+/// Escape cases: a script that records the pids of processes that leave
+/// its process group (or session), one per line in the file `$1`, then
+/// waits. `late.sh` is a helper of the third.
+const ESCAPES: [(&str, &str); 4] = [
+    (
+        "doublefork",
+        "(setsid sh -c 'echo $$ >> \"$1\"; exec sleep 300' _ \"$1\" &)\nsleep 300\n",
+    ),
+    (
+        "setpgid",
+        "perl -e 'setpgrp(0,0); open(F, \">>\", $ARGV[0]); print F \"$$\\n\"; close F; sleep 300' \"$1\" &\nsleep 300\n",
+    ),
+    ("latesetsid", "sh \"$(dirname \"$0\")/late.sh\" \"$1\" &\nsleep 300\n"),
+    (
+        "children",
+        "i=0\nwhile [ $i -lt 1000 ]; do sleep 300 & echo $! >> \"$1\"; i=$((i+1)); done\nsleep 300\n",
+    ),
+];
+
+const LATE: &str = "sleep 0.3\nexec setsid sh -c 'echo $$ >> \"$1\"; exec sleep 300' _ \"$1\"\n";
+
+/// Writes the escape scripts; returns the command of each case.
+fn escape_scripts(env: &Env) -> Vec<(&'static str, String)> {
+    env.write("late.sh", LATE);
+    ESCAPES
+        .iter()
+        .map(|(case, script)| {
+            let path = env.write(&format!("{case}.sh"), script);
+            let pids = env.path(&format!("pids-{case}"));
+            (*case, format!("sh {} {}", path.display(), pids.display()))
+        })
+        .collect()
+}
+
+fn pids_of(env: &Env, case: &str) -> Vec<i32> {
+    env.read(&format!("pids-{case}"))
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn expected_escapees(case: &str) -> usize {
+    if case == "children" {
+        1000
+    } else {
+        1
+    }
+}
+
+/// Every escapee of `case` is gone (or a zombie nobody reaps), checked as
+/// soon as the run's end is recorded; the survivors are killed so a failing
+/// test leaves nothing behind.
+fn assert_all_gone(env: &Env, case: &str, how: &str) {
+    let pids = pids_of(env, case);
+    assert!(!pids.is_empty(), "{case}: no escapee was recorded");
+    let survivors: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    for p in &survivors {
+        // SAFETY: kill(2) takes plain integers.
+        unsafe {
+            libc::kill(*p, libc::SIGKILL);
+        }
+    }
+    assert!(
+        survivors.is_empty(),
+        "{case}: {} of {} escapees outlived the run's {how}: {survivors:?}",
+        survivors.len(),
+        pids.len()
+    );
+}
+
+/// Waits until each case has recorded all its escapees.
+fn wait_for_escapees(env: &Env, cases: &[(&'static str, String)]) {
+    for (case, _) in cases {
+        wait_until(&format!("{case}'s escapees"), || {
+            pids_of(env, case).len() >= expected_escapees(case)
+        });
+    }
+}
+
+#[test]
+fn escapees_die_with_the_run_at_its_timeout() {
+    let env = Env::new();
+    let cases = escape_scripts(&env);
+    let mut toml = String::new();
+    for (case, command) in &cases {
+        // Long enough for a thousand forks on a loaded machine.
+        let timeout = if *case == "children" { "15s" } else { "3s" };
+        toml.push_str(&format!(
+            "[jobs.{case}]\nschedule = \"@reboot\"\ncommand = \"{command}\"\ntimeout = \"{timeout}\"\nkill_grace = \"1s\"\n"
+        ));
+    }
+    env.jobs(&toml);
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    for (case, _) in &cases {
+        wait_until(&format!("{case} to end"), || !env.finals(case).is_empty());
+        assert_eq!(env.finals(case)[0]["status"], "timed_out", "{case}");
+        assert_all_gone(&env, case, "timeout");
+    }
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn escapees_die_with_the_run_when_it_is_cancelled() {
+    let env = Env::new();
+    env.jobs("[daemon]\nmax_concurrent = 8\n");
+    let cases = escape_scripts(&env);
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    for (case, command) in &cases {
+        let argv: Vec<&str> = command.split(' ').collect();
+        let mut args = vec!["submit", "--in", "0s", "--name", case, "--"];
+        args.extend(argv);
+        env.rea(&args).ok();
+    }
+    wait_for_escapees(&env, &cases);
+    for (case, _) in &cases {
+        env.rea(&["cancel", case, "--kill"]).ok();
+    }
+    for (case, _) in &cases {
+        wait_until(&format!("{case} to end"), || !env.finals(case).is_empty());
+        assert_eq!(env.finals(case)[0]["status"], "killed", "{case}");
+        assert_all_gone(&env, case, "cancel");
+    }
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn escapees_die_with_the_run_when_the_daemon_stops() {
+    let env = Env::new();
+    let cases = escape_scripts(&env);
+    let mut toml = String::from("[daemon]\nshutdown_grace = \"1s\"\n");
+    for (case, command) in &cases {
+        toml.push_str(&format!(
+            "[jobs.{case}]\nschedule = \"@reboot\"\ncommand = \"{command}\"\nkill_grace = \"1s\"\n"
+        ));
+    }
+    env.jobs(&toml);
+    let mut d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    wait_for_escapees(&env, &cases);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(), 0);
+    for (case, _) in &cases {
+        assert_eq!(env.finals(case)[0]["status"], "killed", "{case}");
+        assert_all_gone(&env, case, "daemon stop");
+    }
+}
+
+#[test]
+fn the_cpu_of_a_runs_children_agrees_with_proc() {
+    let env = Env::new();
+    // Two children burn a fixed amount of CPU each (about half a second
+    // here, however loaded the machine); the shell waits for them, so
+    // its own /proc figures (its time and its waited children's) are the
+    // whole run's. Printed last, for comparison with the record.
+    env.write(
+        "burn.sh",
+        "for i in 1 2; do sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done' & done\nwait\ncat /proc/$$/stat\ngetconf CLK_TCK\n",
+    );
+    env.jobs(&format!(
+        "[jobs.burn]\nschedule = \"@reboot\"\ncommand = \"sh {}\"\n",
+        env.path("burn.sh").display()
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    wait_until("the run to end", || !env.finals("burn").is_empty());
+    let rec = env.finals("burn").remove(0);
+    assert_eq!(rec["cpu_from_cgroup"], true, "{rec}");
+    let output = rec["output"].as_str().unwrap_or_default();
+    let mut lines = output.lines();
+    let stat = lines.next().expect("stat line");
+    let tck: f64 = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("CLK_TCK");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime stime cutime cstime, after the state.
+    let ticks: f64 = (11..=14)
+        .map(|i| fields[i].parse::<f64>().expect("ticks"))
+        .sum();
+    let proc_ms = ticks * 1000.0 / tck;
+    let cgroup_ms =
+        (rec["user_cpu_ms"].as_u64().unwrap_or(0) + rec["sys_cpu_ms"].as_u64().unwrap_or(0)) as f64;
+    eprintln!("CPU of the run: cgroup {cgroup_ms} ms, /proc {proc_ms} ms");
+    assert!(
+        proc_ms > 500.0,
+        "the children burnt too little to compare: {rec}"
+    );
+    let gap = (cgroup_ms - proc_ms).abs() / proc_ms;
+    assert!(
+        gap <= 0.05,
+        "cgroup {cgroup_ms} ms vs /proc {proc_ms} ms: {:.1}% apart",
+        gap * 100.0
+    );
+    // The human view and the JSON both carry it.
+    env.rea(&["history", "burn"]).ok();
+    assert_eq!(d.stop(), 0);
+}
+
+/// Plants a process of our own at `pid` (its own group leader, as the
+/// adversary's was) through ns_last_pid; None if other processes took the
+/// number first every time (or ns_last_pid is not writable).
+fn plant_at(pid: i32) -> Option<std::process::Child> {
+    for _ in 0..50 {
+        if fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).is_err() {
+            return None;
+        }
+        let child = std::process::Command::new("sleep")
+            .arg("300")
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        if child.id() as i32 == pid {
+            return Some(child);
+        }
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    None
+}
+
+/// A run the previous daemon left unfinished whose pid now belongs to an
+/// unrelated process: that process is never signalled.
+fn a_reused_pid_is_never_signalled(daemon_section: &str) {
+    if !is_root() {
+        eprintln!("SKIPPED: planting a pid with ns_last_pid needs root");
+        return;
+    }
+    let env = Env::new();
+    env.jobs(&format!(
+        "{daemon_section}[jobs.once]\nschedule = \"@reboot\"\ncommand = \"true\"\n"
+    ));
+    let d = env.daemon();
+    wait_until("the run to end", || !env.finals("once").is_empty());
+    assert_eq!(d.stop(), 0);
+    // As after a kill -9: the run's start is in the history, its end not.
+    let history = env.state().join("history.jsonl");
+    let kept: Vec<String> = fs::read_to_string(&history)
+        .expect("history")
+        .lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or(Value::Null);
+            !(v["event"] == "run" && v["job"] == "once" && v["status"] != "started")
+                && v["event"] != "daemon_stopped"
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&history, kept.concat()).expect("rewrite history");
+    let started = env.runs("once", "started").remove(0);
+    let pid = started["pid"].as_i64().expect("pid") as i32;
+    // Well after the run's start, as a reboot or a pid wrap would be.
+    std::thread::sleep(Duration::from_secs(3));
+    let Some(mut stranger) = plant_at(pid) else {
+        eprintln!("SKIPPED: could not plant a process at pid {pid}");
+        return;
+    };
+    let d = env.daemon();
+    wait_until("the interrupted record", || {
+        !env.runs("once", "interrupted").is_empty()
+    });
+    let rec = &env.runs("once", "interrupted")[0];
+    assert!(
+        !rec["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("terminated"),
+        "{rec}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        stranger.try_wait().expect("try_wait").is_none(),
+        "the unrelated process at the run's old pid was signalled"
+    );
+    assert!(d.log_text().contains("left alone"), "{}", d.log_text());
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_reused_pid_is_never_signalled_with_cgroups() {
+    a_reused_pid_is_never_signalled("");
+}
+
+#[test]
+fn a_reused_pid_is_never_signalled_with_process_groups() {
+    a_reused_pid_is_never_signalled("[daemon]\ncgroups = \"off\"\n");
+}
+
+#[test]
+fn rlimits_nice_and_ionice_are_in_effect_in_the_job() {
+    let env = Env::new();
+    env.jobs(
+        r#"[defaults]
+nice = 7
+[jobs.limited]
+schedule = "@reboot"
+command = "ulimit -n; ulimit -c; ulimit -s; cut -d' ' -f19 /proc/$$/stat; ionice -p $$ 2>/dev/null || echo no-ionice"
+nofile = 321
+core = 0
+stack = "4MiB"
+ionice = "idle"
+"#,
+    );
+    let d = env.daemon();
+    wait_until("the run to end", || !env.finals("limited").is_empty());
+    let rec = env.finals("limited").remove(0);
+    assert_eq!(rec["status"], "succeeded", "{rec}");
+    let out: Vec<&str> = rec["output"].as_str().unwrap_or_default().lines().collect();
+    assert_eq!(out[0], "321", "nofile: {rec}");
+    assert_eq!(out[1], "0", "core: {rec}");
+    assert_eq!(out[2], "4096", "stack in KiB: {rec}");
+    assert_eq!(out[3], "7", "nice from [defaults]: {rec}");
+    if out[4] != "no-ionice" {
+        assert_eq!(out[4], "idle", "{rec}");
+    }
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn cgroup_limits_this_host_cannot_enforce_are_said_everywhere() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.capped]\nschedule = \"@reboot\"\ncommand = \"cat /proc/self/cgroup\"\nmemory_max = \"64MiB\"\ntasks_max = 64\ncpu_max = \"50%\"\n",
+    );
+    let d = env.daemon();
+    let mode = containment(&env);
+    wait_until("the run to end", || !env.finals("capped").is_empty());
+    let enabled: Vec<&str> = mode
+        .split_once("; controllers: ")
+        .map(|(_, rest)| rest.split(';').next().unwrap_or("").split(", ").collect())
+        .unwrap_or_default();
+    let log = d.log_text();
+    let check = env.rea(&["check", "-f", "jobs.toml"]);
+    for (controller, field) in [
+        ("memory", "memory_max"),
+        ("pids", "tasks_max"),
+        ("cpu", "cpu_max"),
+    ] {
+        if enabled.contains(&controller) {
+            eprintln!("NOTE: the {controller} controller is enabled here: {field} is enforced");
+            continue;
+        }
+        eprintln!(
+            "SKIPPED: {field} is not enforceable here (the {controller} controller is not enabled); checking that this is said"
+        );
+        assert!(log.contains(field), "the daemon's log names {field}: {log}");
+        assert!(
+            mode.contains(controller),
+            "status names {controller}: {mode}"
+        );
+        assert!(
+            check.stderr.contains(field),
+            "rea check warns about {field}: {}",
+            check.stderr
+        );
+    }
+    env.rea(&["status"]).ok().stdout_has("runs: ");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn without_cgroups_the_mode_says_process_groups() {
+    let env = Env::new();
+    env.jobs("[daemon]\ncgroups = \"off\"\n[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let mode = containment(&env);
+    assert!(mode.starts_with("process groups"), "{mode}");
+    env.rea(&["status"]).ok().stdout_has("runs: process groups");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn hooks_run_in_a_cgroup_of_their_own() {
+    let env = Env::new();
+    env.jobs(&format!(
+        "[jobs.f]\nschedule = \"@reboot\"\ncommand = \"exit 1\"\non_failure = \"cat /proc/self/cgroup > {}\"\n",
+        env.path("hook-cgroup").display()
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    wait_until("the hook to run", || env.read("hook-cgroup").contains("::"));
+    let run = env.finals("f")[0]["run"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let line = env.read("hook-cgroup");
+    assert!(
+        line.contains(&format!("/rea/system/{run}.on_failure")),
+        "{line}"
+    );
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
+    let env = Env::new();
+    let cases = escape_scripts(&env);
+    let (case, command) = &cases[0];
+    // Started by hand, once: the next daemon must not start it again.
+    env.jobs(&format!(
+        "[jobs.{case}]\nschedule = \"0 0 1 1 *\"\ncommand = \"{command}\"\n"
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    env.rea(&["trigger", case]).ok();
+    wait_for_escapees(&env, &cases[..1]);
+    let escaped = pids_of(&env, case);
+    // The shell dies with the daemon (its parent-death signal); what it
+    // started in a session of its own does not, but is still in the cgroup.
+    d.kill9();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        escaped.iter().all(|p| alive(*p)),
+        "the escapee should outlive a kill -9"
+    );
+    let d = env.daemon();
+    wait_until("the interrupted record", || {
+        !env.runs(case, "interrupted").is_empty()
+    });
+    let rec = &env.runs(case, "interrupted")[0];
+    assert!(
+        rec["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("were terminated"),
+        "{rec}"
+    );
+    assert_all_gone(&env, case, "recovery by the next daemon");
+    assert!(d.log_text().contains("cgroup.kill"), "{}", d.log_text());
+    assert_eq!(d.stop(), 0);
+}
