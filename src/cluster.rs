@@ -20,13 +20,24 @@ pub(crate) fn settings(
     c: &ClusterConfig,
     state_dir: Option<&Path>,
 ) -> Result<rea_pg::Settings, String> {
-    let url = std::env::var(URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .or_else(|| c.url.clone())
-        .ok_or_else(|| {
-            format!("[cluster] has no url: set url in the job file or {URL_ENV} in the environment")
-        })?;
+    settings_with(c, state_dir, url_from_env())
+}
+
+/// `$REA_CLUSTER_URL`, if set and not blank.
+fn url_from_env() -> Option<String> {
+    std::env::var(URL_ENV).ok().filter(|u| !u.trim().is_empty())
+}
+
+/// [`settings`] with the environment's URL given (the daemon reads it once,
+/// then takes it out of its environment).
+fn settings_with(
+    c: &ClusterConfig,
+    state_dir: Option<&Path>,
+    env_url: Option<String>,
+) -> Result<rea_pg::Settings, String> {
+    let url = env_url.or_else(|| c.url.clone()).ok_or_else(|| {
+        format!("[cluster] has no url: set url in the job file or {URL_ENV} in the environment")
+    })?;
     let node = std::env::var(NODE_ENV)
         .ok()
         .filter(|n| !n.trim().is_empty())
@@ -91,8 +102,14 @@ fn host_id(state_dir: &Path) -> Result<String, String> {
 /// The daemon holds what this returns as a `ClusterNode` and never knows
 /// which backend it is.
 pub(crate) fn start_node() -> rea_daemon::StartNode {
-    std::sync::Arc::new(|c, state_dir, events| {
-        let settings = settings(c, Some(state_dir))?;
+    // Every run and hook of the daemon's own user inherits its environment,
+    // and the URL may carry the database's password: it is read once, here,
+    // and taken out of the environment before the daemon starts a thread or
+    // a job (this runs before the daemon's runtime exists).
+    let env_url = url_from_env();
+    std::env::remove_var(URL_ENV);
+    std::sync::Arc::new(move |c, state_dir, events| {
+        let settings = settings_with(c, Some(state_dir), env_url.clone())?;
         tracing::info!(
             cluster = settings.cluster.as_str(),
             node = settings.node.as_str(),

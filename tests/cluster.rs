@@ -1335,3 +1335,83 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
         summary.join("\n  ")
     );
 }
+
+/// `rea cancel` answers from the statement that cancels: one-shots a node
+/// claims at their due instant while an operator cancels them, round after
+/// round. Every one-shot said to be cancelled never ran, and every one
+/// that ran was said to be running or to have run, never "cancelled".
+#[test]
+fn cluster_cancel_never_says_cancelled_for_a_one_shot_a_node_claimed() {
+    let Some(pg) = pg::shared("cluster_cancel_race") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(&pg.url, "cancels", CALM, "");
+    let mut a = Node::new("a", &file);
+    a.start();
+    wait_live(&a, &["a"]);
+    let mut answers: Vec<(String, i32, String)> = Vec::new();
+    for round in 0..4 {
+        let ids: Vec<String> = (0..25).map(|i| format!("r{round}-{i}")).collect();
+        let submitted = Instant::now();
+        for id in &ids {
+            a.rea(&[
+                "submit",
+                "--in",
+                "2s",
+                "--name",
+                id,
+                "--shell",
+                "--",
+                &w.line().replace("\\\"", "\""),
+            ])
+            .ok();
+        }
+        // Cancel across the due instants (2 s after each submission, which
+        // each took as long as a cancel): a little before, at and after.
+        let start_at = submitted + Duration::from_millis([1_900, 1_980, 2_020, 2_100][round]);
+        while Instant::now() < start_at {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for id in &ids {
+            let out = a.rea(&["cancel", id]);
+            answers.push((
+                id.clone(),
+                out.code,
+                format!("{}{}", out.stdout, out.stderr),
+            ));
+        }
+    }
+    // Whatever was not cancelled runs (at once: due already).
+    for (id, code, _) in &answers {
+        if *code != 0 {
+            wait_until(&format!("{id} to run"), || !w.of(id).is_empty());
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut raced = 0;
+    for (id, code, text) in &answers {
+        if *code == 0 {
+            assert!(text.contains(&format!("cancelled {id}")), "{id}: {text}");
+            assert!(
+                w.of(id).is_empty(),
+                "{id} was said to be cancelled, and ran"
+            );
+        } else {
+            raced += 1;
+            // 1: claimed between the cancel's look-up and its delete; 5:
+            // already running when it looked.
+            assert!(*code == 1 || *code == 5, "{id}: {text}");
+            assert!(
+                text.contains("is running") || text.contains("has already run"),
+                "{id}: {text}"
+            );
+            assert_eq!(w.of(id).len(), 1, "{id} ran once");
+        }
+    }
+    eprintln!(
+        "cancel race: {raced} of {} one-shots were claimed before their cancel",
+        answers.len()
+    );
+    a.daemon.take().expect("running").stop();
+}

@@ -1153,3 +1153,25 @@ fn the_cron_fuzz_corpus_passes_the_fuzz_checks() {
         checks::cron(&input);
     }
 }
+
+/// `REA_CLUSTER_URL` (which may carry the database's password) is read by
+/// the daemon and never handed to a run or a hook of its own user, whose
+/// environment is otherwise the daemon's.
+#[test]
+fn the_cluster_url_never_reaches_a_runs_environment() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.printenv]\nschedule = \"@reboot\"\ncommand = \"env | grep -c '^REA_CLUSTER_URL=' || true\"\non_success = \"env | grep -q '^REA_CLUSTER_URL=' && echo LEAK >> hook.out || echo clean >> hook.out\"\ndir = \"@DIR@\"\n"
+            .replace("@DIR@", env.dir.path().to_str().expect("utf-8"))
+            .as_str(),
+    );
+    let _d = env.daemon_with_env(
+        &[],
+        &[("REA_CLUSTER_URL", "postgresql://rea:s3cr3t@db/rea")],
+    );
+    env.wait_until("the run", || !env.finals("printenv").is_empty());
+    let rec = &env.finals("printenv")[0];
+    assert_eq!(rec["output"].as_str().map(str::trim), Some("0"), "{rec}");
+    env.wait_until("the hook", || env.path("hook.out").exists());
+    assert_eq!(env.read("hook.out").trim(), "clean");
+}

@@ -247,10 +247,24 @@ pub(crate) fn cancel(s: &rea_pg::Settings, args: &CancelArgs) -> CommandResult {
     let done = reader(s)?
         .cancel(&args.ids, args.kill)
         .map_err(|e| Failure::new(exit::NOT_FOUND, e))?;
-    for (id, verb) in done {
-        println!("{verb} {id}");
+    let mut missed = Vec::new();
+    for (id, how) in done {
+        match how {
+            rea_pg::Cancel::Cancelled => println!("cancelled {id}"),
+            rea_pg::Cancel::Killing => println!("killing {id}"),
+            rea_pg::Cancel::Running => missed.push(format!(
+                "one-shot {id:?} was claimed by a node and is running; use --kill to terminate it"
+            )),
+            rea_pg::Cancel::AlreadyRan => missed.push(format!(
+                "one-shot {id:?} was claimed by a node and has already run"
+            )),
+        }
     }
-    failure::ok()
+    if missed.is_empty() {
+        failure::ok()
+    } else {
+        Err(Failure::new(exit::FAILURE, missed.join("\n")))
+    }
 }
 
 pub(crate) fn pause(

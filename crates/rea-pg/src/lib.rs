@@ -29,5 +29,5 @@ mod settings;
 pub use migrate::migrate;
 pub use node::{pipelined, Node};
 pub use rea_store::cluster::{ClusterNode, JobDef, NodeEvent, NodeHealth, SubmitError};
-pub use reader::{ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
+pub use reader::{Cancel, ClusterStatus, JobRow, NodeRow, PendingRow, Reader};
 pub use settings::{redact, Settings};

@@ -18,6 +18,19 @@ use tokio_postgres::{Client, Row};
 
 use crate::settings::{error_text, Settings};
 
+/// What `rea cancel` did with one one-shot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// Taken out of the queue before any node claimed it.
+    Cancelled,
+    /// It runs; its node was asked to stop it (`--kill`).
+    Killing,
+    /// A node claimed it first: it is running (and `--kill` was not given).
+    Running,
+    /// A node claimed it first and it has already ended.
+    AlreadyRan,
+}
+
 /// A connection for the query commands.
 pub struct Reader {
     rt: tokio::runtime::Runtime,
@@ -250,14 +263,11 @@ impl Reader {
         Ok((total, out))
     }
 
-    /// Cancels pending one-shots (recorded `cancelled`); with `kill`, a
-    /// running one is asked to stop (its node's next heartbeat sees it).
-    /// Err names the ids that are neither pending nor running.
-    pub fn cancel(
-        &self,
-        ids: &[String],
-        kill: bool,
-    ) -> Result<Vec<(String, &'static str)>, String> {
+    /// Cancels pending one-shots (with `kill`, running ones too), each
+    /// answered from the statement that cancels it: a one-shot a node
+    /// claimed between the look-up and the delete is said to be running
+    /// (or, with `kill`, stopped) or to have run, never "cancelled".
+    pub fn cancel(&self, ids: &[String], kill: bool) -> Result<Vec<(String, Cancel)>, String> {
         let c = &self.cluster;
         let known: HashMap<String, bool> = self
             .rows(
@@ -271,36 +281,65 @@ impl Reader {
             .collect();
         let unknown: Vec<&String> = ids.iter().filter(|i| !known.contains_key(*i)).collect();
         if !unknown.is_empty() {
-            return Err(format!(
-                "no pending one-shot {}",
-                unknown
-                    .iter()
-                    .map(|i| format!("{i:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            let ran: std::collections::HashSet<String> = self
+                .rows(
+                    "select distinct job from rea.runs where cluster = $1 and trigger = 'oneshot' and job = any($2)",
+                    &[c, &unknown],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let said: Vec<String> = unknown
+                .iter()
+                .map(|i| {
+                    if ran.contains(*i) {
+                        format!("one-shot {i:?} has already run")
+                    } else {
+                        format!("no pending one-shot {i:?}")
+                    }
+                })
+                .collect();
+            return Err(said.join("\n"));
         }
-        let running: Vec<String> = known
-            .iter()
-            .filter(|(_, r)| **r)
-            .map(|(i, _)| i.clone())
-            .collect();
         if !kill {
-            if let Some(id) = running.first() {
+            if let Some((id, _)) = known.iter().find(|(_, running)| **running) {
                 return Err(format!(
                     "one-shot {id:?} is running; use --kill to terminate it"
                 ));
             }
         }
-        self.rows(
-            "with d as (delete from rea.pending p where p.cluster = $1 and p.kind = 'oneshot' and p.job = any($2) returning p.*)
-             insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, ended_at, detail)
-             select d.cluster, d.job, d.due_at, d.attempt, 'oneshot', 'cancelled', 'cancelled by operator',
-                    clock_timestamp(), jsonb_build_object('spec', d.spec)
-             from d returning job",
-            &[c, &ids],
-        )?;
+        let cancelled: std::collections::HashSet<String> = self
+            .rows(
+                "with d as (delete from rea.pending p where p.cluster = $1 and p.kind = 'oneshot' and p.job = any($2) returning p.*)
+                 insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, ended_at, detail)
+                 select d.cluster, d.job, d.due_at, d.attempt, 'oneshot', 'cancelled', 'cancelled by operator',
+                        clock_timestamp(), jsonb_build_object('spec', d.spec)
+                 from d returning job",
+                &[c, &ids],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        // Whatever the delete did not take has left the queue meanwhile:
+        // where is it now?
+        let rest: Vec<String> = ids
+            .iter()
+            .filter(|i| !cancelled.contains(*i))
+            .cloned()
+            .collect();
+        let running: std::collections::HashSet<String> = if rest.is_empty() {
+            Default::default()
+        } else {
+            self.rows(
+                "select job from rea.runs where cluster = $1 and trigger = 'oneshot' and status = 'started' and job = any($2)",
+                &[c, &rest],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+        };
         if kill && !running.is_empty() {
+            let running: Vec<&String> = running.iter().collect();
             self.rows(
                 "insert into rea.stop_requests (cluster, fence, reason)
                  select cluster, fence, 'killed by operator' from rea.runs
@@ -312,12 +351,18 @@ impl Reader {
         Ok(ids
             .iter()
             .map(|i| {
-                let verb = if known.get(i) == Some(&true) {
-                    "killing"
+                let how = if cancelled.contains(i) {
+                    Cancel::Cancelled
+                } else if running.contains(i) {
+                    if kill {
+                        Cancel::Killing
+                    } else {
+                        Cancel::Running
+                    }
                 } else {
-                    "cancelled"
+                    Cancel::AlreadyRan
                 };
-                (i.clone(), verb)
+                (i.clone(), how)
             })
             .collect())
     }

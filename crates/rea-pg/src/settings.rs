@@ -41,50 +41,128 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-/// `url` with any password replaced by `***` (URL and key=value forms).
+/// `url` with every password replaced by `***`, in each form libpq reads:
+/// a URI's userinfo (`postgresql://user:pass@host`, the password possibly
+/// holding `/`, `@`, `:` or `?`, percent-encoded or not), a URI parameter
+/// (`?password=...&...`), and a key=value string (`password=x`, `password
+/// = x`, `password='quoted \' value'`). Anything it cannot read is shown
+/// as `***` whole rather than risk showing a secret.
 pub fn redact(url: &str) -> String {
-    if let Some(rest) = url
-        .strip_prefix("postgresql://")
-        .or_else(|| url.strip_prefix("postgres://"))
-    {
-        let scheme = &url[..url.len() - rest.len()];
-        let (auth_end, _) = rest.find('/').map_or((rest.len(), ()), |i| (i, ()));
-        let authority = &rest[..auth_end];
-        let mut out = scheme.to_string();
-        match authority.rfind('@') {
-            Some(at) => {
-                let userinfo = &authority[..at];
-                match userinfo.find(':') {
-                    Some(c) => out.push_str(&format!("{}:***", &userinfo[..c])),
-                    None => out.push_str(userinfo),
-                }
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
+    let trimmed = url.trim_start();
+    for scheme in ["postgresql://", "postgres://"] {
+        if let Some(rest) = trimmed.strip_prefix(scheme) {
+            return format!("{scheme}{}", redact_uri(rest));
         }
-        let tail = &rest[auth_end..];
-        out.push_str(&redact_pairs(tail, '&'));
-        return out;
     }
-    redact_pairs(url, ' ')
+    redact_conninfo(url).unwrap_or_else(|| "***".to_string())
 }
 
-/// `password=...` in a query string or a key=value list.
-fn redact_pairs(s: &str, sep: char) -> String {
-    s.split(sep)
-        .map(|part| {
-            let (head, kv) = match part.rfind('?') {
-                Some(q) if sep == '&' => (&part[..=q], &part[q + 1..]),
-                _ => ("", part),
-            };
-            if kv.trim_start().starts_with("password=") {
-                format!("{head}password=***")
-            } else {
-                part.to_string()
-            }
+/// After the scheme: `[userinfo@]hosts[/db][?params]`. The userinfo ends
+/// at the last `@` (a password may hold `@`, `/` or `?` unencoded, which
+/// libpq's own parser takes as far as that `@`); an `@` in a parameter
+/// makes more of the text hidden, never less.
+fn redact_uri(rest: &str) -> String {
+    let (userinfo, hosts) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let mut out = String::new();
+    if let Some(u) = userinfo {
+        match u.find(':') {
+            Some(c) => out.push_str(&format!("{}:***@", &u[..c])),
+            None => out.push_str(&format!("{}@", redact_query(u))),
+        }
+    }
+    out.push_str(&redact_query(hosts));
+    out
+}
+
+/// `...?k=v&password=x&...` with the password's value hidden.
+fn redact_query(s: &str) -> String {
+    let Some((path, params)) = s.split_once('?') else {
+        return s.to_string();
+    };
+    let parts: Vec<String> = params
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if is_password_key(k) => format!("{k}=***"),
+            _ => kv.to_string(),
         })
-        .collect::<Vec<_>>()
-        .join(&sep.to_string())
+        .collect();
+    format!("{path}?{}", parts.join("&"))
+}
+
+/// `password` as libpq reads a key (URI parameters may percent-encode it).
+fn is_password_key(key: &str) -> bool {
+    let k = key.trim().to_ascii_lowercase();
+    k == "password" || k == "%70assword" || k.replace("%61", "a") == "password"
+}
+
+/// A key=value string, tokenised as libpq does: `key [ws] = [ws] value`,
+/// the value single-quoted (with `\\` escapes) or running to the next
+/// white space. None when it does not parse.
+fn redact_conninfo(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_whitespace() {
+            out.push(bytes[i] as char);
+            i += 1;
+            continue;
+        }
+        let key_start = i;
+        while i < bytes.len() && bytes[i] != b'=' && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let key = &s[key_start..i];
+        let mut j = i;
+        while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j >= bytes.len() || bytes[j] != b'=' {
+            return None;
+        }
+        let eq_and_space = &s[i..=j];
+        j += 1;
+        while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        let value_start = j;
+        if j < bytes.len() && bytes[j] == b'\'' {
+            j += 1;
+            loop {
+                match bytes.get(j) {
+                    None => return None,
+                    Some(b'\\') => j += 2,
+                    Some(b'\'') => {
+                        j += 1;
+                        break;
+                    }
+                    Some(_) => j += 1,
+                }
+            }
+        } else {
+            while j < bytes.len() && !bytes[j].is_ascii_whitespace() {
+                if bytes[j] == b'\\' {
+                    j += 1;
+                }
+                j += 1;
+            }
+        }
+        let value = s.get(value_start..j.min(bytes.len()))?;
+        let gap = &s[i + eq_and_space.len()..value_start];
+        out.push_str(key);
+        out.push_str(eq_and_space);
+        out.push_str(gap);
+        if key.eq_ignore_ascii_case("password") {
+            out.push_str("***");
+        } else {
+            out.push_str(value);
+        }
+        i = j.min(bytes.len());
+    }
+    Some(out)
 }
 
 impl Settings {
@@ -162,5 +240,59 @@ mod tests {
             "host=db user=rea password=*** dbname=rea"
         );
         assert_eq!(redact("postgresql://db/rea"), "postgresql://db/rea");
+    }
+
+    /// Every form libpq accepts a password in, with the characters that
+    /// broke the earlier redaction (`/`, spaces, quotes, `@`).
+    #[test]
+    fn every_password_form_is_redacted() {
+        let secret = "pa/ss@w:rd?x";
+        let cases = [
+            (
+                format!("postgresql://rea:{secret}@db/rea"),
+                "postgresql://rea:***@db/rea".to_string(),
+            ),
+            (
+                "postgresql://rea:pa%2Fss%40w@db:5432/rea?sslmode=require".into(),
+                "postgresql://rea:***@db:5432/rea?sslmode=require".into(),
+            ),
+            (
+                "postgres://rea:only@/rea?host=/run/postgresql".into(),
+                "postgres://rea:***@/rea?host=/run/postgresql".into(),
+            ),
+            (
+                "postgresql:///rea?user=rea&password=s3cr/et&host=/tmp".into(),
+                "postgresql:///rea?user=rea&password=***&host=/tmp".into(),
+            ),
+            (
+                "postgresql://db/rea?%70assword=s3cret".into(),
+                "postgresql://db/rea?%70assword=***".into(),
+            ),
+            (
+                "host=db password = s3cr/et user=rea".into(),
+                "host=db password = *** user=rea".into(),
+            ),
+            (
+                "host=db password='a b \\' c' dbname=rea".into(),
+                "host=db password=*** dbname=rea".into(),
+            ),
+            ("password=x".into(), "password=***".into()),
+            (
+                "  PASSWORD=x host=db".into(),
+                "  PASSWORD=*** host=db".into(),
+            ),
+            ("host=db password='unterminated".into(), "***".into()),
+            (
+                "postgresql://db/rea?password=s3cret&user=a@b".into(),
+                "postgresql://db/rea?password=***&user=a@b".into(),
+            ),
+        ];
+        for (url, want) in cases {
+            let got = redact(&url);
+            assert_eq!(got, want, "{url}");
+            for leak in ["s3cr", "pa/ss", "pa%2F", "a b", "only", "unterminated"] {
+                assert!(!got.contains(leak), "{url} -> {got}");
+            }
+        }
     }
 }
