@@ -213,12 +213,25 @@ impl Settings {
 }
 
 /// An error's text with the server's message (tokio-postgres' Display of
-/// a database error is only "db error").
+/// a database error is only "db error") or with its causes (its Display of
+/// a failed connection is only "error connecting to server": the refused
+/// port, the unknown host, the TLS or authentication failure is the
+/// source's).
 pub(crate) fn error_text(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
     }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 #[cfg(test)]
@@ -244,6 +257,25 @@ mod tests {
 
     /// Every form libpq accepts a password in, with the characters that
     /// broke the earlier redaction (`/`, spaces, quotes, `@`).
+    /// A refused connection says why (the port, not only "error
+    /// connecting to server").
+    #[tokio::test]
+    async fn a_connection_error_names_its_cause() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        drop(listener);
+        let url = format!("host=127.0.0.1 port={port} user=rea dbname=rea connect_timeout=2");
+        let e = url
+            .parse::<tokio_postgres::Config>()
+            .expect("config")
+            .connect(tokio_postgres::NoTls)
+            .await
+            .err()
+            .expect("nothing listens there");
+        let text = super::error_text(&e);
+        assert!(text.contains("refused"), "{text}");
+    }
+
     #[test]
     fn every_password_form_is_redacted() {
         let secret = "pa/ss@w:rd?x";
