@@ -590,13 +590,36 @@ fn spawn_error(what: &str, program: &str, e: io::Error) -> String {
 
 /// The daemon's peak resident size in KiB (`ru_maxrss` of RUSAGE_SELF).
 pub(super) fn own_peak_rss_kb() -> u64 {
+    // getrusage's figure is the larger of this process's memory peak and
+    // what it inherited through execve: the peak of whatever forked it (a
+    // test binary of 300 MB, say). Only the former is what a leader that
+    // shared our memory reports, so when getrusage has not grown past
+    // what it said at first, the peak is read from the memory itself.
+    static FIRST: OnceLock<u64> = OnceLock::new();
     // SAFETY: rusage is plain integers, for which all-zero is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: the pointer is valid and exclusive for the call.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return 0;
     }
-    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+    let now = u64::try_from(usage.ru_maxrss).unwrap_or(0);
+    if now > *FIRST.get_or_init(|| now) {
+        return now;
+    }
+    memory_peak_kb().unwrap_or(now)
+}
+
+/// `VmHWM` of /proc/self/status: the peak of this process's own memory.
+fn memory_peak_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Reaps a child that has exited (or is exiting), retrying EINTR.
