@@ -536,11 +536,27 @@ impl Drop for Env {
         if !system.is_dir() {
             return;
         }
-        let runs: std::collections::HashSet<String> = self
-            .history()
-            .iter()
-            .filter_map(|rec| rec["run"].as_str().map(str::to_string))
-            .collect();
+        // Every state directory of the sandbox (tests give some daemons
+        // their own), not only `state/`.
+        let mut runs = std::collections::HashSet::new();
+        let mut dirs = vec![self.dir.path().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(path);
+                } else if name.starts_with("history.jsonl") {
+                    for line in fs::read_to_string(&path).unwrap_or_default().lines() {
+                        if let Ok(v) = serde_json::from_str::<Value>(line) {
+                            if let Some(run) = v["run"].as_str() {
+                                runs.insert(run.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+        }
         let entries = fs::read_dir(&system).into_iter().flatten().flatten();
         for entry in entries {
             // A run's own cgroup, or its hooks' and mail's (`<run>.on_failure`).
