@@ -524,7 +524,7 @@ impl Daemon {
 
 impl Drop for Env {
     /// Runs of this sandbox's daemons get cgroups under the test process's
-    /// own (`rea/system/<run>`); a daemon killed outright (or leftovers of
+    /// own (`rea/system/<run>`, and `<run>.<hook>`, `<run>.mail`); a daemon killed outright (or leftovers of
     /// `kill_stragglers = false`) leaves them behind. The machine is left
     /// as found: what is still in them is killed, and they are removed, as
     /// are `rea/system` and `rea` once no other test's runs are in them.
@@ -536,14 +536,36 @@ impl Drop for Env {
         if !system.is_dir() {
             return;
         }
-        for rec in self.history() {
-            let Some(run) = rec["run"].as_str().filter(|r| !r.contains('/')) else {
-                continue;
-            };
-            let leaf = system.join(run);
-            if !leaf.is_dir() {
+        // Every state directory of the sandbox (tests give some daemons
+        // their own), not only `state/`.
+        let mut runs = std::collections::HashSet::new();
+        let mut dirs = vec![self.dir.path().to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(path);
+                } else if name.starts_with("history.jsonl") {
+                    for line in fs::read_to_string(&path).unwrap_or_default().lines() {
+                        if let Ok(v) = serde_json::from_str::<Value>(line) {
+                            if let Some(run) = v["run"].as_str() {
+                                runs.insert(run.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let entries = fs::read_dir(&system).into_iter().flatten().flatten();
+        for entry in entries {
+            // A run's own cgroup, or its hooks' and mail's (`<run>.on_failure`).
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let run = name.split('.').next().unwrap_or_default();
+            if !runs.contains(run) {
                 continue;
             }
+            let leaf = entry.path();
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
             for _ in 0..100 {
                 let events = fs::read_to_string(leaf.join("cgroup.events")).unwrap_or_default();

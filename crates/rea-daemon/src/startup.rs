@@ -110,6 +110,9 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         super::orphans::GRACE,
         containment.tree(),
     );
+    if let Some(tree) = containment.tree() {
+        tree.sweep(std::time::Duration::from_secs(60));
+    }
     let started_at = Utc::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     engine.set_decisions(backend.decisions());

@@ -320,6 +320,42 @@ impl Tree {
         Some(found)
     }
 
+    /// Removes run cgroups that are empty and older than `min_age`: those
+    /// of a daemon killed before it could remove them, and those that kept
+    /// `kill_stragglers = false` leftovers until after their daemon stopped.
+    /// A cgroup another daemon sharing the subtree has just made is younger
+    /// than that and is used at once; one with processes is refused by
+    /// rmdir. Returns how many were removed.
+    pub fn sweep(&self, min_age: Duration) -> usize {
+        let mut removed = 0;
+        let tenants = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten();
+        for tenant in tenants.filter(|t| t.file_name() != OsStr::new("daemon")) {
+            let leaves = std::fs::read_dir(tenant.path())
+                .into_iter()
+                .flatten()
+                .flatten();
+            for leaf in leaves {
+                let old = leaf
+                    .metadata()
+                    .ok()
+                    .filter(|m| m.is_dir())
+                    .and_then(|m| m.modified().ok())
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= min_age);
+                if old
+                    && populated_dir(&leaf.path()).is_ok_and(|p| !p)
+                    && std::fs::remove_dir(leaf.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+
     /// Removes the tenants' directories and the root if they are empty
     /// (another daemon's runs, or leftovers of `kill_stragglers = false`,
     /// keep them: rmdir refuses a cgroup with children).

@@ -311,3 +311,15 @@ async fn a_tenant_directory_removed_meanwhile_is_made_again() {
     assert!(outcome.usage.from_cgroup);
     assert!(place.parent.is_dir());
 }
+
+#[tokio::test]
+async fn only_old_empty_cgroups_are_swept() {
+    let Some(scratch) = Scratch::new("sweep") else {
+        return;
+    };
+    let place = scratch.place("fresh");
+    std::fs::create_dir(place.parent.join("fresh")).expect("mkdir");
+    assert_eq!(scratch.tree.sweep(Duration::from_secs(60)), 0, "too young");
+    assert_eq!(scratch.tree.sweep(Duration::ZERO), 1);
+    assert!(!place.parent.join("fresh").exists());
+}
