@@ -106,6 +106,17 @@ impl RunStatus {
         RunStatus::Interrupted,
     ];
 
+    /// The final statuses of a one-shot's run: a job's, and `cancelled`.
+    pub const ONESHOT_FINAL: [RunStatus; 7] = [
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Killed,
+        RunStatus::Skipped,
+        RunStatus::Interrupted,
+        RunStatus::Cancelled,
+    ];
+
     pub fn is_final(self) -> bool {
         self != RunStatus::Started
     }

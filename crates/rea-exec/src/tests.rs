@@ -8,7 +8,7 @@ use std::process::Command;
 use super::capture::omission_marker;
 use super::*;
 
-fn sh(script: &str) -> RunSpec {
+pub(crate) fn sh(script: &str) -> RunSpec {
     RunSpec {
         program: Program::Shell {
             shell: "/bin/sh".to_string(),

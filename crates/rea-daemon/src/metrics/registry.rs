@@ -36,17 +36,6 @@ const LAST: [RunStatus; 5] = [
     RunStatus::Interrupted,
 ];
 
-/// Final statuses of one-shot runs, pre-created at zero like the jobs'.
-const ONESHOT_FINAL: [RunStatus; 7] = [
-    RunStatus::Succeeded,
-    RunStatus::Failed,
-    RunStatus::TimedOut,
-    RunStatus::Killed,
-    RunStatus::Skipped,
-    RunStatus::Interrupted,
-    RunStatus::Cancelled,
-];
-
 /// A failure, for the last-failure timestamp: what the engine retries and
 /// counts in `consecutive_failures` (a run killed by a shutdown or by
 /// `overlap = "replace"`, or interrupted by a daemon's death, is not the
@@ -424,7 +413,7 @@ impl Metrics {
             retired: HashSet::new(),
         };
         m.config_valid.set(1);
-        for status in ONESHOT_FINAL {
+        for status in RunStatus::ONESHOT_FINAL {
             let _ = m.oneshot_runs.get_or_create(&StatusLabel {
                 status: status.as_str(),
             });

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rea_core::run::{Limits, Program, Termination};
+use rea_core::run::Termination;
 
 use super::{CgroupSpec, Tree};
 use crate::RunSpec;
@@ -69,26 +69,12 @@ fn remove_all(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
+/// The executor tests' run of `sh -c script`, in `cgroup`.
 fn sh(script: &str, cgroup: Option<CgroupSpec>) -> RunSpec {
     RunSpec {
-        program: Program::Shell {
-            shell: "/bin/sh".to_string(),
-            script: script.to_string(),
-        },
-        env: Vec::new(),
-        inherit_env: true,
-        dir: None,
-        home: None,
-        timeout: Some(Duration::from_secs(20)),
         kill_grace: Duration::from_millis(300),
-        output_limit: 64 * 1024,
-        stdin: None,
-        pass_fd: None,
-        user: None,
-        kill_stragglers: true,
-        journald: None,
         cgroup,
-        limits: Limits::NONE,
+        ..crate::tests::sh(script)
     }
 }
 
