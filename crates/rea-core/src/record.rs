@@ -107,15 +107,15 @@ impl RunStatus {
     ];
 
     /// The final statuses of a one-shot's run: a job's, and `cancelled`.
-    pub const ONESHOT_FINAL: [RunStatus; 7] = [
-        RunStatus::Succeeded,
-        RunStatus::Failed,
-        RunStatus::TimedOut,
-        RunStatus::Killed,
-        RunStatus::Skipped,
-        RunStatus::Interrupted,
-        RunStatus::Cancelled,
-    ];
+    pub const ONESHOT_FINAL: [RunStatus; 7] = {
+        let mut all = [RunStatus::Cancelled; 7];
+        let mut i = 0;
+        while i < RunStatus::FINAL.len() {
+            all[i] = RunStatus::FINAL[i];
+            i += 1;
+        }
+        all
+    };
 
     pub fn is_final(self) -> bool {
         self != RunStatus::Started

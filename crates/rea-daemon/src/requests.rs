@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use chrono::Utc;
-use rea_core::engine::{Action, CancelResult, SubmitError, TriggerResult};
+use rea_core::engine::{Action, CancelResult, Source, SubmitError, TriggerResult};
 use rea_core::job::name_problem;
 use rea_core::oneshot::{OneShot, OneShotRare};
 use tokio::sync::oneshot;
@@ -342,25 +342,25 @@ impl Loop {
             .jobs
             .iter()
             .find(|j| j.name == target && scope.sees(j));
-        let may = |name: &str, oneshot: bool| {
+        // Root may kill any run; a user only the runs of her own jobs.
+        let may = |source: &Source| {
             *scope == Scope::Admin
-                || (!oneshot
-                    && self
-                        .config
-                        .jobs
-                        .iter()
-                        .any(|j| j.name == name && scope.sees(j)))
+                || matches!(source, Source::Job(name) if self
+                    .config
+                    .jobs
+                    .iter()
+                    .any(|j| j.name == *name && scope.sees(j)))
         };
         let in_progress = self.engine.runs_in_progress();
         let chosen: Vec<&rea_core::engine::RunInProgress> = if job.is_some() {
             in_progress
                 .iter()
-                .filter(|r| !r.oneshot && r.name == target)
+                .filter(|r| r.source == Source::Job(target.to_string()))
                 .collect()
         } else {
             in_progress
                 .iter()
-                .filter(|r| r.run == target && may(&r.name, r.oneshot))
+                .filter(|r| r.run == target && may(&r.source))
                 .collect()
         };
         if chosen.is_empty() {
@@ -383,7 +383,7 @@ impl Loop {
         let runs: Vec<String> = chosen.iter().map(|r| r.run.clone()).collect();
         let names: std::collections::HashMap<&str, &str> = chosen
             .iter()
-            .map(|r| (r.run.as_str(), r.name.as_str()))
+            .map(|r| (r.run.as_str(), r.source.name()))
             .collect();
         let (killing, acts) = self.engine.kill_runs(&runs, now);
         actions.extend(acts);

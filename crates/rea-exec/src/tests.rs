@@ -39,7 +39,7 @@ async fn run(spec: RunSpec) -> Outcome {
 
 /// Alive = exists and is not a zombie (a reparented zombie may wait for
 /// an init that never reaps, e.g. in a container).
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             let state = stat

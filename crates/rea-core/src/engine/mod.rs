@@ -184,9 +184,8 @@ pub struct StartRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunInProgress {
     pub run: String,
-    /// The job's name, or the one-shot's id.
-    pub name: String,
-    pub oneshot: bool,
+    /// The job or the one-shot it runs.
+    pub source: Source,
 }
 
 /// Why a run was asked to stop early; becomes the `reason` of its record.
@@ -237,20 +236,21 @@ enum Due {
 /// What a run runs: a job of the file, or a one-shot (the two share one
 /// namespace: a job may not take a pending one-shot's name).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Source {
+pub enum Source {
     Job(String),
     OneShot(String),
 }
 
 impl Source {
     /// The job's name or the one-shot's id.
-    fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         match self {
             Source::Job(n) | Source::OneShot(n) => n,
         }
     }
 
-    fn oneshot(&self) -> Option<&str> {
+    /// The one-shot's id, if it is one.
+    pub fn oneshot(&self) -> Option<&str> {
         match self {
             Source::OneShot(id) => Some(id),
             Source::Job(_) => None,
@@ -493,8 +493,7 @@ impl Engine {
             .iter()
             .map(|(run, active)| RunInProgress {
                 run: run.clone(),
-                name: active.pending.source.name().to_string(),
-                oneshot: active.pending.source.oneshot().is_some(),
+                source: active.pending.source.clone(),
             })
             .collect();
         runs.sort_by(|a, b| a.run.cmp(&b.run));

@@ -321,7 +321,10 @@ fn an_operators_kill_terminates_once_and_is_not_retried() {
     let listed = engine.runs_in_progress();
     assert_eq!(listed.len(), 1);
     assert_eq!(
-        (listed[0].name.as_str(), listed[0].oneshot),
+        (
+            listed[0].source.name(),
+            listed[0].source.oneshot().is_some()
+        ),
         ("hung", false)
     );
     let t2 = at("2026-11-29T01:05:00Z");

@@ -78,17 +78,7 @@ fn sh(script: &str, cgroup: Option<CgroupSpec>) -> RunSpec {
     }
 }
 
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_ascii_whitespace().next());
-            !matches!(state, Some("Z" | "X"))
-        }
-        Err(_) => false,
-    }
-}
+use crate::tests::alive;
 
 /// The pids a job printed, one per line.
 fn pids(text: &str) -> Vec<i32> {
