@@ -50,6 +50,7 @@
 //! | [`backoff`] | retry delays |
 //! | [`engine`] | the daemon's decisions as a state machine |
 //! | [`trust`] | who may own the files that decide what runs |
+//! | [`tenant`] | whose a job is: the system or a user; `alice/backup` |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
 pub mod backoff;
@@ -63,5 +64,6 @@ pub mod record;
 pub mod run;
 pub mod schedule;
 pub mod suggest;
+pub mod tenant;
 pub mod trust;
 pub mod zone;
