@@ -480,6 +480,11 @@ pub(crate) struct ImportArgs {
     /// --install -`), or as root the --owner's
     #[arg(long, requires = "user")]
     pub(crate) install: bool,
+    /// With --install: install even a crontab with no jobs, which empties
+    /// the user's job file (`crontab -l` of someone with no crontab prints
+    /// nothing, so by default that is refused)
+    #[arg(long, requires = "install")]
+    pub(crate) allow_empty: bool,
     /// Overwrite the --output file if it exists
     #[arg(long)]
     pub(crate) force: bool,

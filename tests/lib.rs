@@ -6,6 +6,7 @@
 
 mod support;
 
+mod accounts;
 mod check;
 mod cluster;
 mod completion;

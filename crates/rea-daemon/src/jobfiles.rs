@@ -170,32 +170,7 @@ impl JobFiles {
         let mut refused = Vec::new();
         let mut good: BTreeMap<PathBuf, Config> = BTreeMap::new();
         for (path, kind) in &present {
-            let last = self.parts.get(path);
-            let known = if force { None } else { last.map(|c| c.digest) };
-            let loaded = check_user_file(path, kind)
-                .and_then(|()| {
-                    rea_config::load_as_if_changed(path, kind, self.options, known, last)
-                })
-                .and_then(|c| c.map(|c| self.checks.apply(c)).transpose());
-            match loaded {
-                Ok(Some(cfg)) => {
-                    changed = true;
-                    good.insert(path.clone(), cfg);
-                }
-                Ok(None) => {
-                    if let Some(cfg) = last {
-                        good.insert(path.clone(), cfg.clone());
-                    }
-                }
-                Err(diags) => {
-                    // Refused again for the same reasons: nothing new.
-                    changed |= !self.refused.iter().any(|(p, d)| p == path && *d == diags);
-                    refused.push((path.clone(), diags));
-                    if let Some(cfg) = last {
-                        good.insert(path.clone(), cfg.clone());
-                    }
-                }
-            }
+            changed |= self.load_part(path, kind, force, &mut good, &mut refused);
         }
         // A part that is gone takes its jobs with it.
         if self
@@ -205,6 +180,118 @@ impl JobFiles {
         {
             changed = true;
         }
+        self.put_together(main, good, refused, changed)
+    }
+
+    /// Reads only the parts `paths` (drop-ins or users' files, as the
+    /// watcher names them: absolute), keeping the main file and every other
+    /// part as last loaded: a user's edit reads her file and nothing else.
+    /// `Ok(None)`: nothing changed. Before a first load of the main file,
+    /// a whole load.
+    pub fn load_parts(
+        &mut self,
+        paths: &[PathBuf],
+        force: bool,
+    ) -> Result<Option<Loaded>, Vec<Diagnostic>> {
+        let Some(main) = self.main.clone() else {
+            return self.load(force);
+        };
+        let mut good = self.parts.clone();
+        let mut refused: Vec<(PathBuf, Vec<Diagnostic>)> = Vec::new();
+        let mut changed = false;
+        let mut mine = Vec::new();
+        for changed_path in paths {
+            let Some((path, kind)) = self.part_of(changed_path) else {
+                continue;
+            };
+            good.remove(&path);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                changed |= self.load_part(&path, &kind, force, &mut good, &mut refused);
+            } else {
+                // Gone: its jobs with it.
+                changed |= self.parts.contains_key(&path);
+            }
+            mine.push(path);
+        }
+        // The other parts' refusals stand as they were.
+        refused.extend(
+            self.refused
+                .iter()
+                .filter(|(p, _)| !mine.contains(p))
+                .cloned(),
+        );
+        self.put_together(main, good, refused, changed)
+    }
+
+    /// The part of this set that the path `changed` (absolute, as the
+    /// watcher reports it) names, spelt as the set spells it.
+    fn part_of(&self, changed: &Path) -> Option<(PathBuf, FileKind)> {
+        let name = changed.file_name()?;
+        let dir = changed.parent()?;
+        let same = |d: &Path| d == dir || std::path::absolute(d).is_ok_and(|a| a == dir);
+        let path = if same(&self.set.dropins) {
+            self.set.dropins.join(name)
+        } else {
+            self.set.users.as_deref().filter(|d| same(d))?.join(name)
+        };
+        let kind = self.set.kind_of(&path)?;
+        Some((path, kind))
+    }
+
+    /// How many jobs the part `path` (as the watcher names it) had at the
+    /// last load.
+    pub fn part_jobs(&self, changed: &Path) -> usize {
+        self.part_of(changed)
+            .and_then(|(p, _)| self.parts.get(&p))
+            .map_or(0, |c| c.jobs.len())
+    }
+
+    /// Reads one part into `good` (or its last good version, with its
+    /// refusal in `refused`). Whether anything changed.
+    fn load_part(
+        &self,
+        path: &Path,
+        kind: &FileKind,
+        force: bool,
+        good: &mut BTreeMap<PathBuf, Config>,
+        refused: &mut Vec<(PathBuf, Vec<Diagnostic>)>,
+    ) -> bool {
+        let last = self.parts.get(path);
+        let known = if force { None } else { last.map(|c| c.digest) };
+        let loaded = check_user_file(path, kind)
+            .and_then(|()| rea_config::load_as_if_changed(path, kind, self.options, known, last))
+            .and_then(|c| c.map(|c| self.checks.apply(c)).transpose());
+        match loaded {
+            Ok(Some(cfg)) => {
+                good.insert(path.to_path_buf(), cfg);
+                true
+            }
+            Ok(None) => {
+                if let Some(cfg) = last {
+                    good.insert(path.to_path_buf(), cfg.clone());
+                }
+                false
+            }
+            Err(diags) => {
+                // Refused again for the same reasons: nothing new.
+                let changed = !self.refused.iter().any(|(p, d)| p == path && *d == diags);
+                refused.push((path.to_path_buf(), diags));
+                if let Some(cfg) = last {
+                    good.insert(path.to_path_buf(), cfg.clone());
+                }
+                changed
+            }
+        }
+    }
+
+    /// The main file with the good parts, once they are read.
+    fn put_together(
+        &mut self,
+        main: Config,
+        mut good: BTreeMap<PathBuf, Config>,
+        mut refused: Vec<(PathBuf, Vec<Diagnostic>)>,
+        mut changed: bool,
+    ) -> Result<Option<Loaded>, Vec<Diagnostic>> {
         let had_refusals = !self.refused.is_empty();
         if !changed && !had_refusals {
             return Ok(None);

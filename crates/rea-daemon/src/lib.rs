@@ -201,6 +201,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         }
         let grace_ends = d.stopping.grace_ends();
         let settles = d.files.settles_at();
+        let user_reload = d.files.user_reloads.next_due();
         let watched = inputs.watcher.is_some();
         tokio::select! {
             biased;
@@ -233,6 +234,10 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                     info!("a job file changed; reloading");
                     let _ = d.reload(&mut actions, ReloadCause::Watcher);
                 }
+                crate::watch::Change::Parts(parts) => {
+                    info!(files = parts.len(), "job files beside the main one changed; reloading them");
+                    let _ = d.reload_parts(&mut actions, ReloadCause::Watcher, &parts);
+                }
                 crate::watch::Change::Missing => warn!(
                     file = %opts.file.display(),
                     "the job file is gone; still running the last good configuration"
@@ -257,7 +262,13 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 d.commit_submissions(&mut batch, &mut actions);
             },
             _ = shutdown::sleep_until(settles), if settles.is_some() => {
-                let _ = d.reload(&mut actions, ReloadCause::Settled);
+                let _ = match d.files.settling_parts() {
+                    Some(parts) => d.reload_parts(&mut actions, ReloadCause::Settled, &parts),
+                    None => d.reload(&mut actions, ReloadCause::Settled),
+                };
+            },
+            _ = shutdown::sleep_until(user_reload), if user_reload.is_some() => {
+                d.due_user_reloads(&mut actions);
             },
             _ = shutdown::sleep_until(grace_ends), if grace_ends.is_some() => {
                 d.on_grace_expired(&mut actions);

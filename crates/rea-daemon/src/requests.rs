@@ -102,9 +102,10 @@ impl Loop {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
-            Request::EditPut { user, content } => {
-                Reply::Done(self.edit_put(user, content, actions))
-            }
+            Request::EditPut { .. } => Reply::Done(Response::err(
+                "bad_request",
+                "an edit is answered apart",
+            )),
             Request::Reload => match self.reload(actions, ReloadCause::Request) {
                 Ok(reply) => Reply::Done(Response::with(&reply)),
                 Err(errors) => Reply::Done(
@@ -208,6 +209,10 @@ impl Loop {
             | Request::LatestFinalRun { .. }) => {
                 self.commit_submissions(batch, actions);
                 self.history_request(request, &scope, incoming.reply);
+            }
+            Request::EditPut { user, content } => {
+                self.commit_submissions(batch, actions);
+                self.edit_put(user, content, incoming.reply, actions);
             }
             request => {
                 self.commit_submissions(batch, actions);

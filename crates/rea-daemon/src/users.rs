@@ -11,7 +11,7 @@ use rea_core::job::Job;
 
 use super::Loop;
 use crate::control::protocol::{EditGetReply, EditPutReply};
-use crate::control::{Peer, Request, Response, Selector};
+use crate::control::{Peer, Reply, Request, Response, Selector};
 
 /// Whose request this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,22 +137,49 @@ impl Loop {
     }
 
     /// Validates `content` as `user`'s file (with the machine's checks),
-    /// installs it atomically (root's, 0600) and reloads.
+    /// installs it atomically (root's, 0600) and reloads that file alone
+    /// (see [`UserReloads`]); `reply` is answered once it is in force.
     pub(super) fn edit_put(
         &mut self,
         user: Option<String>,
         content: String,
+        reply: tokio::sync::oneshot::Sender<Reply>,
         actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
-    ) -> Response {
+    ) {
+        let answer = match self.install_user_file(user, content) {
+            Ok(answer) => answer,
+            Err(refusal) => {
+                let _ = reply.send(Reply::Done(refusal));
+                return;
+            }
+        };
+        let path = PathBuf::from(&answer.path);
+        let now = tokio::time::Instant::now();
+        if self
+            .files
+            .user_reloads
+            .wait(path.clone(), answer, reply, now)
+        {
+            self.user_reload(&path, actions);
+        }
+    }
+
+    /// Checks and installs `user`'s new file; what to answer once it is
+    /// in force.
+    fn install_user_file(
+        &mut self,
+        user: Option<String>,
+        content: String,
+    ) -> Result<EditPutReply, Response> {
         let Some(user) = user else {
-            return Response::err("bad_request", "whose job file? (user)");
+            return Err(Response::err("bad_request", "whose job file? (user)"));
         };
-        let path = match self.user_file(&user) {
-            Ok(p) => p,
-            Err(r) => return r,
-        };
+        let path = self.user_file(&user)?;
         if rea_host::user::user(&user).is_err() {
-            return Response::err("refused", format!("no user {user:?} on this machine"));
+            return Err(Response::err(
+                "refused",
+                format!("no user {user:?} on this machine"),
+            ));
         }
         let kind = rea_config::FileKind::User(user.clone());
         let checked = rea_config::parse_as(content.as_bytes(), &path, &kind)
@@ -160,56 +187,158 @@ impl Loop {
         let cfg = match checked {
             Ok(cfg) => cfg,
             Err(diags) => {
-                return Response::err(
+                return Err(Response::err(
                     "invalid_config",
                     format!(
                         "{user}'s job file has {} error(s); nothing was changed",
                         diags.len()
                     ),
                 )
-                .with_suggestions(diags.iter().map(ToString::to_string).collect())
+                .with_suggestions(diags.iter().map(ToString::to_string).collect()))
             }
         };
         // Checked before installing: the loader would refuse the later file
         // of two that share a name, which may be another user's.
         let taken = self.files.files().taken_elsewhere(&path, &cfg);
         if !taken.is_empty() {
-            return Response::err(
+            return Err(Response::err(
                 "invalid_config",
                 format!(
                     "{user}'s job file has {} error(s); nothing was changed",
                     taken.len()
                 ),
             )
-            .with_suggestions(taken.iter().map(ToString::to_string).collect());
+            .with_suggestions(taken.iter().map(ToString::to_string).collect()));
         }
         if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
-            return Response::err("refused", format!("cannot write {}: {e}", path.display()));
+            return Err(Response::err(
+                "refused",
+                format!("cannot write {}: {e}", path.display()),
+            ));
         }
         tracing::info!(user = user.as_str(), file = %path.display(), "a user's job file was edited");
+        Ok(EditPutReply {
+            path: path.display().to_string(),
+            jobs: cfg.jobs.len(),
+        })
+    }
+
+    /// Users' files whose reload is due (see [`UserReloads`]).
+    pub(super) fn due_user_reloads(
+        &mut self,
+        actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+    ) {
+        let now = tokio::time::Instant::now();
+        for path in self.files.user_reloads.due(now) {
+            self.user_reload(&path, actions);
+        }
+    }
+
+    /// Reloads the user's file `path` alone (never the main file or another
+    /// part) and answers the edits waiting for it.
+    fn user_reload(
+        &mut self,
+        path: &std::path::Path,
+        actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+    ) {
+        let waiting = self
+            .files
+            .user_reloads
+            .reloading(path, tokio::time::Instant::now());
+        let shown = path.display().to_string();
         // Other files' refusals (a broken drop-in, another user's file)
         // are neither hers to fix nor hers to read: only those of her file
         // (a job name another file already has) send her back to the editor.
-        let shown = path.display().to_string();
-        let mine: Vec<String> = match self.reload(actions, super::reload::ReloadCause::Request) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors
-                .into_iter()
-                .filter(|e| e.starts_with(&shown))
-                .collect(),
-        };
-        if mine.is_empty() {
-            Response::with(&EditPutReply {
-                path: shown,
-                jobs: cfg.jobs.len(),
-            })
-        } else {
-            Response::err(
-                "invalid_config",
-                "the file was installed, but its jobs are refused beside the other job files",
-            )
-            .with_suggestions(mine)
+        let parts = [std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())];
+        let mine: Vec<String> =
+            match self.reload_parts(actions, super::reload::ReloadCause::Request, &parts) {
+                Ok(_) => Vec::new(),
+                Err(errors) => errors
+                    .into_iter()
+                    .filter(|e| e.starts_with(&shown))
+                    .collect(),
+            };
+        for (reply, answer) in waiting {
+            let response = if mine.is_empty() {
+                Response::with(&answer)
+            } else {
+                Response::err(
+                    "invalid_config",
+                    "the file was installed, but its jobs are refused beside the other job files",
+                )
+                .with_suggestions(mine.clone())
+            };
+            let _ = reply.send(Reply::Done(response));
         }
+    }
+}
+
+/// Users' edits waiting for their file's reload. An edit reloads its
+/// user's file alone, and each file at most once per
+/// [`USER_RELOAD_INTERVAL`](super::reload::USER_RELOAD_INTERVAL): an edit
+/// sooner than that after the last waits, with every other edit of that
+/// file meanwhile, for one reload at the end of the interval, and their
+/// answers wait for it. A user saving in a loop costs the daemon one read
+/// of her own file a second.
+#[derive(Default)]
+pub(super) struct UserReloads {
+    files: std::collections::HashMap<PathBuf, PendingReload>,
+}
+
+#[derive(Default)]
+struct PendingReload {
+    /// When the file was last reloaded for an edit.
+    last: Option<tokio::time::Instant>,
+    /// When the edits waiting are due.
+    due: Option<tokio::time::Instant>,
+    /// The edits waiting, with their answers.
+    waiting: Vec<(tokio::sync::oneshot::Sender<Reply>, EditPutReply)>,
+}
+
+impl UserReloads {
+    /// An edit of `path` waits for its reload. True: reload now.
+    fn wait(
+        &mut self,
+        path: PathBuf,
+        answer: EditPutReply,
+        reply: tokio::sync::oneshot::Sender<Reply>,
+        now: tokio::time::Instant,
+    ) -> bool {
+        let file = self.files.entry(path).or_default();
+        file.waiting.push((reply, answer));
+        match file.last.map(|l| l + super::reload::USER_RELOAD_INTERVAL) {
+            Some(next) if next > now => {
+                file.due = Some(next);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// `path` is reloaded now: the edits it answers.
+    fn reloading(
+        &mut self,
+        path: &std::path::Path,
+        now: tokio::time::Instant,
+    ) -> Vec<(tokio::sync::oneshot::Sender<Reply>, EditPutReply)> {
+        let file = self.files.entry(path.to_path_buf()).or_default();
+        file.last = Some(now);
+        file.due = None;
+        std::mem::take(&mut file.waiting)
+    }
+
+    /// The files whose waiting edits are due at `now`.
+    fn due(&self, now: tokio::time::Instant) -> Vec<PathBuf> {
+        self.files
+            .iter()
+            .filter(|(_, f)| f.due.is_some_and(|d| d <= now))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// When the next waiting edits are due.
+    pub(super) fn next_due(&self) -> Option<tokio::time::Instant> {
+        self.files.values().filter_map(|f| f.due).min()
     }
 }
 
@@ -288,5 +417,50 @@ fn answer_history(
             Err(e) => read_error(e),
         },
         _ => Response::err("bad_request", "not a history request"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn edit(r: &mut UserReloads, path: &str, at: Instant) -> bool {
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let answer = EditPutReply {
+            path: path.to_string(),
+            jobs: 1,
+        };
+        r.wait(PathBuf::from(path), answer, tx, at)
+    }
+
+    /// Edits of one file within the interval wait for one reload at its
+    /// end; another user's file is not held by hers.
+    #[test]
+    fn edits_within_the_interval_are_coalesced_per_file() {
+        let mut r = UserReloads::default();
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let (a, b) = ("users/a.toml", "users/b.toml");
+        assert!(edit(&mut r, a, t0), "the first edit reloads at once");
+        assert_eq!(r.reloading(Path::new(a), t0).len(), 1);
+        for n in [100, 300, 900] {
+            assert!(!edit(&mut r, a, ms(n)), "held until the interval is over");
+        }
+        assert!(edit(&mut r, b, ms(500)), "her neighbour's edit is not held");
+        assert_eq!(r.reloading(Path::new(b), ms(500)).len(), 1);
+        assert_eq!(r.next_due(), Some(ms(1000)));
+        assert!(r.due(ms(999)).is_empty());
+        assert_eq!(r.due(ms(1000)), [PathBuf::from(a)]);
+        assert_eq!(
+            r.reloading(Path::new(a), ms(1000)).len(),
+            3,
+            "one reload answers all three"
+        );
+        assert_eq!(r.next_due(), None);
+        assert!(!edit(&mut r, a, ms(1500)));
+        assert_eq!(r.next_due(), Some(ms(2000)));
     }
 }

@@ -1,0 +1,175 @@
+//! Several users' files, seen from the accounts they belong to: a user's
+//! edit reloads her file alone (root's file caught half written is not
+//! read), her mail goes out as her and within her bounds, an expired,
+//! locked or denied account's jobs do not run, and an empty import does
+//! not wipe her jobs. Two or more unprivileged users each; needs root
+//! (to switch users), skips loudly without.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::support::{skip_unless_root, throwaway_user, Env};
+use crate::users::{editor, job_names, rea_as, rea_as_with_input};
+
+/// A sandbox other users can reach (its state directory's socket, the
+/// editor scripts), with a `users/` directory and `main` as root's file.
+fn shared_env(main: &str) -> Env {
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs(main);
+    fs::create_dir(env.path("users")).expect("mkdir users");
+    env
+}
+
+/// Bytes the process `pid` has read (every thread), from /proc.
+fn bytes_read(pid: i32) -> u64 {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("rchar")
+}
+
+/// Finding 4 of #19: a user's `rea edit` reloaded every file, bypassing
+/// the watcher's half-written guard, and root's main file caught
+/// mid-rewrite was applied empty. Now her edit reads her file alone: with
+/// root's file half written (and still open), her edit applies, root's
+/// jobs stay, and the daemon reads far less than root's file.
+#[test]
+fn a_users_edit_reloads_her_file_alone() {
+    if skip_unless_root("a_users_edit_reloads_her_file_alone") {
+        return;
+    }
+    const ALICE: &str = "rea-acct-alice";
+    const BOB: &str = "rea-acct-bob";
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    // Root's file: 10 jobs and 2 MB of comments, so reading it shows.
+    let mut main = String::new();
+    for i in 0..10 {
+        main.push_str(&format!(
+            "[jobs.sys{i}]\nschedule = \"@yearly\"\ncommand = \"true\"\n"
+        ));
+    }
+    let padding = format!("# {}\n", "x".repeat(98)).repeat(20_000);
+    main.push_str(&padding);
+    let env = shared_env(&main);
+    let d = env.daemon();
+    let bobs = "[jobs.his]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    rea_as(&env, BOB, &["edit"], Some(&editor(&env, "bob", &[bobs]))).ok();
+
+    // Root's file is being rewritten: truncated, its first job written,
+    // not closed yet (`render > jobs.toml` in progress).
+    let mut half = fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(env.jobs_path())
+        .expect("open root's file");
+    half.write_all(b"[jobs.sys0]\nschedule = \"@yearly\"\ncommand = \"true\"\n")
+        .expect("write");
+    half.flush().expect("flush");
+
+    let hers = "[jobs.hers]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice", &[hers])),
+    )
+    .ok()
+    .stderr_has("installed");
+    let status = env.rea(&["status", "--json"]).ok().json();
+    let mut names = job_names(&status);
+    names.sort();
+    let mut want: Vec<String> = (0..10).map(|i| format!("sys{i}")).collect();
+    want.extend(["hers".to_string(), "his".to_string()]);
+    want.sort();
+    assert_eq!(names, want, "root's jobs are all still in force");
+    assert!(
+        status["daemon"]["config_error"].is_null(),
+        "{}",
+        status["daemon"]["config_error"]
+    );
+    assert!(
+        env.events("config_rejected").is_empty(),
+        "nothing about root's file was looked at"
+    );
+
+    // Root's rewrite completes (with a new job): the watcher applies it.
+    let first = "[jobs.sys0]\nschedule = \"@yearly\"\ncommand = \"true\"\n".len();
+    half.write_all(&main.as_bytes()[first..]).expect("write");
+    half.write_all(b"[jobs.sys10]\nschedule = \"@yearly\"\ncommand = \"true\"\n")
+        .expect("write");
+    drop(half);
+    env.wait_until("root's file is applied", || {
+        let status = env.rea(&["status", "--json"]).ok().json();
+        job_names(&status).len() == 13 && status["daemon"]["config_error"].is_null()
+    });
+
+    // Her next edit reads her file, not root's 2 MB (neither the loop nor
+    // the watcher).
+    let before = bytes_read(d.pid());
+    let again = "[jobs.hers]\nschedule = \"@daily\"\ncommand = \"true\"\n";
+    rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice2", &[again])),
+    )
+    .ok()
+    .stderr_has("installed");
+    // The watcher's look at her file, too.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let read = bytes_read(d.pid()) - before;
+    assert!(
+        read < padding.len() as u64 / 2,
+        "her edit made the daemon read {read} bytes: root's file ({} bytes) was read again",
+        main.len()
+    );
+    let status = env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&status).len(), 13);
+    assert_eq!(d.stop(), 0);
+}
+
+/// The last sentence of finding 9 of #19: `crontab -l | rea import --user
+/// --install -` of someone with no crontab installed an empty file over
+/// her jobs, exit 0. Now empty input is refused, unless `--allow-empty`.
+#[test]
+fn an_empty_import_does_not_wipe_her_jobs() {
+    if skip_unless_root("an_empty_import_does_not_wipe_her_jobs") {
+        return;
+    }
+    const ALICE: &str = "rea-acct-alice";
+    const BOB: &str = "rea-acct-bob";
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let import = ["import", "--user", "--install", "--timezone", "UTC", "-"];
+    for (user, crontab) in [
+        (ALICE, &b"30 2 * * * /usr/bin/report\n"[..]),
+        (BOB, b"0 4 * * * /usr/bin/backup\n"),
+    ] {
+        rea_as_with_input(&env, user, &import, None, crontab).ok();
+    }
+    let names = || {
+        let mut n = job_names(&env.rea(&["status", "--json"]).ok().json());
+        n.sort();
+        n
+    };
+    assert_eq!(names().len(), 3, "{:?}", names());
+    // `crontab -l` with no crontab prints nothing (or only comments).
+    for input in [&b""[..], b"# no crontab for rea-acct-alice\n"] {
+        rea_as_with_input(&env, ALICE, &import, None, input)
+            .code(2)
+            .stderr_has("nothing to install: the input has no jobs")
+            .stderr_has("--allow-empty");
+    }
+    assert_eq!(names().len(), 3, "her jobs are still there: {:?}", names());
+    let mut with = import.to_vec();
+    with.insert(3, "--allow-empty");
+    rea_as_with_input(&env, ALICE, &with, None, b"").ok();
+    env.wait_until("her job to go", || names().len() == 2);
+    assert_eq!(d.stop(), 0);
+}
