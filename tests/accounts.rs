@@ -173,3 +173,171 @@ fn an_empty_import_does_not_wipe_her_jobs() {
     env.wait_until("her job to go", || names().len() == 2);
     assert_eq!(d.stop(), 0);
 }
+
+/// Runs `cmd` with `args` (useradd's family), which must succeed.
+fn admin(cmd: &str, args: &[&str]) {
+    let status = std::process::Command::new(cmd)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(status.success(), "{cmd} {args:?}: {status}");
+}
+
+/// The history records of the runs of `job`, named as its owner names it
+/// (bare) or as root does (qualified), with `status`.
+fn runs_of(env: &Env, job: &str, status: &str) -> Vec<serde_json::Value> {
+    let qualified = format!("/{job}");
+    env.history()
+        .into_iter()
+        .filter(|v| {
+            let name = v["job"].as_str().unwrap_or("");
+            v["event"] == "run"
+                && (name == job || name.ends_with(&qualified))
+                && v["status"] == status
+        })
+        .collect()
+}
+
+/// A users/NAME.toml written by root (as `rea edit` installs it) with one
+/// job named `job`.
+fn user_file(env: &Env, user: &str, job: &str) {
+    let f = env.write(
+        &format!("users/{user}.toml"),
+        &format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"id -un\"\n"),
+    );
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+/// Finding 8 of #19: the jobs of an expired or locked account kept
+/// running (cron's PAM account check refuses them). Now each run of a
+/// user's job checks her account first, and a refusal is in the history
+/// with why; the check follows the shadow file as it changes.
+#[test]
+fn expired_and_locked_accounts_do_not_run_their_jobs() {
+    if skip_unless_root("expired_and_locked_accounts_do_not_run_their_jobs") {
+        return;
+    }
+    // Dedicated users: their accounts are expired and locked here.
+    const EXPIRED: &str = "rea-acct-expired";
+    const LOCKED: &str = "rea-acct-locked";
+    const FINE: &str = "rea-acct-fine";
+    for u in [EXPIRED, LOCKED, FINE] {
+        throwaway_user(u).expect("user");
+        admin("chage", &["-E", "-1", u]);
+    }
+    admin("usermod", &["-p", "$6$rea$notarealhash", LOCKED]);
+    admin("usermod", &["-L", LOCKED]);
+    admin("chage", &["-E", "0", EXPIRED]);
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    for (user, job) in [(EXPIRED, "exp"), (LOCKED, "lck"), (FINE, "fin")] {
+        user_file(&env, user, job);
+    }
+    let d = env.daemon();
+    rea_as(&env, FINE, &["trigger", "fin", "--wait"], None).ok();
+    assert_eq!(
+        runs_of(&env, "fin", "succeeded")[0]["output"],
+        "rea-acct-fine\n"
+    );
+    for (user, job, why) in [
+        (
+            EXPIRED,
+            "exp",
+            "refused: the account \"rea-acct-expired\" expired on 1970-01-01",
+        ),
+        (
+            LOCKED,
+            "lck",
+            "refused: the account \"rea-acct-locked\" is locked",
+        ),
+    ] {
+        rea_as(&env, user, &["trigger", job], None).ok();
+        env.wait_until("the refusal", || !runs_of(&env, job, "failed").is_empty());
+        let failed = runs_of(&env, job, "failed");
+        assert!(
+            failed[0]["reason"].as_str().unwrap_or("").starts_with(why),
+            "{}",
+            failed[0]
+        );
+        assert!(runs_of(&env, job, "started").is_empty(), "it never started");
+        // She sees why in her history, root in his.
+        rea_as(&env, user, &["history", job], None)
+            .ok()
+            .stdout_has(why);
+        env.rea(&["history"]).ok().stdout_has(why);
+    }
+    // The shadow file changes (a new version is read): the fine account
+    // expires, its next run is refused; renewed, it runs again.
+    admin("chage", &["-E", "0", FINE]);
+    rea_as(&env, FINE, &["trigger", "fin"], None).ok();
+    env.wait_until("her refusal", || !runs_of(&env, "fin", "failed").is_empty());
+    admin("chage", &["-E", "-1", FINE]);
+    rea_as(&env, FINE, &["trigger", "fin", "--wait"], None).ok();
+    assert_eq!(runs_of(&env, "fin", "succeeded").len(), 2);
+    assert_eq!(d.stop(), 0);
+}
+
+/// Finding 8 of #19, its second half: there was no cron.allow/cron.deny.
+/// `users.allow` and `users.deny` beside the job file say who may have
+/// jobs of her own: checked at `rea edit` (with a clear error) and when the
+/// users' files are loaded (a denied user's jobs go).
+#[test]
+fn users_allow_and_deny_say_who_may_have_jobs() {
+    if skip_unless_root("users_allow_and_deny_say_who_may_have_jobs") {
+        return;
+    }
+    const ALICE: &str = "rea-acct-alice";
+    const BOB: &str = "rea-acct-bob";
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    user_file(&env, BOB, "his");
+    let d = env.daemon();
+    let names = || {
+        let mut n = job_names(&env.rea(&["status", "--json"]).ok().json());
+        n.sort();
+        n
+    };
+    assert_eq!(names(), ["his", "sys"]);
+    // Denied: bob's edit is refused, and at the next reload his jobs go.
+    env.write("users.deny", "# no jobs for these\nrea-acct-bob\n");
+    let theirs = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    rea_as(&env, BOB, &["edit"], Some(&editor(&env, "bob", &[theirs])))
+        .code(1)
+        .stderr_has("rea-acct-bob may not have jobs of their own here")
+        .stderr_has("users.deny lists rea-acct-bob")
+        .stderr_has("hint: root decides who may have jobs of their own");
+    rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice", &[theirs])),
+    )
+    .ok();
+    env.rea(&["reload"])
+        .code(2)
+        .stderr_has("users.deny lists rea-acct-bob");
+    assert_eq!(names(), ["mine", "sys"]);
+    // An allow list wins: only those it lists.
+    env.write("users.allow", "rea-acct-bob\n");
+    fs::remove_file(env.path("users.deny")).expect("rm");
+    rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice2", &[theirs])),
+    )
+    .code(1)
+    .stderr_has("users.allow does not list rea-acct-alice");
+    rea_as_with_input(
+        &env,
+        ALICE,
+        &["import", "--user", "--install", "--timezone", "UTC", "-"],
+        None,
+        b"0 1 * * * /usr/bin/true\n",
+    )
+    .code(1)
+    .stderr_has("users.allow does not list rea-acct-alice");
+    env.rea(&["reload"]).code(2);
+    assert_eq!(names(), ["his", "sys"]);
+    assert_eq!(d.stop(), 0);
+}

@@ -256,6 +256,24 @@ impl JobFiles {
         good: &mut BTreeMap<PathBuf, Config>,
         refused: &mut Vec<(PathBuf, Vec<Diagnostic>)>,
     ) -> bool {
+        // A user denied a file (users.allow, users.deny) loses her jobs,
+        // not only her edits.
+        if let FileKind::User(user) = kind {
+            if let Err(why) = user_allowed(&self.set, user) {
+                let diags = vec![Diagnostic {
+                    file: path.display().to_string(),
+                    line: None,
+                    col: None,
+                    severity: rea_config::Severity::Error,
+                    message: format!("{why}: its jobs do not run"),
+                    hint: Some(ALLOW_HINT.to_string()),
+                }];
+                let changed = self.parts.contains_key(path)
+                    || !self.refused.iter().any(|(p, d)| p == path && *d == diags);
+                refused.push((path.to_path_buf(), diags));
+                return changed;
+            }
+        }
         let last = self.parts.get(path);
         let known = if force { None } else { last.map(|c| c.digest) };
         let loaded = check_user_file(path, kind)
@@ -374,6 +392,69 @@ pub fn install(
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Who may have a job file of her own, as cron.allow and cron.deny say
+/// who may have a crontab: `users.allow` and `users.deny` beside the main
+/// file, one user name a line (`#` comments). If `users.allow` exists,
+/// only the users it lists; else if `users.deny` exists, every user but
+/// those it lists; with neither, every user. A list that cannot be read
+/// allows no one (as cron, when it cannot tell).
+pub fn user_allowed(set: &FileSet, user: &str) -> Result<(), String> {
+    let dir = set
+        .main
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let (allow, deny) = (dir.join(ALLOW), dir.join(DENY));
+    let unreadable = |path: &Path, e: std::io::Error| {
+        format!(
+            "{user} may not have jobs of their own here: {} cannot be read ({e})",
+            path.display()
+        )
+    };
+    match names_in(&allow) {
+        Ok(Some(names)) if names.iter().any(|n| n == user) => return Ok(()),
+        Ok(Some(_)) => {
+            return Err(format!(
+                "{user} may not have jobs of their own here: {} does not list {user}",
+                allow.display()
+            ))
+        }
+        Ok(None) => {}
+        Err(e) => return Err(unreadable(&allow, e)),
+    }
+    match names_in(&deny) {
+        Ok(Some(names)) if names.iter().any(|n| n == user) => Err(format!(
+            "{user} may not have jobs of their own here: {} lists {user}",
+            deny.display()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(unreadable(&deny, e)),
+    }
+}
+
+/// The list of who may have a file of her own (see [`user_allowed`]).
+pub const ALLOW: &str = "users.allow";
+/// The list of who may not (see [`user_allowed`]).
+pub const DENY: &str = "users.deny";
+/// What a user denied a file is told to do.
+pub const ALLOW_HINT: &str =
+    "root decides who may have jobs of their own (users.allow, users.deny beside the job file)";
+
+/// The user names a list holds; None when there is no list.
+fn names_in(path: &Path) -> std::io::Result<Option<Vec<String>>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .collect(),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A user's file must be named after a user of this machine: its jobs run

@@ -369,4 +369,6 @@ struct Loop {
     files: reload::FileState,
     /// A cgroup per run, or process groups (`rea_exec::cgroup`).
     containment: std::sync::Arc<rea_exec::cgroup::Containment>,
+    /// The shadow file, for the account check before a user's job runs.
+    accounts: rea_host::account::Accounts,
 }

@@ -150,6 +150,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         stopping: Stopping::No,
         files: super::reload::FileState::new(files, started_at),
         containment: std::sync::Arc::new(containment),
+        accounts: Default::default(),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

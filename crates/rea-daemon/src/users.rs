@@ -107,13 +107,20 @@ impl Loop {
         )
     }
 
+    /// `user`'s job file, if she may have one.
     fn user_file(&self, user: &str) -> Result<PathBuf, Response> {
-        self.files.files().set().user_file(user).ok_or_else(|| {
+        let set = self.files.files().set();
+        let path = set.user_file(user).ok_or_else(|| {
             Response::err(
                 "refused",
                 "this daemon reads no users' job files (it runs as root with a users/ directory beside its job file)",
             )
-        })
+        })?;
+        crate::jobfiles::user_allowed(set, user).map_err(|why| {
+            Response::err("refused", why)
+                .with_suggestions(vec![format!("  hint: {}", crate::jobfiles::ALLOW_HINT)])
+        })?;
+        Ok(path)
     }
 
     pub(super) fn edit_get(&self, user: Option<String>) -> Response {
