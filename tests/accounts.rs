@@ -83,7 +83,7 @@ fn a_users_edit_reloads_her_file_alone() {
     let mut names = job_names(&status);
     names.sort();
     let mut want: Vec<String> = (0..10).map(|i| format!("sys{i}")).collect();
-    want.extend(["hers".to_string(), "his".to_string()]);
+    want.extend([format!("{ALICE}/hers"), format!("{BOB}/his")]);
     want.sort();
     assert_eq!(names, want, "root's jobs are all still in force");
     assert!(
@@ -297,7 +297,7 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
         n.sort();
         n
     };
-    assert_eq!(names(), ["his", "sys"]);
+    assert_eq!(names(), ["rea-acct-bob/his", "sys"]);
     // Denied: bob's edit is refused, and at the next reload his jobs go.
     env.write("users.deny", "# no jobs for these\nrea-acct-bob\n");
     let theirs = "[jobs.mine]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
@@ -316,7 +316,7 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
     env.rea(&["reload"])
         .code(2)
         .stderr_has("users.deny lists rea-acct-bob");
-    assert_eq!(names(), ["mine", "sys"]);
+    assert_eq!(names(), ["rea-acct-alice/mine", "sys"]);
     // An allow list wins: only those it lists.
     env.write("users.allow", "rea-acct-bob\n");
     fs::remove_file(env.path("users.deny")).expect("rm");
@@ -338,6 +338,6 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
     .code(1)
     .stderr_has("users.allow does not list rea-acct-alice");
     env.rea(&["reload"]).code(2);
-    assert_eq!(names(), ["his", "sys"]);
+    assert_eq!(names(), ["rea-acct-bob/his", "sys"]);
     assert_eq!(d.stop(), 0);
 }
