@@ -317,7 +317,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__import)
-            opts="-o -f -h -V --system --user --owner --output --install --force --timezone --file --state-dir --client-timeout --help --version"
+            opts="-o -f -h -V --system --user --owner --output --install --allow-empty --force --timezone --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

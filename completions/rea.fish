@@ -210,6 +210,7 @@ complete -c rea -n "__fish_rea_using_subcommand import" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand import" -l system -d 'Read every file as a system crontab (a user name after the time fields) [default: files under /etc, or whose 6th field is always a known user]'
 complete -c rea -n "__fish_rea_using_subcommand import" -l user -d 'Read every file as a user crontab (`crontab -l` output)'
 complete -c rea -n "__fish_rea_using_subcommand import" -l install -d 'Install the result as a user\'s own job file (users/NAME.toml) through the daemon, replacing it: your own (`crontab -l | rea import --user --install -`), or as root the --owner\'s'
+complete -c rea -n "__fish_rea_using_subcommand import" -l allow-empty -d 'With --install: install even a crontab with no jobs, which empties the user\'s job file (`crontab -l` of someone with no crontab prints nothing, so by default that is refused)'
 complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite the --output file if it exists'
 complete -c rea -n "__fish_rea_using_subcommand import" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand import" -s V -l version -d 'Print version'

@@ -341,3 +341,91 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
     assert_eq!(names(), ["rea-acct-bob/his", "sys"]);
     assert_eq!(d.stop(), 0);
 }
+
+/// Finding 3 of #19: `mailto` in a user's file ran sendmail unbounded
+/// (20 per-second jobs made 121 sendmail processes in 6 s). Mail runs as
+/// the job's user, at most two sendmails at once per tenant, with a
+/// bounded queue behind them (1 MiB here) whose overflow is dropped,
+/// logged and counted; another tenant's mail is not held by hers.
+#[test]
+fn mail_runs_as_her_and_is_bounded_per_tenant() {
+    if skip_unless_root("mail_runs_as_her_and_is_bounded_per_tenant") {
+        return;
+    }
+    const ALICE: &str = "rea-acct-alice";
+    const BOB: &str = "rea-acct-bob";
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    let mail = env.path("mail");
+    fs::create_dir_all(mail.join("running")).expect("mkdir");
+    fs::write(mail.join("log"), "").expect("log");
+    for (p, mode) in [
+        (&mail, 0o777),
+        (&mail.join("running"), 0o777),
+        (&mail.join("log"), 0o666),
+    ] {
+        fs::set_permissions(p, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    // Records who it runs as and how many of that user's are running,
+    // then takes 3 s to deliver.
+    let sendmail = env.write(
+        "sendmail",
+        &format!(
+            "#!/bin/sh\nd={}\nme=$(id -un)\ntouch \"$d/running/$me.$$\"\nn=$(ls \"$d/running\" | grep -c \"^$me\\.\")\ncat > /dev/null\necho \"$me $n\" >> \"$d/log\"\nsleep 3\nrm -f \"$d/running/$me.$$\"\necho \"end $me\" >> \"$d/log\"\n",
+            mail.display()
+        ),
+    );
+    fs::set_permissions(&sendmail, fs::Permissions::from_mode(0o755)).expect("chmod");
+    env.jobs(&format!(
+        "[daemon]\nsendmail = \"{}\"\n\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+        sendmail.display()
+    ));
+    fs::create_dir(env.path("users")).expect("mkdir users");
+    // Alice's 8 jobs each mail 300 kB of output.
+    let mut hers = String::new();
+    for i in 0..8 {
+        hers.push_str(&format!(
+            "[jobs.a{i}]\nschedule = \"@yearly\"\ncommand = \"head -c 300000 /dev/zero | tr '\\\\0' x\"\noutput_limit = \"1MiB\"\nmailto = \"alice@example.com\"\nmail_on = \"always\"\n"
+        ));
+    }
+    let his = "[jobs.b0]\nschedule = \"@yearly\"\ncommand = \"true\"\nmailto = \"bob@example.com\"\nmail_on = \"always\"\n";
+    for (user, text) in [(ALICE, hers.as_str()), (BOB, his)] {
+        let f = env.write(&format!("users/{user}.toml"), text);
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let d = env.daemon();
+    for i in 0..8 {
+        rea_as(&env, ALICE, &["trigger", &format!("a{i}")], None).ok();
+    }
+    rea_as(&env, BOB, &["trigger", "b0"], None).ok();
+
+    let log = || fs::read_to_string(mail.join("log")).unwrap_or_default();
+    let ended = |user: &str| log().matches(&format!("end {user}\n")).count();
+    let dropped = || {
+        fs::read_to_string(&d.log)
+            .unwrap_or_default()
+            .matches("mail queue is full")
+            .count()
+    };
+    env.wait_until("bob's mail", || ended(BOB) == 1);
+    // 2 sending, 3 of 300 kB waiting (1 MiB), the rest dropped: within
+    // PATIENCE at 3 s each, two at a time.
+    env.wait_until("alice's mail, sent or dropped", || {
+        ended(ALICE) + dropped() == 8
+    });
+    let log = log();
+    let mut most = 0;
+    for line in log.lines().filter(|l| !l.starts_with("end ")) {
+        let (user, n) = line.split_once(' ').expect("user count");
+        assert!(
+            user == ALICE || user == BOB,
+            "sendmail ran as {user}:\n{log}"
+        );
+        most = most.max(n.parse::<usize>().expect("count"));
+    }
+    assert!(most <= 2, "{most} sendmails of one user at once:\n{log}");
+    assert!(dropped() >= 1, "her queue is bounded:\n{log}");
+    assert_eq!(d.stop(), 0);
+}

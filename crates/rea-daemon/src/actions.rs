@@ -108,6 +108,7 @@ impl Loop {
                 actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
+            Msg::MailEnded { tenant } => self.mail_ended(tenant),
         }
     }
 

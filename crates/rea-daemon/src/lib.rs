@@ -21,6 +21,7 @@
 //! | `requests.rs` | control requests: trigger, pause, one-shots, status |
 //! | `reload.rs` | re-reading the job files (watcher, SIGHUP, `rea reload`), their guards |
 //! | `hooks.rs` | hooks and mail after a run |
+//! | `mail.rs` | mail deliveries bounded per tenant: slots, a bounded queue |
 //! | `environment.rs` | the variables every run and hook starts with, and its directory |
 //! | `runs.rs` | the runs and hooks spawned and not seen end, and who waits for their end |
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
@@ -59,6 +60,7 @@ mod guard;
 mod hooks;
 pub mod host_checks;
 pub mod jobfiles;
+mod mail;
 mod metrics;
 mod orphans;
 mod reload;
@@ -126,8 +128,18 @@ const MAX_BATCH: usize = 20_000;
 
 /// Messages from tasks to the loop.
 enum Msg {
-    Finished { run: String, outcome: Box<Outcome> },
-    HookFinished { id: u64, outcome: Box<Outcome> },
+    Finished {
+        run: String,
+        outcome: Box<Outcome>,
+    },
+    HookFinished {
+        id: u64,
+        outcome: Box<Outcome>,
+    },
+    /// A sendmail of the tenant (its key) ended.
+    MailEnded {
+        tenant: String,
+    },
 }
 
 /// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
@@ -365,6 +377,8 @@ struct Loop {
     files: reload::FileState,
     /// A cgroup per run, or process groups (`rea_exec::cgroup`).
     containment: std::sync::Arc<rea_exec::cgroup::Containment>,
+    /// Mail deliveries running and waiting, per tenant.
+    mail: mail::Mailer,
     /// The shadow file, for the account check before a user's job runs.
     accounts: rea_host::account::Accounts,
 }

@@ -154,6 +154,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         files: super::reload::FileState::new(files, started_at),
         containment: std::sync::Arc::new(containment),
         accounts: Default::default(),
+        mail: Default::default(),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
