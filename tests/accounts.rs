@@ -229,9 +229,21 @@ fn expired_and_locked_accounts_do_not_run_their_jobs() {
     admin("usermod", &["-L", LOCKED]);
     admin("chage", &["-E", "0", EXPIRED]);
     let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    for (user, job) in [(EXPIRED, "exp"), (LOCKED, "lck"), (FINE, "fin")] {
+    for (user, job) in [(LOCKED, "lck"), (FINE, "fin")] {
         user_file(&env, user, job);
     }
+    // A hook of a refused run would run as the refused account too.
+    let hooks = env.path("hooks");
+    fs::create_dir(&hooks).expect("mkdir");
+    fs::set_permissions(&hooks, fs::Permissions::from_mode(0o777)).expect("chmod");
+    let f = env.write(
+        &format!("users/{EXPIRED}.toml"),
+        &format!(
+            "[jobs.exp]\nschedule = \"@yearly\"\ncommand = \"id -un\"\non_failure = \"touch {}/ran\"\n",
+            hooks.display()
+        ),
+    );
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
     let d = env.daemon();
     rea_as(&env, FINE, &["trigger", "fin", "--wait"], None).ok();
     assert_eq!(
@@ -265,6 +277,15 @@ fn expired_and_locked_accounts_do_not_run_their_jobs() {
             .stdout_has(why);
         env.rea(&["history"]).ok().stdout_has(why);
     }
+    env.wait_until("the refused run's hooks given up", || {
+        fs::read_to_string(&d.log)
+            .unwrap_or_default()
+            .contains("cannot run hooks: refused: the account \"rea-acct-expired\"")
+    });
+    assert!(
+        !hooks.join("ran").exists(),
+        "no hook ran as the expired account"
+    );
     // The shadow file changes (a new version is read): the fine account
     // expires, its next run is refused; renewed, it runs again.
     admin("chage", &["-E", "0", FINE]);

@@ -216,8 +216,9 @@ impl Loop {
     /// A user's job runs only while her account may, as PAM's account
     /// stage lets cron's jobs run (`rea_host::account`): not expired, not
     /// locked, still there. Refused, the run is recorded as failed to
-    /// start with why. The system's jobs are not checked.
-    fn account_check(&mut self, job: &rea_core::job::Job) -> Result<(), String> {
+    /// start with why, and its hooks and mail do not run either. The
+    /// system's jobs are not checked.
+    pub(super) fn account_check(&mut self, job: &rea_core::job::Job) -> Result<(), String> {
         let rea_core::tenant::Tenant::User(user) =
             rea_core::tenant::Tenant::from_owner(job.owner.as_deref())
         else {

@@ -79,7 +79,11 @@ impl Loop {
         let job = a.job;
         let rec = a.record;
         let run = rec.run.clone().unwrap_or_default();
-        let user = match job.user.as_deref().map(host::user).transpose() {
+        // An account refused its runs is refused its hooks too.
+        let user = match self
+            .account_check(&job)
+            .and_then(|()| job.user.as_deref().map(host::user).transpose())
+        {
             Ok(u) => u,
             Err(e) => {
                 error!(
@@ -259,6 +263,14 @@ impl Loop {
     pub(super) fn send_mail(&mut self, job: &Job, rec: &Record) {
         let run = rec.run.clone().unwrap_or_default();
         let mailto = job.extras().mailto.join(", ");
+        if let Err(e) = self.account_check(job) {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "mail to {mailto} not sent: {e}"
+            );
+            return;
+        }
         let Some(sendmail) = crate::host_checks::sendmail_for(&self.config) else {
             warn!(
                 job = job.name.as_str(),
