@@ -132,6 +132,35 @@ fn a_users_edit_reloads_her_file_alone() {
     assert_eq!(d.stop(), 0);
 }
 
+/// The watcher reloads a drop-in that changed alone, through the guards
+/// the main file has, weighed on that file's jobs: emptied (half written,
+/// say), it is not applied until `rea reload`.
+#[test]
+fn an_emptied_drop_in_is_held_like_an_emptied_main_file() {
+    let env = Env::new();
+    env.jobs("[jobs.main]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let pkg: String = (0..4)
+        .map(|i| format!("[jobs.p{i}]\nschedule = \"@yearly\"\ncommand = \"true\"\n"))
+        .collect();
+    let f = env.write("jobs.d/pkg.toml", &pkg);
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let d = env.daemon();
+    let status = || env.rea(&["status", "--json"]).ok().json();
+    assert_eq!(job_names(&status()).len(), 5);
+    fs::write(&f, "").expect("empty it in place");
+    env.wait_until("the emptied drop-in refused", || {
+        status()["daemon"]["config_error"]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("pkg.toml: the job file is now empty of jobs (it had 4)"))
+    });
+    // Past the settle time: still held.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(job_names(&status()).len(), 5, "its jobs are still in force");
+    env.rea(&["reload"]).ok();
+    assert_eq!(job_names(&status()), ["main"]);
+    assert_eq!(d.stop(), 0);
+}
+
 /// The last sentence of finding 9 of #19: `crontab -l | rea import --user
 /// --install -` of someone with no crontab installed an empty file over
 /// her jobs, exit 0. Now empty input is refused, unless `--allow-empty`.

@@ -328,10 +328,16 @@ impl Loop {
                     before - after,
                     rea_core::duration::format(SETTLE)
                 );
+                // A change of other files already held is not forgotten:
+                // both then settle as one reload of the whole set.
+                let parts = match &self.files.settling {
+                    Some(held) if held.parts != shrink.parts => None,
+                    _ => shrink.parts.clone(),
+                };
                 self.files.settling = Some(Settling {
                     digest: shrink.digest,
                     at: tokio::time::Instant::now() + SETTLE,
-                    parts: shrink.parts.clone(),
+                    parts,
                 });
                 Some(Ok(ReloadReply {
                     jobs: self.config.jobs.len(),
