@@ -367,6 +367,17 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
         .code(2)
         .stderr_has("users.deny lists rea-acct-bob");
     assert_eq!(names(), ["rea-acct-alice/mine", "sys"]);
+    // A list others may write is no list: whoever could edit it could
+    // give herself jobs. Nobody may then.
+    fs::set_permissions(env.path("users.deny"), fs::Permissions::from_mode(0o666)).expect("chmod");
+    rea_as(
+        &env,
+        ALICE,
+        &["edit"],
+        Some(&editor(&env, "alice1", &[theirs])),
+    )
+    .code(1)
+    .stderr_has("users.deny cannot be read (it must be root's and writable by nobody else)");
     // An allow list wins: only those it lists.
     env.write("users.allow", "rea-acct-bob\n");
     fs::remove_file(env.path("users.deny")).expect("rm");

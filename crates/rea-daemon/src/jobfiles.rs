@@ -407,8 +407,20 @@ pub const DENY: &str = "users.deny";
 pub const ALLOW_HINT: &str =
     "root decides who may have jobs of their own (users.allow, users.deny beside the job file)";
 
-/// The user names a list holds; None when there is no list.
+/// The user names a list holds; None when there is no list. A list that
+/// is not the daemon's own (root's), or that group or others may write,
+/// is an error: whoever could edit it could give herself jobs.
 fn names_in(path: &Path) -> std::io::Result<Option<Vec<String>>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.uid() != rea_host::user::own_uid() || m.mode() & 0o022 != 0 => {
+            return Err(std::io::Error::other(format!(
+                "it must be {}'s and writable by nobody else",
+                rea_host::user::current_user_name().unwrap_or_else(|| "root".into())
+            )))
+        }
+        _ => {}
+    }
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(
             text.lines()
