@@ -161,6 +161,31 @@ fn an_emptied_drop_in_is_held_like_an_emptied_main_file() {
     assert_eq!(d.stop(), 0);
 }
 
+/// A part reloaded alone reads again the parts refused at the last load:
+/// a drop-in left out for a name another drop-in had joins when that one
+/// goes, without a reload of the whole set.
+#[test]
+fn a_drop_in_left_out_for_a_name_joins_when_the_other_goes() {
+    let env = Env::new();
+    env.jobs("[jobs.main]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let job = "[jobs.x]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    for name in ["a", "b"] {
+        let f = env.write(&format!("jobs.d/{name}.toml"), job);
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let d = env.daemon();
+    let status = || env.rea(&["status", "--json"]).ok().json();
+    assert!(status()["daemon"]["config_error"]["errors"][0]
+        .as_str()
+        .is_some_and(|e| e.contains("b.toml")));
+    fs::remove_file(env.path("jobs.d/a.toml")).expect("rm");
+    env.wait_until("b's job in force, the error gone", || {
+        let s = status();
+        job_names(&s) == ["main", "x"] && s["daemon"]["config_error"].is_null()
+    });
+    assert_eq!(d.stop(), 0);
+}
+
 /// The last sentence of finding 9 of #19: `crontab -l | rea import --user
 /// --install -` of someone with no crontab installed an empty file over
 /// her jobs, exit 0. Now empty input is refused, unless `--allow-empty`.

@@ -150,9 +150,11 @@ impl JobFiles {
 
     /// Reads only the parts `paths` (drop-ins or users' files, as the
     /// watcher names them: absolute), keeping the main file and every other
-    /// part as last loaded: a user's edit reads her file and nothing else.
-    /// `Ok(None)`: nothing changed. Before a first load of the main file,
-    /// a whole load.
+    /// part as last loaded: a user's edit reads her file and nothing else
+    /// (but the parts refused at the last load, which are read again: one
+    /// left out for a name it shared with a part that changed may now
+    /// fit). `Ok(None)`: nothing changed. Before a first load of the main
+    /// file, a whole load.
     pub fn load_parts(
         &mut self,
         paths: &[PathBuf],
@@ -161,30 +163,25 @@ impl JobFiles {
         let Some(main) = self.main.clone() else {
             return self.load(force);
         };
+        let mut todo: Vec<(PathBuf, FileKind)> = Vec::new();
+        let again = self.refused.iter().map(|(p, _)| p);
+        for (path, kind) in paths.iter().chain(again).filter_map(|p| self.part_of(p)) {
+            if !todo.iter().any(|(p, _)| *p == path) {
+                todo.push((path, kind));
+            }
+        }
         let mut good = self.parts.clone();
         let mut refused: Vec<(PathBuf, Vec<Diagnostic>)> = Vec::new();
         let mut changed = false;
-        let mut mine = Vec::new();
-        for changed_path in paths {
-            let Some((path, kind)) = self.part_of(changed_path) else {
-                continue;
-            };
-            good.remove(&path);
-            if std::fs::symlink_metadata(&path).is_ok() {
-                changed |= self.load_part(&path, &kind, force, &mut good, &mut refused);
+        for (path, kind) in &todo {
+            good.remove(path);
+            if std::fs::symlink_metadata(path).is_ok() {
+                changed |= self.load_part(path, kind, force, &mut good, &mut refused);
             } else {
                 // Gone: its jobs with it.
-                changed |= self.parts.contains_key(&path);
+                changed |= self.parts.contains_key(path);
             }
-            mine.push(path);
         }
-        // The other parts' refusals stand as they were.
-        refused.extend(
-            self.refused
-                .iter()
-                .filter(|(p, _)| !mine.contains(p))
-                .cloned(),
-        );
         self.put_together(main, good, refused, changed)
     }
 
@@ -280,10 +277,12 @@ impl JobFiles {
             return Ok(None);
         }
         let (config, clashes) = rea_config::combine(main, good.values().cloned().collect());
-        for (path, _) in &clashes {
-            good.remove(path);
+        for clash in clashes {
+            good.remove(&clash.0);
+            if !refused.contains(&clash) {
+                refused.push(clash);
+            }
         }
-        refused.extend(clashes);
         self.parts = good;
         // Refusals that went away (a bad file fixed or deleted) are a
         // change: the error they raised must clear.
