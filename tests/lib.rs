@@ -29,6 +29,7 @@ mod notify;
 mod oneshot;
 mod package;
 mod pg_history;
+mod quotas;
 mod reload;
 mod status;
 mod supervision;

@@ -27,6 +27,7 @@
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
+//! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
 //! | `orphans.rs` | runs a killed daemon left behind, ended at start |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
 //! | `control.rs` | the control socket's server side |
@@ -61,6 +62,7 @@ pub mod host_checks;
 pub mod jobfiles;
 mod metrics;
 mod orphans;
+mod quota;
 mod reload;
 mod requests;
 mod runs;

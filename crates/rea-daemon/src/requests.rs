@@ -154,7 +154,7 @@ impl Loop {
                             state: state.to_string(),
                         });
                         if follow {
-                            self.follow_trigger(first, run)
+                            self.follow_trigger(first, run, scope)
                         } else if wait {
                             Reply::Wait(first, self.runs.await_end(&run))
                         } else {

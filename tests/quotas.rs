@@ -1,0 +1,217 @@
+//! Per-tenant quotas on what the daemon's users share (issue #19, findings
+//! 5 and 6): one user holding every connection, follower or metrics slot
+//! she can get locks neither root nor another user out, and her history
+//! query's cost does not stay in the daemon. Two throwaway users, a root
+//! daemon reading their files; needs root (skips loudly without).
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use crate::support::{skip_unless_root, throwaway_user, Env};
+use crate::users::rea_as;
+
+const ALICE: &str = "rea-alice";
+const BOB: &str = "rea-bob";
+
+/// A sandbox whose daemon reads alice's and bob's files (`toml(job)` each,
+/// with their job named `hers` and `his`) beside root's `sys`.
+fn two_users(env: &Env, main: &str, toml: impl Fn(&str) -> String) {
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs(&format!("{main}{}", toml("sys")));
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
+        let f = env.write(&format!("users/{user}.toml"), &toml(job));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+}
+
+/// A perl script run as `user`: it holds what it is told, and says how
+/// much it got; it reads its orders on stdin and ends with it (or after a
+/// minute, whatever happens to the test).
+struct Holder {
+    child: Child,
+    orders: ChildStdin,
+    said: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn start(user: &str, script: &str, args: &[&str]) -> Holder {
+        let (uid, gid) = throwaway_user(user).expect("root creates the test users");
+        let mut child = Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .args(["perl", "-e", script])
+            .args(args)
+            .current_dir("/")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("setpriv perl");
+        let orders = child.stdin.take().expect("stdin");
+        let said = BufReader::new(child.stdout.take().expect("stdout"));
+        Holder {
+            child,
+            orders,
+            said,
+        }
+    }
+
+    /// Sends one order line and returns the script's answer line.
+    fn ask(&mut self, order: &str) -> String {
+        writeln!(self.orders, "{order}").expect("order the holder");
+        let mut line = String::new();
+        self.said.read_line(&mut line).expect("the holder's answer");
+        line.trim().to_string()
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Opens up to N connections to the control socket, sends REQUEST on
+/// each and keeps those whose first answer is `ok`; prints how many.
+const HOLD_CONTROL: &str = r#"
+use IO::Socket::UNIX; $| = 1; alarm 60; $SIG{PIPE} = "IGNORE";
+my ($path, $n, $request) = @ARGV; my @held;
+while (my $order = <STDIN>) {
+    for (1 .. $n) {
+        my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Peer => $path) or last;
+        print $s "$request\n";
+        my $answer = <$s>;
+        push @held, $s if defined $answer && $answer =~ /"ok":true/;
+    }
+    print scalar(@held), "\n";
+}
+"#;
+
+/// Finding 5: one user's 300 idle connections (the daemon serves 256)
+/// left root and every other user "too many connections".
+#[test]
+fn one_users_idle_connections_lock_out_neither_root_nor_another_user() {
+    if skip_unless_root("one_users_idle_connections_lock_out_neither_root_nor_another_user") {
+        return;
+    }
+    let env = Env::new();
+    let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    two_users(&env, "", yearly);
+    let d = env.daemon();
+    let socket = env.socket().display().to_string();
+    let mut alice = Holder::start(
+        ALICE,
+        HOLD_CONTROL,
+        &[&socket, "300", r#"{"v":1,"op":"ping"}"#],
+    );
+    let held: usize = alice.ask("hold").parse().expect("a count");
+    // Everyone else still gets in, and so does she once she lets go.
+    rea_as(&env, BOB, &["status", "his"], None).ok();
+    env.rea(&["status"]).ok();
+    assert!(
+        (1..=64).contains(&held),
+        "alice holds {held} connections: more than her share (a quarter of 256)"
+    );
+    rea_as(&env, ALICE, &["status", "hers"], None)
+        .code(1)
+        .stderr_has("too many connections from your user");
+    drop(alice);
+    env.wait_until("alice's connections closed", || {
+        rea_as(&env, ALICE, &["status", "hers"], None).code == 0
+    });
+    assert_eq!(d.stop(), 0);
+}
+
+/// Finding 5: one user's 64 followers of a job that never runs blocked
+/// every `rea logs -f` and `trigger --follow`.
+#[test]
+fn one_users_idle_followers_block_no_one_elses() {
+    if skip_unless_root("one_users_idle_followers_block_no_one_elses") {
+        return;
+    }
+    let env = Env::new();
+    let yearly =
+        |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"echo {job}\"\n");
+    two_users(&env, "", yearly);
+    let d = env.daemon();
+    let socket = env.socket().display().to_string();
+    let mut alice = Holder::start(
+        ALICE,
+        HOLD_CONTROL,
+        &[&socket, "80", r#"{"v":1,"op":"follow","job":"hers"}"#],
+    );
+    let held: usize = alice.ask("hold").parse().expect("a count");
+    rea_as(&env, BOB, &["trigger", "his", "--follow"], None)
+        .ok()
+        .stdout_is("his\n");
+    env.rea(&["trigger", "sys", "--follow"])
+        .ok()
+        .stdout_is("sys\n");
+    assert!(
+        (1..=16).contains(&held),
+        "alice follows {held} times: more than her share (a quarter of 64)"
+    );
+    rea_as(&env, ALICE, &["logs", "--follow", "hers"], None)
+        .code(1)
+        .stderr_has("too many followers of yours");
+    drop(alice);
+    assert_eq!(d.stop(), 0);
+}
+
+/// On each order, opens N more idle TCP connections (sending nothing) and
+/// keeps the last 2N; prints how many it holds.
+const HOLD_TCP: &str = r#"
+use IO::Socket::INET; $| = 1; alarm 60; $SIG{PIPE} = "IGNORE";
+my ($addr, $n) = @ARGV; my @held;
+while (my $order = <STDIN>) {
+    for (1 .. $n) {
+        my $s = IO::Socket::INET->new(PeerAddr => $addr) or last;
+        push @held, $s;
+    }
+    shift @held while @held > 2 * $n;
+    print scalar(@held), "\n";
+}
+"#;
+
+/// Finding 5: holding the metrics endpoint's 16 slots with connections
+/// that never send a request (and opening new ones as they time out)
+/// made 0 of 20 scrapes succeed. Alice holds, bob scrapes.
+#[test]
+fn idle_metrics_connections_keep_no_scrape_out() {
+    if skip_unless_root("idle_metrics_connections_keep_no_scrape_out") {
+        return;
+    }
+    let env = Env::new();
+    let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    two_users(&env, "[daemon]\nmetrics = \"127.0.0.1:0\"\n", yearly);
+    let d = env.daemon();
+    let addr = crate::metrics::endpoint(&d);
+    let (uid, gid) = throwaway_user(BOB).expect("user");
+    let mut alice = Holder::start(ALICE, HOLD_TCP, &[&addr, "16"]);
+    let mut scraped = 0;
+    for _ in 0..20 {
+        let held: usize = alice.ask("more").parse().expect("a count");
+        assert!(held >= 16, "alice holds {held} connections");
+        let out = Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .args(["curl", "-sS", "--max-time", "10"])
+            .arg(format!("http://{addr}/metrics"))
+            .output()
+            .expect("curl");
+        if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("rea_runs_total") {
+            scraped += 1;
+        }
+    }
+    assert_eq!(scraped, 20, "scrapes that succeeded while alice held slots");
+    drop(alice);
+    assert_eq!(d.stop(), 0);
+}
