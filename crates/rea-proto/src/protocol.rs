@@ -81,7 +81,10 @@ pub enum Request {
         limit: Option<usize>,
     },
     /// History records (newest first), as `rea history` reads them; for a
-    /// user's own jobs only, when a user asks.
+    /// user's own jobs only, when a user asks. The answer is streamed: lines
+    /// of [`HistoryChunk::Records`] as the daemon reads them, then one
+    /// [`HistoryChunk::End`]; an error line (`ok: false`) instead of `End`
+    /// means the answer stopped there and is incomplete.
     History {
         query: rea_store::history::Query,
     },
@@ -503,6 +506,21 @@ pub enum StreamLine {
     /// more than the daemon keeps, or the run's capture had left it out
     /// before the client came.
     Skipped { bytes: u64 },
+}
+
+/// A line of a streamed history answer (`history`): records in bounded
+/// chunks as the daemon reads them, newest first, so that no answer is
+/// ever whole in the daemon's memory; the last line is `End` (or an error
+/// line, if reading failed midway).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "history", rename_all = "snake_case")]
+pub enum HistoryChunk {
+    /// The next records.
+    Records {
+        records: Vec<rea_core::record::Record>,
+    },
+    /// The answer is complete: `count` records in all.
+    End { count: u64 },
 }
 
 /// `submit`: the one-shot is durable.

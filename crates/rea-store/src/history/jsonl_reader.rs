@@ -211,9 +211,22 @@ fn quoted(value: &str) -> io::Result<String> {
 impl HistoryReader for JsonlReader {
     fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
         let mut found = Vec::new();
+        self.query_each(query, &mut |record| {
+            found.push(record);
+            ControlFlow::Continue(())
+        })?;
+        Ok(found)
+    }
+
+    fn query_each(
+        &self,
+        query: &Query,
+        visit: &mut dyn FnMut(Record) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        let mut found = 0usize;
         if query.limit == Some(0) {
             self.malformed.store(0, Ordering::Relaxed);
-            return Ok(found);
+            return Ok(());
         }
         let job = query.job.as_deref().map(quoted).transpose()?;
         // The statuses (or `missed`) asked for: what the rotated files'
@@ -254,15 +267,15 @@ impl HistoryReader for JsonlReader {
                     return ControlFlow::Break(());
                 }
                 if query.matches(&record) {
-                    found.push(record);
-                    if query.limit.is_some_and(|limit| found.len() >= limit) {
+                    found += 1;
+                    visit(record)?;
+                    if query.limit.is_some_and(|limit| found >= limit) {
                         return ControlFlow::Break(());
                     }
                 }
                 ControlFlow::Continue(())
             },
-        )?;
-        Ok(found)
+        )
     }
 
     fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {

@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -166,6 +167,23 @@ pub type LastOccurrences = (HashMap<String, DateTime<Utc>>, Option<DateTime<Utc>
 pub trait HistoryReader {
     /// Matching records, newest first.
     fn query(&self, query: &Query) -> io::Result<Vec<Record>>;
+
+    /// [`Self::query`] handing each record to `visit` as it is read, until
+    /// `visit` breaks: what a streamed answer needs, so that a query's cost
+    /// never has to sit in memory whole. Backends that cannot stream
+    /// answer from [`Self::query`].
+    fn query_each(
+        &self,
+        query: &Query,
+        visit: &mut dyn FnMut(Record) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        for record in self.query(query)? {
+            if visit(record).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
 
     /// The newest line of a run: its final line, or its `started` line if
     /// it has not ended (`rea logs --run ID`).
