@@ -9,6 +9,9 @@ use std::path::PathBuf;
 
 use rea_core::job::Job;
 use rea_core::record::Record;
+use rea_core::tenant::Tenant;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Loop;
 use crate::control::protocol::{EditGetReply, EditPutReply, HistoryChunk};
@@ -27,11 +30,148 @@ pub(super) enum Scope {
 impl Scope {
     /// Whether `job` is visible (and may be acted on) in this scope.
     pub(super) fn sees(&self, job: &Job) -> bool {
+        self.owns(&job.name)
+    }
+
+    /// Whether the job, record, pause or run named `name` (qualified) is
+    /// this scope's: a user's are those of her tenant, whatever names her
+    /// file holds now.
+    pub(super) fn owns(&self, name: &str) -> bool {
         match self {
             Scope::Admin => true,
-            Scope::User(me) => job.owner.as_deref() == Some(me.as_str()),
+            Scope::User(me) => Tenant::User(me).owns(name),
         }
     }
+
+    /// The user's tenant; None for root, who sees every tenant.
+    pub(super) fn tenant(&self) -> Option<Tenant<'_>> {
+        match self {
+            Scope::Admin => None,
+            Scope::User(me) => Some(Tenant::User(me)),
+        }
+    }
+}
+
+/// `name` as typed by `me`, qualified: her own names are bare (`backup`),
+/// and her own qualified spelling (`alice/backup`) is accepted too. Anyone
+/// else's qualified name becomes a name of hers that does not exist.
+fn qualified(me: &str, name: &mut String) {
+    let mine = Tenant::User(me);
+    if !mine.owns(name) {
+        *name = mine.qualify(name);
+    }
+}
+
+/// Qualifies the job names of a user's request with her tenant. A run id
+/// (`rea kill RUN`) is left as it is: `kill` tries both.
+fn qualify_request(me: &str, request: &mut Request) {
+    match request {
+        Request::Status { job: Some(job) }
+        | Request::Trigger { job, .. }
+        | Request::Follow { job }
+        | Request::LatestFinalRun { job } => qualified(me, job),
+        Request::Pause(sel) | Request::Resume(sel) => {
+            sel.jobs.iter_mut().for_each(|j| qualified(me, j));
+        }
+        Request::History { query } => {
+            if let Some(job) = &mut query.job {
+                qualified(me, job);
+            }
+            // Her history is her tenant's records, whether or not her file
+            // still has the job.
+            query.tenant = Some(me.to_string());
+        }
+        _ => {}
+    }
+}
+
+/// Fields of an answer that hold job names, shown to their tenant
+/// unqualified.
+const NAME_FIELDS: &[&str] = &["name", "job", "jobs", "after", "changed", "paused"];
+
+/// `response` as the user `me` sees it: her jobs' names unqualified, in
+/// the data and in messages (where names are always quoted).
+fn localize(mut response: Response, me: &str) -> Response {
+    let prefix = format!("{me}{}", rea_core::tenant::SEPARATOR);
+    if let Some(data) = &mut response.data {
+        localize_value(data, &prefix, false);
+    }
+    let quoted = format!("\"{prefix}");
+    if let Some(error) = &mut response.error {
+        *error = error.replace(&quoted, "\"");
+    }
+    for s in &mut response.suggestions {
+        *s = match s.strip_prefix(&prefix) {
+            Some(local) => local.to_string(),
+            None => s.replace(&quoted, "\""),
+        };
+    }
+    response
+}
+
+fn localize_value(value: &mut Value, prefix: &str, names: bool) {
+    match value {
+        Value::String(s) if names => {
+            if let Some(local) = s.strip_prefix(prefix) {
+                *s = local.to_string();
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                localize_value(item, prefix, names);
+            }
+        }
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                localize_value(v, prefix, NAME_FIELDS.contains(&key.as_str()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A way back to a user's connection that localizes what goes through it
+/// (every answer, whichever part of the daemon makes it, and each line of
+/// a stream). It closes when the client's side does, so work given up for
+/// a gone client is still given up.
+pub(super) fn localizing(mut reply: oneshot::Sender<Reply>, me: String) -> oneshot::Sender<Reply> {
+    let (tx, rx) = oneshot::channel::<Reply>();
+    tokio::spawn(async move {
+        let answer = tokio::select! {
+            answer = rx => answer,
+            () = reply.closed() => return,
+        };
+        let Ok(answer) = answer else { return };
+        let localized = match answer {
+            Reply::Done(r) => Reply::Done(localize(r, &me)),
+            Reply::Wait(first, rest) => {
+                let (tx2, rx2) = oneshot::channel();
+                let me2 = me.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut v) = rest.await {
+                        let prefix = format!("{me2}{}", rea_core::tenant::SEPARATOR);
+                        localize_value(&mut v, &prefix, false);
+                        let _ = tx2.send(v);
+                    }
+                });
+                Reply::Wait(localize(first, &me), rx2)
+            }
+            Reply::Stream(first, mut lines) => {
+                let (tx2, rx2) = mpsc::channel(1);
+                let me2 = me.clone();
+                tokio::spawn(async move {
+                    while let Some(line) = lines.recv().await {
+                        if tx2.send(localize(line, &me2)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                Reply::Stream(localize(first, &me), rx2)
+            }
+        };
+        let _ = reply.send(localized);
+    });
+    tx
 }
 
 impl Loop {
@@ -70,7 +210,10 @@ impl Loop {
                     }
                 }
             }
-            _ => Ok(Scope::User(user)),
+            _ => {
+                qualify_request(&user, request);
+                Ok(Scope::User(user))
+            }
         }
     }
 
@@ -172,19 +315,6 @@ impl Loop {
                 .with_suggestions(diags.iter().map(ToString::to_string).collect())
             }
         };
-        // Checked before installing: the loader would refuse the later file
-        // of two that share a name, which may be another user's.
-        let taken = self.files.files().taken_elsewhere(&path, &cfg);
-        if !taken.is_empty() {
-            return Response::err(
-                "invalid_config",
-                format!(
-                    "{user}'s job file has {} error(s); nothing was changed",
-                    taken.len()
-                ),
-            )
-            .with_suggestions(taken.iter().map(ToString::to_string).collect());
-        }
         if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
             return Response::err("refused", format!("cannot write {}: {e}", path.display()));
         }
@@ -243,10 +373,6 @@ impl Loop {
         scope: &Scope,
         reply: tokio::sync::oneshot::Sender<crate::control::Reply>,
     ) {
-        let visible: Option<std::collections::HashSet<String>> = match scope {
-            Scope::Admin => None,
-            Scope::User(_) => Some(self.visible_names(scope).map(str::to_string).collect()),
-        };
         let holder = match scope {
             Scope::Admin => Holder::Admin,
             Scope::User(me) => Holder::Other(me.clone()),
@@ -266,22 +392,23 @@ impl Loop {
                 return;
             }
         };
+        let scope = scope.clone();
         let dir = self.opts.state_dir.clone();
         tokio::spawn(async move {
             let Request::History { query } = request else {
                 let answer = tokio::task::spawn_blocking(move || {
                     let _slot = slot;
-                    answer_history(&dir, request, visible.as_ref())
+                    answer_history(&dir, request, &scope)
                 })
                 .await
                 .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
                 let _ = reply.send(Reply::Done(answer));
                 return;
             };
-            let (tx, mut rx) = tokio::sync::mpsc::channel(STREAM_LINES);
+            let (tx, mut rx) = mpsc::channel(STREAM_LINES);
             tokio::task::spawn_blocking(move || {
                 let _slot = slot;
-                stream_history(&dir, &query, visible.as_ref(), &tx);
+                stream_history(&dir, &query, &scope, &tx);
             });
             let first = rx.recv().await.unwrap_or_else(|| {
                 Response::err("refused", "the query failed before its first answer")
@@ -297,26 +424,18 @@ impl Loop {
 fn stream_history(
     dir: &std::path::Path,
     query: &rea_store::history::Query,
-    visible: Option<&std::collections::HashSet<String>>,
-    lines: &tokio::sync::mpsc::Sender<Response>,
+    scope: &Scope,
+    lines: &mpsc::Sender<Response>,
 ) {
     use std::ops::ControlFlow;
-    if visible.is_some() {
-        let refusal = match query.job.as_deref() {
-            None => Some(Response::err(
-                "bad_request",
-                "name one of your jobs: rea history JOB",
-            )),
-            Some(job) if !visible.is_some_and(|v| v.contains(job)) => Some(Response::err(
-                "unknown_job",
-                format!("no job named {job:?}"),
-            )),
-            Some(_) => None,
-        };
-        if let Some(refusal) = refusal {
-            let _ = lines.blocking_send(refusal);
-            return;
-        }
+    // A record is a user's by its owner (`query.tenant`, set for her),
+    // never by a name her file holds now.
+    if let Some(job) = query.job.as_deref().filter(|j| !scope.owns(j)) {
+        let _ = lines.blocking_send(Response::err(
+            "unknown_job",
+            format!("no job named {job:?}"),
+        ));
+        return;
     }
     let reader = rea_store::Local::history_reader(dir);
     let mut chunk = Vec::new();
@@ -362,13 +481,11 @@ fn stream_history(
     let _ = lines.blocking_send(last);
 }
 
-fn answer_history(
-    dir: &std::path::Path,
-    request: Request,
-    visible: Option<&std::collections::HashSet<String>>,
-) -> Response {
+fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Response {
     let reader = rea_store::Local::history_reader(dir);
-    let sees = |job: Option<&str>| visible.is_none_or(|v| job.is_some_and(|j| v.contains(j)));
+    // A record is a user's by its owner, never by a name her file holds
+    // now: a name root's removed job had is not hers for taking it.
+    let sees = |job: Option<&str>| job.is_some_and(|j| scope.owns(j)) || *scope == Scope::Admin;
     let unknown = |job: &str| Response::err("unknown_job", format!("no job named {job:?}"));
     let read_error =
         |e: std::io::Error| Response::err("refused", format!("cannot read the history: {e}"));
