@@ -302,3 +302,71 @@ fn a_users_big_history_query_does_not_stay_in_the_daemon() {
     );
     assert_eq!(d.stop(), 0);
 }
+
+/// Finding 6: a user's jobs writing much output rotated every record of
+/// root's out of the history in seconds. Each user's records are in a log
+/// of her own now, rotated at the same size: hers rotate out only hers.
+#[test]
+fn a_users_output_rotates_out_no_one_elses_history() {
+    if skip_unless_root("a_users_output_rotates_out_no_one_elses_history") {
+        return;
+    }
+    let env = Env::new();
+    let job = |job: &str| {
+        let bytes = if job == "hers" { 20_000 } else { 10 };
+        format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"yes {job} | head -c {bytes}\"\n")
+    };
+    two_users(
+        &env,
+        "[daemon]\nhistory_max_bytes = 65536\nhistory_files = 1\n",
+        job,
+    );
+    let d = env.daemon();
+    env.rea(&["trigger", "sys", "--wait"]).ok();
+    rea_as(&env, BOB, &["trigger", "his", "--wait"], None).ok();
+    // Her log holds two files of 64 KiB: 12 runs of 20 kB overflow it.
+    for _ in 0..12 {
+        rea_as(&env, ALICE, &["trigger", "hers", "--wait"], None).ok();
+    }
+    let finals = |run: crate::support::Run| {
+        run.ok()
+            .stdout
+            .lines()
+            .filter(|l| l.contains("\"succeeded\""))
+            .count()
+    };
+    assert_eq!(
+        finals(env.rea(&["history", "sys", "--json"])),
+        1,
+        "root's run is still in the history"
+    );
+    assert_eq!(
+        finals(rea_as(&env, BOB, &["history", "his", "--json"], None)),
+        1,
+        "bob's run is still in the history"
+    );
+    let hers = finals(rea_as(&env, ALICE, &["history", "hers", "--json"], None));
+    assert!(
+        (3..12).contains(&hers),
+        "alice's own records rotate out, some are kept: {hers}"
+    );
+    // Root's view of everything, merged in order: hers newest.
+    let all = env
+        .rea(&["history", "--json", "--limit", "100"])
+        .ok()
+        .stdout
+        .clone();
+    let jobs: Vec<String> = all
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["status"] == "succeeded")
+        .filter_map(|r| r["job"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(jobs.first().map(String::as_str), Some("rea-alice/hers"));
+    assert_eq!(&jobs[jobs.len() - 2..], ["rea-bob/his", "sys"]);
+    assert!(env
+        .state()
+        .join("tenants/rea-alice/history.jsonl.1")
+        .is_file());
+    assert_eq!(d.stop(), 0);
+}

@@ -3,7 +3,7 @@
 //!
 //! | trait | what | embedded backend (a state directory) |
 //! |---|---|---|
-//! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) |
+//! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) for the system, `tenants/NAME/history.jsonl` for each user |
 //! | [`oneshots::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
 //! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
@@ -46,7 +46,7 @@ impl Local {
     /// the history rotated at `history_max_bytes`, keeping `history_files`.
     /// Errors name the file.
     pub fn open(state_dir: &Path, history_max_bytes: u64, history_files: u32) -> io::Result<Local> {
-        let history = history::JsonlHistory::open(state_dir, history_max_bytes, history_files)
+        let history = history::TenantLogs::open(state_dir, history_max_bytes, history_files)
             .map_err(|e| {
                 io::Error::new(
                     e.kind(),
