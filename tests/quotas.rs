@@ -370,3 +370,39 @@ fn a_users_output_rotates_out_no_one_elses_history() {
         .is_file());
     assert_eq!(d.stop(), 0);
 }
+
+/// A streamed answer waits for its client: a user who asks and stops
+/// reading holds her own query slot, and only hers (one at a time), never
+/// another user's.
+#[test]
+fn a_users_stalled_history_queries_hold_only_her_own_slot() {
+    if skip_unless_root("a_users_stalled_history_queries_hold_only_her_own_slot") {
+        return;
+    }
+    let env = Env::new();
+    let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    two_users(&env, "", yearly);
+    fs::create_dir_all(env.state()).expect("mkdir state");
+    // Far more than the socket buffers: her answers stall, unread.
+    let mut history = history_lines(&format!("{ALICE}/hers"), 2_000, 4000);
+    history.extend(history_lines(&format!("{BOB}/his"), 3, 10));
+    fs::write(env.state().join("history.jsonl"), history).expect("write the history");
+    let d = env.daemon();
+    let socket = env.socket().display().to_string();
+    let query = r#"{"v":1,"op":"history","query":{"job":"hers","statuses":[],"runs_only":false,"with_missed":false}}"#;
+    let mut alice = Holder::start(ALICE, HOLD_CONTROL, &[&socket, "3", query]);
+    let held: usize = alice.ask("hold").parse().expect("a count");
+    for _ in 0..3 {
+        let his = rea_as(&env, BOB, &["history", "his", "--json"], None);
+        assert_eq!(his.ok().stdout.lines().count(), 3, "bob's records");
+    }
+    assert_eq!(held, 1, "alice's queries answered at once");
+    rea_as(&env, ALICE, &["history", "hers"], None)
+        .code(1)
+        .stderr_has("one history query of yours is being answered already");
+    drop(alice);
+    env.wait_until("alice's stalled query given up", || {
+        rea_as(&env, ALICE, &["history", "hers", "--limit", "1"], None).code == 0
+    });
+    assert_eq!(d.stop(), 0);
+}
