@@ -37,6 +37,13 @@ pub(crate) fn history_reader(s: &rea_pg::Settings) -> Result<Box<dyn HistoryRead
     Ok(Box::new(reader(s)?))
 }
 
+/// `rea audit`'s cluster-wide entries.
+pub(crate) fn audit_reader(
+    s: &rea_pg::Settings,
+) -> Result<Box<dyn rea_store::audit::AuditReader>, Failure> {
+    Ok(Box::new(reader(s)?))
+}
+
 fn db_failure(e: String) -> Failure {
     Failure::runtime(format!("the cluster database: {e}"))
 }

@@ -27,6 +27,7 @@
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
+//! | `audit.rs` | every state-changing request and its answer, to the audit log |
 //! | `orphans.rs` | runs a killed daemon left behind, ended at start |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
 //! | `control.rs` | the control socket's server side |
@@ -50,6 +51,7 @@ use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod audit;
 mod backend;
 mod cluster;
 mod control;
@@ -358,4 +360,6 @@ struct Loop {
     files: reload::FileState,
     /// A cgroup per run, or process groups (`rea_exec::cgroup`).
     containment: std::sync::Arc<rea_exec::cgroup::Containment>,
+    /// Where state-changing requests are recorded with their answers.
+    audit: audit::Audit,
 }

@@ -13,6 +13,7 @@ use rea_core::oneshot::{OneShot, OneShotRare};
 use tokio::sync::oneshot;
 use tracing::{error, info};
 
+use super::audit::Pending;
 use super::reload::ReloadCause;
 use super::status::oneshot_info;
 use super::users::Scope;
@@ -98,7 +99,10 @@ impl Loop {
                 }
                 Reply::Done(Response::with(&self.status_reply(job.as_deref(), now, scope)))
             }
-            Request::History { .. } | Request::FindRun { .. } | Request::LatestFinalRun { .. } => {
+            Request::History { .. }
+            | Request::FindRun { .. }
+            | Request::LatestFinalRun { .. }
+            | Request::Audit { .. } => {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
@@ -176,18 +180,29 @@ impl Loop {
         actions: &mut VecDeque<Action>,
     ) {
         let mut request = incoming.request;
-        let scope = match self.authorize(incoming.peer, &mut request) {
+        let mut audited = Pending::of(&request, incoming.peer, incoming.source.as_deref());
+        let authorized = self.authorize(incoming.peer, &mut request);
+        if let (Some(pending), Ok(scope)) = (&mut audited, &authorized) {
+            pending.scoped(scope);
+        }
+        // Every state-changing request's answer goes by the audit log.
+        let reply = match audited {
+            Some(pending) => self.audit.watch(pending, incoming.reply),
+            None => incoming.reply,
+        };
+        let scope = match authorized {
             Ok(scope) => scope,
             Err(refusal) => {
-                let _ = incoming.reply.send(Reply::Done(refusal));
+                let _ = reply.send(Reply::Done(refusal));
                 return;
             }
         };
         let Some(incoming) = self.cluster_incoming(
             Incoming {
                 request,
-                reply: incoming.reply,
+                reply,
                 peer: incoming.peer,
+                source: incoming.source,
             },
             &scope,
         ) else {
@@ -205,7 +220,8 @@ impl Loop {
             },
             request @ (Request::History { .. }
             | Request::FindRun { .. }
-            | Request::LatestFinalRun { .. }) => {
+            | Request::LatestFinalRun { .. }
+            | Request::Audit { .. }) => {
                 self.commit_submissions(batch, actions);
                 self.history_request(request, &scope, incoming.reply);
             }

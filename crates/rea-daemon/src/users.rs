@@ -221,9 +221,9 @@ const HISTORY_QUERIES: usize = 2;
 static QUERY_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HISTORY_QUERIES);
 
 impl Loop {
-    /// `rea history` / `rea logs` for a user who cannot read the state
-    /// directory (it is root's): answered from the history, off the loop,
-    /// for their own jobs only.
+    /// `rea history` / `rea logs` / `rea audit` for a user who cannot read
+    /// the state directory (it is root's): answered from the history (the
+    /// audit log), off the loop, for their own jobs (tenant) only.
     pub(super) fn history_request(
         &self,
         request: Request,
@@ -235,12 +235,14 @@ impl Loop {
             Scope::User(_) => Some(self.visible_names(scope).map(str::to_string).collect()),
         };
         let dir = self.opts.state_dir.clone();
+        let scope = scope.clone();
         tokio::spawn(async move {
             let Ok(_slot) = QUERY_SLOTS.acquire().await else {
                 return;
             };
-            let answer = tokio::task::spawn_blocking(move || {
-                answer_history(&dir, request, visible.as_ref())
+            let answer = tokio::task::spawn_blocking(move || match &request {
+                Request::Audit { query } => crate::audit::answer(&dir, query, &scope),
+                _ => answer_history(&dir, request, visible.as_ref()),
             })
             .await
             .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));

@@ -1,0 +1,263 @@
+//! The audit log (`audit.jsonl`, `rea audit`): every state-changing
+//! request, refused ones too, once, with who asked, from where, in which
+//! tenant, for what, and the answer; root reads every entry, each user her
+//! own tenant's only. Two unprivileged users; needs root (to switch users)
+//! and skips loudly without.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use serde_json::Value;
+
+use crate::support::{skip_unless_root, throwaway_user, wait_until, Conn, Env};
+use crate::users::rea_as;
+
+const ALICE: &str = "rea-alice";
+const BOB: &str = "rea-bob";
+
+/// `rea audit --json ARGS` as root: the entries, newest first.
+fn audit(env: &Env, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["audit", "--json"];
+    all.extend_from_slice(args);
+    lines(&env.rea(&all).ok().stdout)
+}
+
+fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The one entry of `user` doing `action` on `target` (panics on none or
+/// several: each request is recorded once).
+fn one<'a>(entries: &'a [Value], user: &str, action: &str, target: &[&str]) -> &'a Value {
+    let found: Vec<&Value> = entries
+        .iter()
+        .filter(|e| {
+            e["user"] == user && e["action"] == action && e["target"] == serde_json::json!(target)
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{user} {action} {target:?} in:\n{}",
+        entries
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    found[0]
+}
+
+/// A root daemon with a system job `sys` and one job per user (`hers`,
+/// `his`), each a long sleep.
+fn setup() -> Env {
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    let hung = |name: &str| {
+        format!(
+            "[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
+        )
+    };
+    env.jobs(&hung("sys"));
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
+        let f = env.write(&format!("users/{user}.toml"), &hung(job));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    env
+}
+
+#[test]
+fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
+    if skip_unless_root("every_state_changing_request_is_audited_once_and_each_user_sees_her_own") {
+        return;
+    }
+    let env = setup();
+    let d = env.daemon();
+    let uid_of = |user: &str| throwaway_user(user).expect("user").0;
+
+    // Root, through the CLI: every kind of change.
+    env.rea(&["trigger", "sys"]).ok();
+    env.rea(&["kill", "sys"]).ok();
+    env.rea(&["pause", "sys"]).ok();
+    env.rea(&["resume", "sys"]).ok();
+    env.rea(&["reload"]).ok();
+    env.rea(&["submit", "--in", "1h", "--name", "later", "--", "/bin/true"])
+        .ok();
+    env.rea(&["cancel", "later"]).ok();
+    let editor = env.write(
+        "editor.sh",
+        "#!/bin/sh\nprintf '[jobs.hers]\\nschedule = \"@yearly\"\\ncommand = \"sleep 300\"\\nkill_grace = \"1s\"\\ntags = [\"edited\"]\\n' > \"$1\"\n",
+    );
+    fs::set_permissions(&editor, fs::Permissions::from_mode(0o755)).expect("chmod");
+    env.rea_env(
+        &["edit", "--user", ALICE],
+        &[
+            ("REA_FILE", env.jobs_path().to_str().expect("utf-8")),
+            ("EDITOR", editor.to_str().expect("utf-8")),
+        ],
+    )
+    .ok();
+    // A client that does not say what it is: `socket`.
+    let answer = Conn::open(&env.socket())
+        .ask(r#"{"v":1,"op":"pause","jobs":["sys"]}"#)
+        .expect("answer");
+    assert_eq!(answer["ok"], true, "{answer}");
+
+    // Alice: her own job, and attempts on root's.
+    rea_as(&env, ALICE, &["trigger", "hers"], None).ok();
+    rea_as(&env, ALICE, &["trigger", "sys"], None).code(5);
+    rea_as(&env, ALICE, &["pause", "sys"], None).code(5);
+    rea_as(&env, ALICE, &["reload"], None).code(1);
+    // Bob: his own.
+    rea_as(&env, BOB, &["pause", "his"], None).ok();
+
+    let expected = 14;
+    wait_until("every request in the audit log", || {
+        audit(&env, &["-n", "100"]).len() >= expected
+    });
+    let all = audit(&env, &["-n", "100"]);
+    assert_eq!(all.len(), expected, "{all:#?}");
+
+    // Each kind of change, once, with its fields.
+    let trigger = one(&all, "root", "trigger", &["sys"]);
+    assert_eq!(
+        (
+            &trigger["uid"],
+            &trigger["tenant"],
+            &trigger["source"],
+            &trigger["result"]
+        ),
+        (
+            &Value::from(0),
+            &Value::Null,
+            &Value::from("cli"),
+            &Value::from("ok")
+        )
+    );
+    assert!(
+        trigger["ts"].as_str().expect("ts").ends_with('Z'),
+        "{trigger}"
+    );
+    for (action, target) in [
+        ("kill", vec!["sys"]),
+        ("resume", vec!["sys"]),
+        ("reload", vec![]),
+        ("submit", vec!["later"]),
+        ("cancel", vec!["later"]),
+    ] {
+        let e = one(&all, "root", action, &target);
+        assert_eq!(
+            (&e["result"], &e["source"]),
+            (&Value::from("ok"), &Value::from("cli")),
+            "{e}"
+        );
+    }
+    let pauses: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["user"] == "root" && e["action"] == "pause")
+        .collect();
+    let sources: Vec<&str> = pauses
+        .iter()
+        .map(|e| e["source"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(sources, ["socket", "cli"], "newest first");
+    // Root's edit of alice's file is in her tenant.
+    let edit = one(&all, "root", "edit", &[ALICE]);
+    assert_eq!(
+        (&edit["tenant"], &edit["result"]),
+        (&Value::from(ALICE), &Value::from("ok"))
+    );
+
+    // Alice's own, and her refused attempts on root's job, in her tenant.
+    let hers = one(&all, ALICE, "trigger", &["hers"]);
+    assert_eq!(
+        (&hers["uid"], &hers["tenant"], &hers["result"]),
+        (
+            &Value::from(uid_of(ALICE)),
+            &Value::from(ALICE),
+            &Value::from("ok")
+        )
+    );
+    let refused = one(&all, ALICE, "trigger", &["sys"]);
+    assert_eq!(
+        (&refused["result"], &refused["code"], &refused["tenant"]),
+        (
+            &Value::from("refused"),
+            &Value::from("unknown_job"),
+            &Value::from(ALICE)
+        )
+    );
+    assert!(refused["message"]
+        .as_str()
+        .expect("message")
+        .contains("no job named \"sys\""));
+    assert_eq!(one(&all, ALICE, "pause", &["sys"])["result"], "refused");
+    let reload = one(&all, ALICE, "reload", &[]);
+    assert_eq!(
+        (&reload["result"], &reload["code"]),
+        (&Value::from("refused"), &Value::from("refused"))
+    );
+    one(&all, BOB, "pause", &["his"]);
+
+    // The filters.
+    let refusals = audit(&env, &["--refused"]);
+    assert_eq!(refusals.len(), 3, "{refusals:#?}");
+    assert!(refusals.iter().all(|e| e["user"] == ALICE));
+    assert_eq!(audit(&env, &["--user", ALICE]).len(), 4);
+    assert_eq!(audit(&env, &["--user", &uid_of(BOB).to_string()]).len(), 1);
+    assert_eq!(
+        audit(&env, &["--tenant", ALICE]).len(),
+        5,
+        "hers and root's edit"
+    );
+    assert_eq!(audit(&env, &["--tenant", "system"]).len(), 8);
+    assert_eq!(
+        audit(&env, &["--action", "trigger", "--action", "kill"]).len(),
+        4
+    );
+    assert_eq!(audit(&env, &["--job", "sys", "--action", "pause"]).len(), 3);
+    assert_eq!(audit(&env, &["-n", "2"]).len(), 2);
+    assert_eq!(audit(&env, &["--since", "1h"]).len(), expected);
+    assert!(audit(&env, &["--until", "1h"]).is_empty());
+    let text = env
+        .rea(&["audit", "--user", ALICE, "--action", "trigger"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        text.starts_with("TIME")
+            && text.contains("TENANT")
+            && text.contains("refused: no job named"),
+        "{text}"
+    );
+
+    // Alice sees her tenant's entries only, her names unqualified; bob his.
+    let seen = lines(
+        &rea_as(&env, ALICE, &["audit", "--json", "-n", "100"], None)
+            .ok()
+            .stdout,
+    );
+    assert_eq!(seen.len(), 5, "{seen:#?}");
+    assert!(seen.iter().all(|e| e["tenant"] == ALICE));
+    one(&seen, ALICE, "trigger", &["hers"]);
+    one(&seen, "root", "edit", &[ALICE]);
+    let his = lines(&rea_as(&env, BOB, &["audit", "--json"], None).ok().stdout);
+    assert_eq!(his.len(), 1, "{his:#?}");
+    assert_eq!(his[0]["user"], BOB);
+    assert!(lines(
+        &rea_as(&env, BOB, &["audit", "--json", "--user", ALICE], None)
+            .ok()
+            .stdout
+    )
+    .is_empty());
+
+    // The file is root's and private.
+    let meta = fs::metadata(env.state().join("audit.jsonl")).expect("audit.jsonl");
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600));
+    rea_as(&env, ALICE, &["kill", "hers"], None).ok();
+    assert_eq!(d.stop(), 0);
+}
