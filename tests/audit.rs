@@ -261,3 +261,133 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
     rea_as(&env, ALICE, &["kill", "hers"], None).ok();
     assert_eq!(d.stop(), 0);
 }
+
+/// Cluster mode: each node's entries also go to the cluster database
+/// (`rea.audit`), where root's `rea audit` on any node reads them all,
+/// each with the node that answered.
+#[test]
+fn cluster_the_audit_log_holds_every_nodes_entries() {
+    let Some(pg) = crate::support::pg::shared("cluster_the_audit_log") else {
+        return;
+    };
+    let file = format!(
+        "[cluster]\nurl = \"{}\"\nname = \"audited\"\nlease = \"3s\"\nheartbeat = \"250ms\"\ngrace = \"1s\"\n\n[jobs.tick]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+        pg.url
+    );
+    let nodes: Vec<(&str, Env)> = ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            let env = Env::new();
+            env.jobs(&file);
+            (name, env)
+        })
+        .collect();
+    let rea = |(name, env): &(&str, Env), args: &[&str]| {
+        env.rea_env(
+            args,
+            &[
+                ("REA_FILE", env.jobs_path().to_str().expect("path")),
+                ("REA_NODE", name),
+            ],
+        )
+    };
+    let daemons: Vec<_> = nodes
+        .iter()
+        .map(|(name, env)| env.daemon_with_env(&[], &[("REA_NODE", name)]))
+        .collect();
+    let (a, b) = (&nodes[0], &nodes[1]);
+    wait_until("both nodes answer", || {
+        rea(a, &["status", "--json"]).code == 0 && rea(b, &["status", "--json"]).code == 0
+    });
+    rea(a, &["pause", "tick"]).ok();
+    rea(b, &["resume", "tick"]).ok();
+    rea(b, &["trigger", "nope"]).code(5);
+    let entries = || lines(&rea(a, &["audit", "--json"]).ok().stdout);
+    wait_until("three entries in the database", || entries().len() >= 3);
+    let all = entries();
+    let seen: Vec<(&str, &str, &str, &str)> = all
+        .iter()
+        .map(|e| {
+            (
+                e["node"].as_str().unwrap_or(""),
+                e["action"].as_str().unwrap_or(""),
+                e["result"].as_str().unwrap_or(""),
+                e["source"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("b", "trigger", "refused", "cli"),
+            ("b", "resume", "ok", "cli"),
+            ("a", "pause", "ok", "cli"),
+        ],
+        "{all:#?}"
+    );
+    // The filters are the database's too.
+    let refused = lines(
+        &rea(b, &["audit", "--json", "--refused", "--user", "root"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    assert_eq!(refused[0]["code"], "unknown_job");
+    assert_eq!(refused[0]["target"], serde_json::json!(["nope"]));
+    let pauses = lines(
+        &rea(
+            b,
+            &[
+                "audit", "--json", "--action", "pause", "--job", "tick", "--tenant", "system",
+            ],
+        )
+        .ok()
+        .stdout,
+    );
+    assert_eq!(pauses.len(), 1, "{pauses:#?}");
+    // Pause and resume changed the database from the command itself (no
+    // daemon answered them): their entries are the database's only; the
+    // trigger was b's daemon's, in its own file too.
+    assert!(!a.1.state().join("audit.jsonl").exists());
+    let local = fs::read_to_string(b.1.state().join("audit.jsonl")).expect("audit.jsonl");
+    assert_eq!(lines(&local).len(), 1, "{local}");
+    assert_eq!(
+        pg.psql("select count(*) from rea.audit where cluster = 'audited'")
+            .trim(),
+        "3"
+    );
+    for d in daemons {
+        assert_eq!(d.stop(), 0);
+    }
+}
+
+/// A client sending requests as fast as the daemon answers (pipelined, in
+/// bounded rounds) has each one recorded, none lost: when the writer's
+/// queue is full the answers wait for it, not the entries.
+#[test]
+fn a_flood_of_requests_is_recorded_whole() {
+    let env = Env::new();
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let d = env.daemon();
+    let mut conn = Conn::open(&env.socket());
+    let (rounds, per_round) = (8, 500);
+    for _ in 0..rounds {
+        for _ in 0..per_round {
+            assert!(conn.send(r#"{"v":1,"source":"flood","op":"trigger","job":"nope"}"#));
+        }
+        for _ in 0..per_round {
+            let answer = conn.recv().expect("an answer to each request");
+            assert_eq!(answer["code"], "unknown_job", "{answer}");
+        }
+    }
+    let total = rounds * per_round;
+    let count = || {
+        audit(&env, &["--refused", "-n", "100000"])
+            .iter()
+            .filter(|e| e["source"] == "flood" && e["target"] == serde_json::json!(["nope"]))
+            .count()
+    };
+    wait_until("every request recorded", || count() >= total);
+    assert_eq!(count(), total);
+    assert_eq!(d.stop(), 0);
+}

@@ -158,6 +158,22 @@ impl Entry {
     }
 }
 
+/// The tenant root's (or the daemon's user's) request acted in: that of
+/// the jobs it names when they are all one user's (for an edit, the user
+/// whose file it is), else the system's (None).
+pub fn admin_tenant(action: Action, target: &[String]) -> Option<String> {
+    let owners: Vec<Tenant<'_>> = match action {
+        Action::Edit => target.iter().map(|u| Tenant::User(u)).collect(),
+        _ => target.iter().map(|t| Tenant::of(t)).collect(),
+    };
+    let first = owners.first().copied()?;
+    if owners.iter().all(|o| *o == first) {
+        first.user().map(str::to_string)
+    } else {
+        None
+    }
+}
+
 /// A client's self-declared source as the log keeps it: short and plain,
 /// else `socket`.
 pub fn source_name(declared: Option<&str>) -> String {
@@ -288,6 +304,20 @@ mod tests {
         assert_eq!(seen.target, ["backup"]);
         assert!(entry().seen_by(Tenant::User("bob")).is_none());
         assert!(entry().seen_by(Tenant::System).is_none());
+    }
+
+    #[test]
+    fn roots_request_is_in_the_tenant_of_the_jobs_it_names() {
+        let t = |names: &[&str]| {
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            admin_tenant(Action::Pause, &names)
+        };
+        assert_eq!(t(&["alice/a", "alice/b"]).as_deref(), Some("alice"));
+        assert_eq!(t(&["alice/a", "bob/b"]), None);
+        assert_eq!(t(&["alice/a", "backup"]), None);
+        assert_eq!(t(&[]), None);
+        let edit = admin_tenant(Action::Edit, &["bob".to_string()]);
+        assert_eq!(edit.as_deref(), Some("bob"));
     }
 
     #[test]

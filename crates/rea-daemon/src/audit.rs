@@ -144,17 +144,7 @@ impl Pending {
                     e.target.push(me.clone());
                 }
             }
-            Scope::Admin => {
-                let owners: Vec<Tenant<'_>> = match e.action {
-                    Action::Edit => e.target.iter().map(|u| Tenant::User(u)).collect(),
-                    _ => e.target.iter().map(|t| Tenant::of(t)).collect(),
-                };
-                let one = owners
-                    .first()
-                    .copied()
-                    .filter(|t| owners.iter().all(|o| o == t));
-                e.tenant = one.and_then(|t| t.user()).map(str::to_string);
-            }
+            Scope::Admin => e.tenant = rea_core::audit::admin_tenant(e.action, &e.target),
         }
     }
 

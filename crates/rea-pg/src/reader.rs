@@ -595,6 +595,22 @@ impl HistoryReader for Reader {
     }
 }
 
+impl Reader {
+    /// Records `entry` in the audit log, for a change this command made
+    /// in the database itself (no daemon answered it): `node` is where
+    /// the command ran.
+    pub fn audit(&self, node: &str, entry: &rea_core::audit::Entry) -> Result<(), String> {
+        let rows = Value::Array(vec![crate::node::audit::row(entry)]);
+        self.rt
+            .block_on(
+                self.client
+                    .execute(crate::node::audit::INSERT, &[&self.cluster, &node, &rows]),
+            )
+            .map(|_| ())
+            .map_err(|e| error_text(&e))
+    }
+}
+
 /// `rea audit` in cluster mode: every node's entries, newest first, each
 /// filter in the statement so the limit counts only what is selected.
 impl rea_store::audit::AuditReader for Reader {

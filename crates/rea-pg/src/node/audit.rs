@@ -4,6 +4,10 @@
 //! never queues behind a claim), inserts what arrived together in one
 //! statement and keeps the table to the newest [`KEEP`] rows.
 //!
+//! The query commands that change the database themselves (`rea pause`,
+//! `resume`, `cancel` in cluster mode) write their entry with the same
+//! statement (`Reader::audit`).
+//!
 //! Bounded: the queue holds [`QUEUE`] entries; when it is full (the
 //! database is slow or away) entries are dropped and counted, and the
 //! count is logged when writing works again. The state directory's
@@ -43,7 +47,7 @@ impl AuditSink for Sink {
     }
 }
 
-const INSERT: &str = "insert into rea.audit
+pub(crate) const INSERT: &str = "insert into rea.audit
       (cluster, ts, node, uid, \"user\", tenant, source, action, target, result, code, message)
     select $1, e.ts, $2, e.uid, e.usr, e.tenant, e.source, e.action,
       coalesce((select array_agg(t) from jsonb_array_elements_text(e.target) t), '{}'),
@@ -116,7 +120,7 @@ async fn write(
 }
 
 /// An entry as the insert's JSON row.
-fn row(e: &Entry) -> serde_json::Value {
+pub(crate) fn row(e: &Entry) -> serde_json::Value {
     serde_json::json!({
         "ts": rea_core::record::format_ts(e.ts),
         "uid": e.uid,

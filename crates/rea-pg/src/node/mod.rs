@@ -52,7 +52,7 @@ use heartbeat::heartbeat_loop;
 use oneshots::ONESHOT_BATCH;
 use task::main_loop;
 
-mod audit;
+pub(crate) mod audit;
 mod claims;
 mod heartbeat;
 mod jobs;
