@@ -79,6 +79,7 @@ complete -c rea -n "__fish_rea_using_subcommand next" -l client-timeout -d 'How 
 complete -c rea -n "__fish_rea_using_subcommand next" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand next" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand next" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand status" -l tenant -d 'With --check: whose jobs count: `system` (root\'s default), a user\'s name, or `all`; a user\'s probe counts her own' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r

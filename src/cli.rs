@@ -237,6 +237,10 @@ pub(crate) struct StatusArgs {
     /// (CRITICAL: a job's last run failed or timed out, or no daemon runs)
     #[arg(long, conflicts_with = "json")]
     pub(crate) check: bool,
+    /// With --check: whose jobs count: `system` (root's default), a user's
+    /// name, or `all`; a user's probe counts her own
+    #[arg(long, requires = "check", value_name = "TENANT")]
+    pub(crate) tenant: Option<String>,
     /// Show times in UTC instead of the machine's zone
     #[arg(long)]
     pub(crate) utc: bool,

@@ -173,7 +173,7 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
     );
 
     // Alice's own, and her refused attempts on root's job, in her tenant.
-    let hers = one(&all, ALICE, "trigger", &["hers"]);
+    let hers = one(&all, ALICE, "trigger", &["rea-alice/hers"]);
     assert_eq!(
         (&hers["uid"], &hers["tenant"], &hers["result"]),
         (
@@ -182,7 +182,8 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
             &Value::from("ok")
         )
     );
-    let refused = one(&all, ALICE, "trigger", &["sys"]);
+    // Her names are hers: "sys" is a job of hers that does not exist.
+    let refused = one(&all, ALICE, "trigger", &["rea-alice/sys"]);
     assert_eq!(
         (&refused["result"], &refused["code"], &refused["tenant"]),
         (
@@ -191,17 +192,17 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
             &Value::from(ALICE)
         )
     );
-    assert!(refused["message"]
-        .as_str()
-        .expect("message")
-        .contains("no job named \"sys\""));
-    assert_eq!(one(&all, ALICE, "pause", &["sys"])["result"], "refused");
+    assert_eq!(refused["message"], "no job named \"rea-alice/sys\"");
+    assert_eq!(
+        one(&all, ALICE, "pause", &["rea-alice/sys"])["result"],
+        "refused"
+    );
     let reload = one(&all, ALICE, "reload", &[]);
     assert_eq!(
         (&reload["result"], &reload["code"]),
         (&Value::from("refused"), &Value::from("refused"))
     );
-    one(&all, BOB, "pause", &["his"]);
+    one(&all, BOB, "pause", &["rea-bob/his"]);
 
     // The filters.
     let refusals = audit(&env, &["--refused"]);
@@ -219,7 +220,8 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
         audit(&env, &["--action", "trigger", "--action", "kill"]).len(),
         4
     );
-    assert_eq!(audit(&env, &["--job", "sys", "--action", "pause"]).len(), 3);
+    assert_eq!(audit(&env, &["--job", "sys", "--action", "pause"]).len(), 2);
+    assert_eq!(audit(&env, &["--job", "rea-alice/hers"]).len(), 1);
     assert_eq!(audit(&env, &["-n", "2"]).len(), 2);
     assert_eq!(audit(&env, &["--since", "1h"]).len(), expected);
     assert!(audit(&env, &["--until", "1h"]).is_empty());
@@ -244,6 +246,10 @@ fn every_state_changing_request_is_audited_once_and_each_user_sees_her_own() {
     assert_eq!(seen.len(), 5, "{seen:#?}");
     assert!(seen.iter().all(|e| e["tenant"] == ALICE));
     one(&seen, ALICE, "trigger", &["hers"]);
+    let attempt = one(&seen, ALICE, "trigger", &["sys"]);
+    assert_eq!(attempt["message"], "no job named \"sys\"");
+    let mine = rea_as(&env, ALICE, &["audit", "--json", "--job", "hers"], None);
+    assert_eq!(lines(&mine.ok().stdout).len(), 1);
     one(&seen, "root", "edit", &[ALICE]);
     let his = lines(&rea_as(&env, BOB, &["audit", "--json"], None).ok().stdout);
     assert_eq!(his.len(), 1, "{his:#?}");

@@ -154,6 +154,10 @@ impl Entry {
                 *t = local.to_string();
             }
         }
+        // Messages quote the names they hold.
+        if let (Some(m), Some(user)) = (&mut e.message, tenant.user()) {
+            *m = m.replace(&format!("\"{user}{}", crate::tenant::SEPARATOR), "\"");
+        }
         Some(e)
     }
 }
@@ -300,8 +304,11 @@ mod tests {
 
     #[test]
     fn a_user_sees_her_own_entries_with_her_names_unqualified() {
-        let seen = entry().seen_by(Tenant::User("alice")).unwrap();
+        let mut refused = entry();
+        refused.message = Some("no job named \"alice/backup\"".into());
+        let seen = refused.seen_by(Tenant::User("alice")).unwrap();
         assert_eq!(seen.target, ["backup"]);
+        assert_eq!(seen.message.as_deref(), Some("no job named \"backup\""));
         assert!(entry().seen_by(Tenant::User("bob")).is_none());
         assert!(entry().seen_by(Tenant::System).is_none());
     }

@@ -180,15 +180,24 @@ impl Loop {
         actions: &mut VecDeque<Action>,
     ) {
         let mut request = incoming.request;
-        let mut audited = Pending::of(&request, incoming.peer, incoming.source.as_deref());
         let authorized = self.authorize(incoming.peer, &mut request);
-        if let (Some(pending), Ok(scope)) = (&mut audited, &authorized) {
-            pending.scoped(scope);
-        }
-        // Every state-changing request's answer goes by the audit log.
-        let reply = match audited {
-            Some(pending) => self.audit.watch(pending, incoming.reply),
-            None => incoming.reply,
+        // A user's answers name her jobs as she does, whichever part of
+        // the daemon makes them.
+        let reply = match &authorized {
+            Ok(Scope::User(me)) => super::users::localizing(incoming.reply, me.clone()),
+            _ => incoming.reply,
+        };
+        // Every state-changing request's answer goes by the audit log
+        // first, as the daemon made it (names as stored), refusals too;
+        // its names are a user's qualified once authorized.
+        let reply = match Pending::of(&request, incoming.peer, incoming.source.as_deref()) {
+            Some(mut pending) => {
+                if let Ok(scope) = &authorized {
+                    pending.scoped(scope);
+                }
+                self.audit.watch(pending, reply)
+            }
+            None => reply,
         };
         let scope = match authorized {
             Ok(scope) => scope,
@@ -353,19 +362,25 @@ impl Loop {
         scope: &Scope,
         now: chrono::DateTime<Utc>,
     ) -> Response {
+        // A user names her own jobs bare; a run id is no job name.
+        let qualified = match scope.tenant() {
+            Some(me) if !me.owns(target) => me.qualify(target),
+            _ => target.to_string(),
+        };
         let job = self
             .config
             .jobs
             .iter()
-            .find(|j| j.name == target && scope.sees(j));
-        // Root may kill any run; a user only the runs of her own jobs.
+            .find(|j| j.name == qualified && scope.sees(j));
+        let target = if job.is_some() {
+            qualified.as_str()
+        } else {
+            target
+        };
+        // Root may kill any run; a user only the runs of her own jobs
+        // (never a one-shot's: its owner is root).
         let may = |source: &Source| {
-            *scope == Scope::Admin
-                || matches!(source, Source::Job(name) if self
-                    .config
-                    .jobs
-                    .iter()
-                    .any(|j| j.name == *name && scope.sees(j)))
+            *scope == Scope::Admin || matches!(source, Source::Job(name) if scope.owns(name))
         };
         let in_progress = self.engine.runs_in_progress();
         let chosen: Vec<&rea_core::engine::RunInProgress> = if job.is_some() {
