@@ -259,15 +259,77 @@ pub(crate) fn seen(entry: Entry, scope: &Scope) -> Option<Entry> {
     }
 }
 
-/// Entries a user's `rea audit` gets at most in one answer.
+/// Entries a `rea audit` asked of the daemon gets at most in one answer,
+/// and the bytes of log they may take: what an answer costs the daemon's
+/// memory is bounded whatever the query.
 pub(crate) const MAX_ANSWER: usize = 10_000;
+const MAX_ANSWER_BYTES: usize = 4 << 20;
 
-/// A user's `rea audit`, answered from the state directory's log.
+/// `rea audit` asked of the daemon (a user's), answered from the state
+/// directory's log.
 pub(crate) fn answer(dir: &Path, query: &rea_core::audit::Query, scope: &Scope) -> Response {
     let reader = rea_store::audit::JsonlAuditReader::new(dir);
     let limit = query.limit.unwrap_or(MAX_ANSWER).min(MAX_ANSWER);
-    match reader.scan(limit, |e| seen(e, scope).filter(|e| query.matches(e))) {
+    match reader.scan(limit, MAX_ANSWER_BYTES, |e| {
+        seen(e, scope).filter(|e| query.matches(e))
+    }) {
         Ok(entries) => Response::with(&entries),
         Err(e) => Response::err("refused", format!("cannot read the audit log: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rea_proto::protocol::Selector;
+
+    fn finished(request: &Request, uid: u32, scope: &Scope, answer: Option<Response>) -> Entry {
+        let mut p = Pending::of(request, Peer { uid }, Some("cli")).expect("audited");
+        p.scoped(scope);
+        p.answered(answer.map(Reply::Done).as_ref())
+    }
+
+    #[test]
+    fn an_entry_says_who_did_what_and_how_it_was_answered() {
+        let pause = Request::Pause(Selector {
+            jobs: vec!["alice/a".into()],
+            tag: Some("nightly".into()),
+            all: false,
+        });
+        let e = finished(
+            &pause,
+            0,
+            &Scope::Admin,
+            Some(Response::ok(serde_json::json!({}))),
+        );
+        assert_eq!(
+            (e.user.as_deref(), e.tenant.as_deref(), e.result),
+            (Some("root"), None, Outcome::Ok),
+            "alice's job and a tag: not one tenant's"
+        );
+        assert_eq!(e.target, ["alice/a", "tag:nightly"]);
+
+        let trigger = Request::Trigger {
+            job: "alice/x".into(),
+            force: false,
+            wait: false,
+            follow: false,
+        };
+        let refusal = Response::err("unknown_job", "no job named \"alice/x\"");
+        let e = finished(&trigger, 1001, &Scope::User("alice".into()), Some(refusal));
+        assert_eq!(
+            (e.tenant.as_deref(), e.result, e.code.as_deref()),
+            (Some("alice"), Outcome::Refused, Some("unknown_job"))
+        );
+
+        let reload = finished(&Request::Reload, 0, &Scope::Admin, None);
+        assert_eq!(reload.result, Outcome::Refused, "the daemon stopped first");
+
+        let submit = Request::Submit(crate::control::Submission::default());
+        let ok = Response::ok(serde_json::json!({"id": "oneshot-1", "due": "x"}));
+        let e = finished(&submit, 0, &Scope::Admin, Some(ok));
+        assert_eq!(e.target, ["oneshot-1"], "known by the id it got");
+
+        assert!(Pending::of(&Request::Ping, Peer { uid: 0 }, None).is_none());
     }
 }

@@ -177,20 +177,20 @@ impl JsonlAuditReader {
     }
 
     /// Up to `limit` entries, newest first, each as `keep` returns it
-    /// (None: left out). Memory is the answer and one chunk of a file.
+    /// (None: left out), stopping once those kept took `max_bytes` of the
+    /// log. Memory is the answer and one chunk of a file.
     pub fn scan(
         &self,
         limit: usize,
+        max_bytes: usize,
         mut keep: impl FnMut(Entry) -> Option<Entry>,
     ) -> io::Result<Vec<Entry>> {
         let mut found = Vec::new();
+        let mut bytes = 0usize;
         let files = std::iter::once(log_path(&self.dir)).chain(
             (1..=MAX_FILES.max(rotated_count(&self.dir))).map(|n| rotated_path(&self.dir, n)),
         );
         for path in files {
-            if found.len() >= limit {
-                break;
-            }
             let file = match crate::files::open_read(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -198,13 +198,15 @@ impl JsonlAuditReader {
             };
             let len = file.metadata()?.len();
             for line in RevLines::new(&file, len, 64 * 1024) {
-                let Ok(entry) = serde_json::from_slice::<Entry>(&line?) else {
+                let line = line?;
+                let Ok(entry) = serde_json::from_slice::<Entry>(&line) else {
                     continue;
                 };
                 if let Some(e) = keep(entry) {
                     found.push(e);
-                    if found.len() >= limit {
-                        break;
+                    bytes += line.len();
+                    if found.len() >= limit || bytes >= max_bytes {
+                        return Ok(found);
                     }
                 }
             }
@@ -234,7 +236,7 @@ fn rotated_count(dir: &Path) -> u32 {
 
 impl AuditReader for JsonlAuditReader {
     fn query(&self, query: &Query) -> io::Result<Vec<Entry>> {
-        self.scan(query.limit.unwrap_or(usize::MAX), |e| {
+        self.scan(query.limit.unwrap_or(usize::MAX), usize::MAX, |e| {
             query.matches(&e).then_some(e)
         })
     }
