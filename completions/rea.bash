@@ -336,7 +336,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --until --limit --json --utc --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --status --failed --since --until --limit --tenant --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -359,6 +359,10 @@ _rea() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tenant)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

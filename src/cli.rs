@@ -331,6 +331,9 @@ pub(crate) struct HistoryArgs {
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub(crate) limit: usize,
+    /// Only the runs of this user's jobs (root; a user's history is her own)
+    #[arg(long, value_name = "USER")]
+    pub(crate) tenant: Option<String>,
     /// Machine-readable output (JSON lines, the history schema; times in UTC)
     #[arg(long)]
     pub(crate) json: bool,

@@ -729,5 +729,19 @@ fn each_caller_sees_and_probes_their_own_tenant() {
     let all = rea_as(&env, CAROL, &["status", "--json"], None).ok().json();
     assert_eq!(all["jobs"].as_array().map(Vec::len), Some(3), "{all}");
     rea_as(&env, CAROL, &["trigger", "payroll"], None).code(5);
+
+    // Root reads one tenant's history; a user reads no one else's.
+    let alices = env
+        .rea(&["history", "--tenant", ALICE, "--json"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        alices.contains("rea-alice/flaky") && !alices.contains("\"payroll\""),
+        "{alices}"
+    );
+    rea_as(&env, BOB, &["history", "--tenant", ALICE], None)
+        .code(1)
+        .stderr_has("only root may read another tenant's history");
     assert_eq!(d.stop(), 0);
 }

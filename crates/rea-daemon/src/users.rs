@@ -212,6 +212,12 @@ impl Loop {
                     }
                 }
             }
+            Request::History { query } if query.tenant.as_ref().is_some_and(|t| *t != user) => {
+                Err(Response::err(
+                    "refused",
+                    "only root may read another tenant's history; yours is rea history",
+                ))
+            }
             _ => {
                 qualify_request(&user, request);
                 Ok(Scope::User(user))
