@@ -20,6 +20,9 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use rea_core::audit::{Action, Entry, Outcome};
@@ -43,6 +46,9 @@ const BATCH: usize = 512;
 #[derive(Clone)]
 pub(crate) struct Audit {
     tx: mpsc::Sender<Entry>,
+    /// Entries answered and not yet written (queued, waiting for room in
+    /// the queue, or in the writer's hands).
+    unwritten: Arc<AtomicUsize>,
 }
 
 /// An entry being made: what was asked and by whom, before the answer.
@@ -59,11 +65,22 @@ impl Audit {
     ) -> Result<Audit, String> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let file = AuditFile::new(state_dir);
+        let unwritten = Arc::new(AtomicUsize::new(0));
+        let count = unwritten.clone();
         std::thread::Builder::new()
             .name("rea-audit".into())
-            .spawn(move || writer(rx, file, cluster))
+            .spawn(move || writer(rx, file, cluster, &count))
             .map_err(|e| format!("cannot start the audit log's writer: {e}"))?;
-        Ok(Audit { tx })
+        Ok(Audit { tx, unwritten })
+    }
+
+    /// Waits (at most `patience`) until every entry queued so far is
+    /// written: the daemon's last answers are audited before it exits.
+    pub(crate) async fn drained(&self, patience: Duration) {
+        let deadline = tokio::time::Instant::now() + patience;
+        while self.unwritten.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// The reply channel to hand the loop for `pending`'s request: its
@@ -75,11 +92,15 @@ impl Audit {
     ) -> oneshot::Sender<Reply> {
         let (tx, rx) = oneshot::channel();
         let queue = self.tx.clone();
+        let unwritten = self.unwritten.clone();
         tokio::spawn(async move {
             let answer = rx.await;
             let entry = pending.answered(answer.as_ref().ok());
+            unwritten.fetch_add(1, Ordering::AcqRel);
             // Full: wait (this client's answer waits with it).
-            let _ = queue.send(entry).await;
+            if queue.send(entry).await.is_err() {
+                unwritten.fetch_sub(1, Ordering::AcqRel);
+            }
             if let Ok(answer) = answer {
                 let _ = reply.send(answer);
             }
@@ -196,7 +217,12 @@ fn selector(sel: &crate::control::Selector) -> Vec<String> {
 /// names the users the loop did not (a user database lookup may be slow:
 /// here, not on the loop), appends them in one write and hands them to the
 /// cluster. Ends when the daemon drops its last [`Audit`].
-fn writer(mut rx: mpsc::Receiver<Entry>, mut file: AuditFile, cluster: Option<Box<dyn AuditSink>>) {
+fn writer(
+    mut rx: mpsc::Receiver<Entry>,
+    mut file: AuditFile,
+    cluster: Option<Box<dyn AuditSink>>,
+    unwritten: &AtomicUsize,
+) {
     let mut names: HashMap<u32, Option<String>> = HashMap::new();
     let mut lost: u64 = 0;
     let mut batch = Vec::with_capacity(BATCH);
@@ -246,6 +272,7 @@ fn writer(mut rx: mpsc::Receiver<Entry>, mut file: AuditFile, cluster: Option<Bo
                 c.record(e);
             }
         }
+        unwritten.fetch_sub(batch.len(), Ordering::AcqRel);
         batch.clear();
     }
 }

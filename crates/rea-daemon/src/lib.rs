@@ -288,6 +288,8 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     // Followers and `trigger --wait`s told that nothing more will come get
     // that answer before the runtime, and their connections, go away.
     d.connections.ended(std::time::Duration::from_secs(1)).await;
+    // The last answers' entries are written before the process ends.
+    d.audit.drained(std::time::Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(rea_host::state_dir::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     drop(lock);
