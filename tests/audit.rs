@@ -408,3 +408,63 @@ fn a_flood_of_requests_is_recorded_whole() {
     assert_eq!(count(), total);
     assert_eq!(d.stop(), 0);
 }
+
+/// The audit kit (`rea_store::conformance::audit_backend`) on the cluster
+/// database: entries written by `rea_pg::Reader::audit` (the statement a
+/// node's audit task sends) and read by `rea_pg::Reader`, the reader of
+/// `rea audit` in cluster mode. One cluster per case.
+#[test]
+fn the_cluster_databases_audit_log_conforms() {
+    use rea_pg::{ClusterNode, Node, NodeEvent, Reader, Settings};
+    use rea_store::conformance::{audit_backend, FreshAudit};
+    use std::time::Duration;
+
+    let Some(server) = crate::support::pg::shared("the_cluster_databases_audit_log_conforms")
+    else {
+        return;
+    };
+    let settings = |cluster: String| Settings {
+        url: server.url.clone(),
+        cluster,
+        node: "kit".into(),
+        host_id: "kit".into(),
+        lease: Duration::from_secs(10),
+        heartbeat: Duration::from_secs(1),
+        grace: Duration::from_secs(1),
+    };
+    // The schema: a node migrates it as it registers.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let node = rt.block_on(async { Node::start(settings("audit-kit".into()), tx) });
+    rt.block_on(async {
+        tokio::time::timeout(crate::support::PATIENCE, async {
+            while let Some(e) = events.recv().await {
+                if matches!(e, NodeEvent::LeaseBack { .. }) {
+                    return;
+                }
+            }
+        })
+        .await
+        .expect("the node registers (and migrates)");
+    });
+    let n = std::cell::Cell::new(0);
+    audit_backend(16, || {
+        n.set(n.get() + 1);
+        let s = settings(format!("audit-kit-{}", n.get()));
+        let writer = Reader::connect(&s).expect("connect");
+        let reader = Reader::connect(&s).expect("connect");
+        FreshAudit {
+            write: Box::new(move |entries| {
+                for e in entries {
+                    writer.audit("kit", e).expect("insert");
+                }
+            }),
+            reader: Box::new(reader),
+            keep: Box::new(()),
+        }
+    });
+    rt.block_on(node.leave(Duration::from_secs(5)));
+}
