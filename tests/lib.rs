@@ -6,6 +6,7 @@
 
 mod support;
 
+mod audit;
 mod check;
 mod cluster;
 mod completion;

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::quota::{Holder, Quota, Refused};
 use rea_host::state_dir::socket_path;
-use rea_proto::protocol::{line, parse_request};
+use rea_proto::protocol::{line, parse_envelope};
 pub(crate) use rea_proto::{protocol, Request, Response, Selector, Submission};
 
 /// Requests a connection forwards (and answers it writes) before it lets
@@ -55,6 +55,9 @@ pub(crate) struct Incoming {
     pub reply: oneshot::Sender<Reply>,
     /// Who asks (SO_PEERCRED): the daemon authorizes each request by it.
     pub peer: Peer,
+    /// What the client says it is (the envelope's `source`), for the
+    /// audit log.
+    pub source: Option<String>,
 }
 
 /// The user at the other end of a connection.
@@ -399,9 +402,11 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let queued = match parse_request(&buf) {
+        let queued = match parse_envelope(&buf) {
             Err(resp) => Queued::Ready(resp),
-            Ok(request) => {
+            Ok(rea_proto::protocol::Envelope {
+                request, source, ..
+            }) => {
                 // Heavy answers wait for every earlier one to be written.
                 let wanted = if request.is_cheap() { 1 } else { MAX_PIPELINED };
                 let Ok(permit) = permits.clone().acquire_many_owned(wanted).await else {
@@ -413,6 +418,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
                         request,
                         reply: reply_tx,
                         peer,
+                        source,
                     })
                     .is_err()
                 {

@@ -386,11 +386,12 @@ const CHUNK_BYTES: usize = 64 * 1024;
 const STREAM_LINES: usize = 2;
 
 impl Loop {
-    /// `rea history` / `rea logs` for a user who cannot read the state
-    /// directory (it is root's): answered from the history, off the loop,
-    /// for their own jobs only. `history` is streamed in bounded chunks as
-    /// it is read (`rea_proto::protocol::HistoryChunk`), with the client's
-    /// reading as backpressure, so its cost never stays in the daemon.
+    /// `rea history` / `rea logs` / `rea audit` for a user who cannot read
+    /// the state directory (it is root's): answered from the history (the
+    /// audit log), off the loop, for their own jobs (tenant) only. `history`
+    /// is streamed in bounded chunks as it is read
+    /// (`rea_proto::protocol::HistoryChunk`), with the client's reading as
+    /// backpressure, so its cost never stays in the daemon.
     pub(super) fn history_request(
         &self,
         request: Request,
@@ -422,7 +423,10 @@ impl Loop {
             let Request::History { query } = request else {
                 let answer = tokio::task::spawn_blocking(move || {
                     let _slot = slot;
-                    answer_history(&dir, request, &scope)
+                    match &request {
+                        Request::Audit { query } => crate::audit::answer(&dir, query, &scope),
+                        _ => answer_history(&dir, request, &scope),
+                    }
                 })
                 .await
                 .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));

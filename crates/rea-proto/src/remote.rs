@@ -1,7 +1,8 @@
-//! The history as the daemon tells it: for a user whose jobs a root daemon
-//! runs (users' files), who cannot read the state directory. It answers
-//! `rea history` and `rea logs` for their own jobs (see
-//! `daemon::users`); summaries and start-up questions are the daemon's.
+//! The history and the audit log as the daemon tells them: for a user
+//! whose jobs a root daemon runs (users' files), who cannot read the state
+//! directory. It answers `rea history` and `rea logs` for their own jobs,
+//! and `rea audit` for their own tenant (see `daemon::users`); summaries
+//! and start-up questions are the daemon's.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -129,5 +130,26 @@ impl HistoryReader for RemoteHistory {
 
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
         Err(unsupported())
+    }
+}
+
+/// `rea audit` asked of the daemon: the asker's own tenant's entries.
+pub struct RemoteAudit {
+    history: RemoteHistory,
+}
+
+impl RemoteAudit {
+    pub fn new(client: Client) -> RemoteAudit {
+        RemoteAudit {
+            history: RemoteHistory::new(client),
+        }
+    }
+}
+
+impl rea_store::audit::AuditReader for RemoteAudit {
+    fn query(&self, query: &rea_core::audit::Query) -> io::Result<Vec<rea_core::audit::Entry>> {
+        self.history.ask(&Request::Audit {
+            query: query.clone(),
+        })
     }
 }

@@ -6,6 +6,7 @@
 //! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) for the system, `tenants/NAME/history.jsonl` for each user |
 //! | [`oneshots::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
+//! | [`audit::AuditReader`] (and [`audit::AuditFile`], its writer) | who asked the daemon for which change | `audit.jsonl` (+ rotated files) |
 //! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
 //! | [`cluster::ClusterNode`] | a node's live side of a shared store: lease, claims, one-shots, pauses | none: local mode has no cluster |
 //!
@@ -21,6 +22,7 @@ use std::path::Path;
 
 use rea_core::oneshot::OneShot;
 
+pub mod audit;
 pub mod claims;
 pub mod cluster;
 #[cfg(any(test, feature = "conformance"))]
