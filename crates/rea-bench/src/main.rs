@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenant-query
 //! ```
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ mod oneshots;
 mod queries;
 mod report;
 mod scale;
+mod tenant_query;
 mod throughput;
 mod util;
 
@@ -44,6 +45,7 @@ enum Part {
     Oneshots,
     Cluster,
     Governed,
+    TenantQuery,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -216,6 +218,9 @@ fn main() {
     }
     if want(Part::Cluster) {
         figures.extend(cluster::cluster(&s));
+    }
+    if want(Part::TenantQuery) {
+        figures.extend(tenant_query::tenant_query(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -28,6 +28,8 @@
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
+//! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
+//! | `audit.rs` | every state-changing request and its answer, to the audit log |
 //! | `orphans.rs` | runs a killed daemon left behind, ended at start |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
 //! | `control.rs` | the control socket's server side |
@@ -51,6 +53,7 @@ use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod audit;
 mod backend;
 mod cluster;
 mod control;
@@ -63,6 +66,7 @@ pub mod jobfiles;
 mod mail;
 mod metrics;
 mod orphans;
+mod quota;
 mod reload;
 mod requests;
 mod runs;
@@ -309,6 +313,8 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     // Followers and `trigger --wait`s told that nothing more will come get
     // that answer before the runtime, and their connections, go away.
     d.connections.ended(std::time::Duration::from_secs(1)).await;
+    // The last answers' entries are written before the process ends.
+    d.audit.drained(std::time::Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(rea_host::state_dir::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     drop(lock);
@@ -381,4 +387,6 @@ struct Loop {
     mail: mail::Mailer,
     /// The shadow file, for the account check before a user's job runs.
     accounts: rea_host::account::Accounts,
+    /// Where state-changing requests are recorded with their answers.
+    audit: audit::Audit,
 }

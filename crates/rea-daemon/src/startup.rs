@@ -136,7 +136,13 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         others,
         connections.clone(),
     ));
+    let audit = crate::audit::Audit::start(
+        &opts.state_dir,
+        backend.node().map(|cl| cl.node.audit_sink()),
+    )
+    .map_err(StartError::Other)?;
     let mut d = Loop {
+        audit,
         engine,
         backend,
         runs: super::runs::Runs::new(tx),

@@ -8,13 +8,15 @@
 use std::path::PathBuf;
 
 use rea_core::job::Job;
+use rea_core::record::Record;
 use rea_core::tenant::Tenant;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Loop;
-use crate::control::protocol::{EditGetReply, EditPutReply};
+use crate::control::protocol::{EditGetReply, EditPutReply, HistoryChunk};
 use crate::control::{Peer, Reply, Request, Response, Selector};
+use crate::quota::{Holder, Quota, Refused};
 
 /// Whose request this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -504,34 +506,143 @@ impl UserReloads {
 }
 
 /// History queries answered at once, at most: they read files (a big
-/// history takes a while), so they run off the loop, and a user asking in a
-/// loop cannot take more than this.
-const HISTORY_QUERIES: usize = 2;
+/// history takes a while), so they run off the loop; a user holds one of
+/// them at a time, and one is kept for root (`crate::quota`).
+const HISTORY_QUERIES: usize = 4;
 
-static QUERY_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HISTORY_QUERIES);
+static QUERY_SLOTS: std::sync::LazyLock<Quota<String>> =
+    std::sync::LazyLock::new(|| Quota::with_shares(HISTORY_QUERIES, 1, 1));
+
+/// Records of a streamed answer sent in one line, at most about this many
+/// bytes of them: with the connection's bounded channel (`STREAM_LINES`)
+/// and its write buffer, all of a query the daemon holds at once.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Chunks a query may have read ahead of what its client has taken.
+const STREAM_LINES: usize = 2;
 
 impl Loop {
-    /// `rea history` / `rea logs` for a user who cannot read the state
-    /// directory (it is root's): answered from the history, off the loop,
-    /// for their own jobs only.
+    /// `rea history` / `rea logs` / `rea audit` for a user who cannot read
+    /// the state directory (it is root's): answered from the history (the
+    /// audit log), off the loop, for their own jobs (tenant) only. `history`
+    /// is streamed in bounded chunks as it is read
+    /// (`rea_proto::protocol::HistoryChunk`), with the client's reading as
+    /// backpressure, so its cost never stays in the daemon.
     pub(super) fn history_request(
         &self,
         request: Request,
         scope: &Scope,
         reply: tokio::sync::oneshot::Sender<crate::control::Reply>,
     ) {
+        let holder = match scope {
+            Scope::Admin => Holder::Admin,
+            Scope::User(me) => Holder::Other(me.clone()),
+        };
+        let slot = match QUERY_SLOTS.try_acquire(holder) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let why = match refused {
+                    Refused::Share(_) => {
+                        "one history query of yours is being answered already; try again when it ends".to_string()
+                    }
+                    Refused::Full => format!(
+                        "the daemon answers {HISTORY_QUERIES} history queries already; try again later"
+                    ),
+                };
+                let _ = reply.send(Reply::Done(Response::err("refused", why)));
+                return;
+            }
+        };
         let scope = scope.clone();
         let dir = self.opts.state_dir.clone();
         tokio::spawn(async move {
-            let Ok(_slot) = QUERY_SLOTS.acquire().await else {
-                return;
-            };
-            let answer = tokio::task::spawn_blocking(move || answer_history(&dir, request, &scope))
+            let Request::History { query } = request else {
+                let answer = tokio::task::spawn_blocking(move || {
+                    let _slot = slot;
+                    match &request {
+                        Request::Audit { query } => crate::audit::answer(&dir, query, &scope),
+                        _ => answer_history(&dir, request, &scope),
+                    }
+                })
                 .await
                 .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
-            let _ = reply.send(crate::control::Reply::Done(answer));
+                let _ = reply.send(Reply::Done(answer));
+                return;
+            };
+            let (tx, mut rx) = mpsc::channel(STREAM_LINES);
+            tokio::task::spawn_blocking(move || {
+                let _slot = slot;
+                stream_history(&dir, &query, &scope, &tx);
+            });
+            let first = rx.recv().await.unwrap_or_else(|| {
+                Response::err("refused", "the query failed before its first answer")
+            });
+            let _ = reply.send(Reply::Stream(first, rx));
         });
     }
+}
+
+/// A `history` answer, line by line into `lines` (see
+/// [`Loop::history_request`]); returns when it is complete, has failed,
+/// or its client is gone.
+fn stream_history(
+    dir: &std::path::Path,
+    query: &rea_store::history::Query,
+    scope: &Scope,
+    lines: &mpsc::Sender<Response>,
+) {
+    use std::ops::ControlFlow;
+    // A record is a user's by its owner (`query.tenant`, set for her),
+    // never by a name her file holds now.
+    if let Some(job) = query.job.as_deref().filter(|j| !scope.owns(j)) {
+        let _ = lines.blocking_send(Response::err(
+            "unknown_job",
+            format!("no job named {job:?}"),
+        ));
+        return;
+    }
+    let reader = rea_store::Local::history_reader(dir);
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    let mut count: u64 = 0;
+    let mut gone = false;
+    let send = |records: &mut Vec<Record>| {
+        let line = Response::with(&HistoryChunk::Records {
+            records: std::mem::take(records),
+        });
+        lines.blocking_send(line).is_ok()
+    };
+    let read = reader.query_each(query, &mut |record| {
+        // A record's size is mostly its output; the rest is a few hundred
+        // bytes at most.
+        bytes += record.output.as_ref().map_or(0, String::len) + 512;
+        count += 1;
+        chunk.push(record);
+        if bytes >= CHUNK_BYTES {
+            bytes = 0;
+            if !send(&mut chunk) {
+                gone = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    if gone {
+        return;
+    }
+    let last = match read {
+        Ok(()) => {
+            if !chunk.is_empty() && !send(&mut chunk) {
+                return;
+            }
+            Response::with(&HistoryChunk::End { count })
+        }
+        Err(e) => Response::err(
+            "refused",
+            format!("cannot read the history (the answer stops here, incomplete): {e}"),
+        ),
+    };
+    let _ = lines.blocking_send(last);
 }
 
 fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Response {
@@ -543,15 +654,6 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
     let read_error =
         |e: std::io::Error| Response::err("refused", format!("cannot read the history: {e}"));
     match request {
-        Request::History { query } => {
-            if let Some(job) = query.job.as_deref().filter(|j| !sees(Some(j))) {
-                return unknown(job);
-            }
-            match reader.query(&query) {
-                Ok(records) => Response::with(&records),
-                Err(e) => read_error(e),
-            }
-        }
         Request::FindRun { run } => match reader.find_run(&run) {
             Ok(found) => Response::with(&found.filter(|r| sees(r.job.as_deref()))),
             Err(e) => read_error(e),
