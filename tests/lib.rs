@@ -32,5 +32,6 @@ mod pg_history;
 mod reload;
 mod status;
 mod supervision;
+mod tenants;
 mod torture;
 mod users;

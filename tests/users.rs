@@ -15,7 +15,7 @@ const BOB: &str = "rea-bob";
 
 /// `rea ARGS` as `user`, against the sandbox's state directory, with
 /// `EDITOR` set to `editor` if given.
-fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>) -> Run {
+pub(crate) fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>) -> Run {
     rea_as_with_input(env, user, args, editor, b"")
 }
 
