@@ -1159,6 +1159,7 @@ fn user_jobs_get_cron_environment_not_the_daemon_environment() {
         "PATH",
         "FROM_JOB",
         "REA_JOB",
+        "REA_TENANT",
         "REA_RUN_ID",
         "REA_SCHEDULED_AT",
         "REA_ATTEMPT",

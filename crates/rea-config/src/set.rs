@@ -110,7 +110,7 @@ pub fn combine(main: Config, parts: Vec<Config>) -> (Config, Vec<(PathBuf, Vec<D
                     &job.name,
                     "",
                     format!(
-                        "job {:?} is also defined in {}; job names are unique across the job files",
+                        "job {:?} is also defined in {}; job names are unique across the system's job files",
                         job.name,
                         other.display()
                     ),
@@ -187,11 +187,12 @@ mod tests {
         let alice = parse(
             "users/alice.toml",
             FileKind::User("alice".into()),
-            "[jobs.mine]\nschedule = \"@daily\"\ncommand = \"true\"\n",
+            "[jobs.mine]\nschedule = \"@daily\"\ncommand = \"true\"\n[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n",
         );
         let (cfg, refused) = combine(main, vec![pkg, clash, alice]);
         let names: Vec<&str> = cfg.jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "mine"]);
+        // A user's names are her own: her "a" is not the system's.
+        assert_eq!(names, ["a", "b", "alice/mine", "alice/a"]);
         assert_eq!(refused.len(), 1);
         assert_eq!(refused[0].0, Path::new("jobs.d/zz.toml"));
         assert!(refused[0].1[0]
@@ -200,7 +201,11 @@ mod tests {
         let files = files_of(&cfg);
         assert_eq!(files["b"], Path::new("jobs.d/pkg.toml"));
         assert_eq!(files["a"], Path::new("jobs.toml"));
-        let mine = cfg.jobs.iter().find(|j| j.name == "mine").expect("mine");
+        let mine = cfg
+            .jobs
+            .iter()
+            .find(|j| j.name == "alice/mine")
+            .expect("mine");
         assert_eq!(mine.user.as_deref(), Some("alice"));
         assert_eq!(mine.owner.as_deref(), Some("alice"));
         assert_eq!(cfg.files.len(), 3);

@@ -375,8 +375,16 @@ impl<'a> Ctx<'a> {
             return Vec::new();
         };
         let mut jobs = Vec::new();
+        let owner = match &self.kind {
+            FileKind::User(owner) => Some(owner.clone()),
+            _ => None,
+        };
+        let tenant = rea_core::tenant::Tenant::from_owner(owner.as_deref());
         for (key, value) in in_file_order(table) {
             let name = key.get_ref().as_ref();
+            // A job's identity is (tenant, name): a user's jobs are known
+            // everywhere past this file by their qualified names.
+            let qualified = tenant.qualify(name);
             if let Some(hint) = name_problem(name) {
                 self.error(
                     key.span().start,
@@ -400,12 +408,12 @@ impl<'a> Ctx<'a> {
             {
                 let header = self.position(key.span().start);
                 self.positions
-                    .insert((name.to_string(), String::new()), header);
+                    .insert((qualified.clone(), String::new()), header);
             }
             for (field, offset) in draft.offsets.iter().filter(|(f, _)| LOCATED.contains(f)) {
                 let at = self.position(*offset);
                 self.positions
-                    .insert((name.to_string(), field.to_string()), at);
+                    .insert((qualified.clone(), field.to_string()), at);
             }
             for required in ["schedule", "command"] {
                 if required == "schedule" && fields.contains_key("after") {
@@ -442,7 +450,11 @@ impl<'a> Ctx<'a> {
                 draft.job.owner = Some(owner.clone());
             }
             self.check_jitter(&draft, name, key.span().start);
-            if let Some(job) = draft.into_job(name) {
+            // `after` names jobs of this file, so of this tenant.
+            for dep in &mut draft.job.after {
+                *dep = tenant.qualify(dep);
+            }
+            if let Some(job) = draft.into_job(&qualified) {
                 // Equal as written: schedules compare by meaning, and the
                 // spelling shown by `rea list` must be the new one.
                 let same = |old: &Job| {
@@ -450,7 +462,7 @@ impl<'a> Ctx<'a> {
                         && old.schedule.as_ref().map(Schedule::source)
                             == job.schedule.as_ref().map(Schedule::source)
                 };
-                match self.previous.get(name) {
+                match self.previous.get(qualified.as_str()) {
                     Some(old) if same(old) => jobs.push(std::sync::Arc::clone(old)),
                     _ => jobs.push(std::sync::Arc::new(job)),
                 }
@@ -543,17 +555,26 @@ impl<'a> Ctx<'a> {
                 .copied()
                 .unwrap_or((1, 1))
         };
+        // Messages name jobs as the file writes them.
+        fn shown(name: &str) -> &str {
+            name.split_once(rea_core::tenant::SEPARATOR)
+                .map_or(name, |(_, local)| local)
+        }
         for job in jobs {
             for dep in &job.after {
                 let problem = if dep == &job.name {
-                    Some((format!("job {:?} cannot run after itself", job.name), None))
+                    Some((
+                        format!("job {:?} cannot run after itself", shown(&job.name)),
+                        None,
+                    ))
                 } else if !index.contains_key(dep.as_str()) {
+                    let dep = shown(dep);
                     Some((
                         format!(
                             "job {:?} runs after {dep:?}, which is not a job of this file",
-                            job.name
+                            shown(&job.name)
                         ),
-                        rea_core::suggest::did_you_mean(dep, jobs.iter().map(|j| j.name.as_str())),
+                        rea_core::suggest::did_you_mean(dep, jobs.iter().map(|j| shown(&j.name))),
                     ))
                 } else {
                     None
@@ -618,7 +639,11 @@ impl<'a> Ctx<'a> {
                     col: Some(col),
                     message: format!(
                         "jobs depend on each other in a cycle: {}",
-                        cycle.join(" → ")
+                        cycle
+                            .iter()
+                            .map(|n| shown(n))
+                            .collect::<Vec<_>>()
+                            .join(" → ")
                     ),
                     hint: Some("remove one of these \"after\" entries".into()),
                 });

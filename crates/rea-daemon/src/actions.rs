@@ -2,6 +2,7 @@
 //! the store granted them: `REA_FENCE`), signalling them, appending history records, telling
 //! `trigger --wait` clients and followers, keeping the one-shot journal in step.
 
+use rea_core::tenant::Tenant;
 use std::collections::VecDeque;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -190,7 +191,9 @@ impl Loop {
             user,
             kill_stragglers,
             journald: journal,
-            cgroup: self.containment.place(super::TENANT, &start.run),
+            cgroup: self
+                .containment
+                .place(&Tenant::of(&start.name).key(), &start.run),
             limits: match &start.def {
                 Def::Job(job) => job.extras().limits,
                 Def::OneShot(_) => rea_core::run::Limits::NONE,

@@ -39,7 +39,8 @@ pub(super) fn home_dir(user: Option<&User>) -> Option<PathBuf> {
 
 /// The variables of a job's run or hook: the owner's variables, `MAILTO`
 /// (the job's `mailto`, comma-separated, as cron exports the crontab's
-/// MAILTO), the job's `env`, then `REA_JOB` and `REA_RUN_ID`. On top of the
+/// MAILTO), the job's `env`, then `REA_JOB` (as its file names it),
+/// `REA_TENANT` and `REA_RUN_ID`. On top of the
 /// daemon's environment if [`inherits_daemon_env`], else all the run gets.
 pub(super) fn run_env(
     user: Option<&User>,
@@ -54,7 +55,13 @@ pub(super) fn run_env(
         env.push(("MAILTO".into(), mailto.join(",")));
     }
     env.extend(job_env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    env.push(("REA_JOB".into(), name.to_string()));
+    // The name as its owner's file writes it, and whose the job is.
+    let tenant = rea_core::tenant::Tenant::of(name);
+    env.push((
+        "REA_JOB".into(),
+        tenant.local(name).unwrap_or(name).to_string(),
+    ));
+    env.push(("REA_TENANT".into(), tenant.to_string()));
     env.push(("REA_RUN_ID".into(), run.to_string()));
     env
 }
@@ -108,6 +115,7 @@ mod tests {
                 "SHELL",
                 "PATH",
                 "REA_JOB",
+                "REA_TENANT",
                 "REA_RUN_ID"
             ]
         );

@@ -10,6 +10,7 @@
 //! a sealed memfd on their descriptor 3 ([`output_file`]). What every run
 //! and hook finds in its environment is `environment.rs`'s.
 
+use rea_core::tenant::Tenant;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -203,9 +204,10 @@ impl Loop {
                 kill_stragglers: true,
                 journald: None,
                 // A cgroup of its own beside its run's, with the job's limits.
-                cgroup: self
-                    .containment
-                    .place(super::TENANT, &format!("{}.{}", batch.run, hook.name())),
+                cgroup: self.containment.place(
+                    &Tenant::of(&job.name).key(),
+                    &format!("{}.{}", batch.run, hook.name()),
+                ),
                 limits: job.extras().limits,
             };
             match executor::spawn(spec) {
@@ -316,7 +318,7 @@ impl Loop {
             journald: None,
             cgroup: self
                 .containment
-                .place(super::TENANT, &format!("{}.mail", run)),
+                .place(&Tenant::of(&job.name).key(), &format!("{}.mail", run)),
             limits: rea_core::run::Limits::NONE,
         };
         let name = job.name.clone();

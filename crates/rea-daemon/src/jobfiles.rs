@@ -97,41 +97,6 @@ impl JobFiles {
         &self.set
     }
 
-    /// The jobs of `cfg` (to become the file `path`) whose names a job file
-    /// other than `path` already uses, as diagnostics in `cfg`. Which file
-    /// is not said: it may be another user's.
-    pub fn taken_elsewhere(&self, path: &Path, cfg: &Config) -> Vec<Diagnostic> {
-        let others: Vec<&Config> = self
-            .main
-            .iter()
-            .chain(
-                self.parts
-                    .iter()
-                    .filter(|(p, _)| p.as_path() != path)
-                    .map(|(_, c)| c),
-            )
-            .collect();
-        cfg.jobs
-            .iter()
-            .filter(|job| {
-                others
-                    .iter()
-                    .any(|o| o.jobs.iter().any(|j| j.name == job.name))
-            })
-            .map(|job| {
-                cfg.diagnostic_at(
-                    &job.name,
-                    "",
-                    format!(
-                        "job name {:?} is already used by another job file; job names are unique across the job files",
-                        job.name
-                    ),
-                    Some("choose another name".to_string()),
-                )
-            })
-            .collect()
-    }
-
     /// What the last load refused, file by file (still in force: those
     /// files' last good jobs, or none).
     pub fn refused(&self) -> &[(PathBuf, Vec<Diagnostic>)] {

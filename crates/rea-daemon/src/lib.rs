@@ -124,10 +124,6 @@ impl std::error::Error for StartError {}
 /// submissions must not starve timers and finished runs).
 const MAX_BATCH: usize = 20_000;
 
-/// The tenant every run's cgroup is under (`rea/<tenant>/<run>`) until
-/// tenants exist.
-const TENANT: &str = "system";
-
 /// Messages from tasks to the loop.
 enum Msg {
     Finished { run: String, outcome: Box<Outcome> },

@@ -46,7 +46,8 @@ pub(super) fn terminate(
     let mut rest = Vec::new();
     for rec in unfinished {
         let ended = rec.run.as_deref().and_then(|run| {
-            let n = cgroups?.end_leftover(super::TENANT, run, CGROUP_KILL_WAIT)?;
+            let tenant = rea_core::tenant::Tenant::of(rec.job.as_deref().unwrap_or_default());
+            let n = cgroups?.end_leftover(&tenant.key(), run, CGROUP_KILL_WAIT)?;
             Some((run, n))
         });
         match ended {

@@ -183,10 +183,16 @@ impl Loop {
                 return;
             }
         };
+        // A user's answers name her jobs as she does, whichever part of
+        // the daemon makes them.
+        let reply = match &scope {
+            Scope::Admin => incoming.reply,
+            Scope::User(me) => super::users::localizing(incoming.reply, me.clone()),
+        };
         let Some(incoming) = self.cluster_incoming(
             Incoming {
                 request,
-                reply: incoming.reply,
+                reply,
                 peer: incoming.peer,
             },
             &scope,
@@ -337,19 +343,25 @@ impl Loop {
         scope: &Scope,
         now: chrono::DateTime<Utc>,
     ) -> Response {
+        // A user names her own jobs bare; a run id is no job name.
+        let qualified = match scope.tenant() {
+            Some(me) if !me.owns(target) => me.qualify(target),
+            _ => target.to_string(),
+        };
         let job = self
             .config
             .jobs
             .iter()
-            .find(|j| j.name == target && scope.sees(j));
-        // Root may kill any run; a user only the runs of her own jobs.
+            .find(|j| j.name == qualified && scope.sees(j));
+        let target = if job.is_some() {
+            qualified.as_str()
+        } else {
+            target
+        };
+        // Root may kill any run; a user only the runs of her own jobs
+        // (never a one-shot's: its owner is root).
         let may = |source: &Source| {
-            *scope == Scope::Admin
-                || matches!(source, Source::Job(name) if self
-                    .config
-                    .jobs
-                    .iter()
-                    .any(|j| j.name == *name && scope.sees(j)))
+            *scope == Scope::Admin || matches!(source, Source::Job(name) if scope.owns(name))
         };
         let in_progress = self.engine.runs_in_progress();
         let chosen: Vec<&rea_core::engine::RunInProgress> = if job.is_some() {

@@ -96,7 +96,10 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let others = files.set().users.as_ref().is_some_and(|d| d.is_dir());
     let listener = crate::control::bind(&opts.state_dir, others).map_err(StartError::Other)?;
 
-    let containment = rea_exec::cgroup::Containment::detect(config.daemon.cgroups, super::TENANT);
+    let containment = rea_exec::cgroup::Containment::detect(
+        config.daemon.cgroups,
+        &rea_core::tenant::Tenant::System.key(),
+    );
     info!(mode = %containment.mode(), "runs are contained by {}", containment.kind().replace('_', " "));
     warn_unenforceable(&config, &containment);
     if let Some(m) = &metrics {

@@ -8,10 +8,13 @@
 use std::path::PathBuf;
 
 use rea_core::job::Job;
+use rea_core::tenant::Tenant;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Loop;
 use crate::control::protocol::{EditGetReply, EditPutReply};
-use crate::control::{Peer, Request, Response, Selector};
+use crate::control::{Peer, Reply, Request, Response, Selector};
 
 /// Whose request this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,11 +28,148 @@ pub(super) enum Scope {
 impl Scope {
     /// Whether `job` is visible (and may be acted on) in this scope.
     pub(super) fn sees(&self, job: &Job) -> bool {
+        self.owns(&job.name)
+    }
+
+    /// Whether the job, record, pause or run named `name` (qualified) is
+    /// this scope's: a user's are those of her tenant, whatever names her
+    /// file holds now.
+    pub(super) fn owns(&self, name: &str) -> bool {
         match self {
             Scope::Admin => true,
-            Scope::User(me) => job.owner.as_deref() == Some(me.as_str()),
+            Scope::User(me) => Tenant::User(me).owns(name),
         }
     }
+
+    /// The user's tenant; None for root, who sees every tenant.
+    pub(super) fn tenant(&self) -> Option<Tenant<'_>> {
+        match self {
+            Scope::Admin => None,
+            Scope::User(me) => Some(Tenant::User(me)),
+        }
+    }
+}
+
+/// `name` as typed by `me`, qualified: her own names are bare (`backup`),
+/// and her own qualified spelling (`alice/backup`) is accepted too. Anyone
+/// else's qualified name becomes a name of hers that does not exist.
+fn qualified(me: &str, name: &mut String) {
+    let mine = Tenant::User(me);
+    if !mine.owns(name) {
+        *name = mine.qualify(name);
+    }
+}
+
+/// Qualifies the job names of a user's request with her tenant. A run id
+/// (`rea kill RUN`) is left as it is: `kill` tries both.
+fn qualify_request(me: &str, request: &mut Request) {
+    match request {
+        Request::Status { job: Some(job) }
+        | Request::Trigger { job, .. }
+        | Request::Follow { job }
+        | Request::LatestFinalRun { job } => qualified(me, job),
+        Request::Pause(sel) | Request::Resume(sel) => {
+            sel.jobs.iter_mut().for_each(|j| qualified(me, j));
+        }
+        Request::History { query } => {
+            if let Some(job) = &mut query.job {
+                qualified(me, job);
+            }
+            // Her history is her tenant's records, whether or not her file
+            // still has the job.
+            query.tenant = Some(me.to_string());
+        }
+        _ => {}
+    }
+}
+
+/// Fields of an answer that hold job names, shown to their tenant
+/// unqualified.
+const NAME_FIELDS: &[&str] = &["name", "job", "jobs", "after", "changed", "paused"];
+
+/// `response` as the user `me` sees it: her jobs' names unqualified, in
+/// the data and in messages (where names are always quoted).
+fn localize(mut response: Response, me: &str) -> Response {
+    let prefix = format!("{me}{}", rea_core::tenant::SEPARATOR);
+    if let Some(data) = &mut response.data {
+        localize_value(data, &prefix, false);
+    }
+    let quoted = format!("\"{prefix}");
+    if let Some(error) = &mut response.error {
+        *error = error.replace(&quoted, "\"");
+    }
+    for s in &mut response.suggestions {
+        *s = match s.strip_prefix(&prefix) {
+            Some(local) => local.to_string(),
+            None => s.replace(&quoted, "\""),
+        };
+    }
+    response
+}
+
+fn localize_value(value: &mut Value, prefix: &str, names: bool) {
+    match value {
+        Value::String(s) if names => {
+            if let Some(local) = s.strip_prefix(prefix) {
+                *s = local.to_string();
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                localize_value(item, prefix, names);
+            }
+        }
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                localize_value(v, prefix, NAME_FIELDS.contains(&key.as_str()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A way back to a user's connection that localizes what goes through it
+/// (every answer, whichever part of the daemon makes it, and each line of
+/// a stream). It closes when the client's side does, so work given up for
+/// a gone client is still given up.
+pub(super) fn localizing(mut reply: oneshot::Sender<Reply>, me: String) -> oneshot::Sender<Reply> {
+    let (tx, rx) = oneshot::channel::<Reply>();
+    tokio::spawn(async move {
+        let answer = tokio::select! {
+            answer = rx => answer,
+            () = reply.closed() => return,
+        };
+        let Ok(answer) = answer else { return };
+        let localized = match answer {
+            Reply::Done(r) => Reply::Done(localize(r, &me)),
+            Reply::Wait(first, rest) => {
+                let (tx2, rx2) = oneshot::channel();
+                let me2 = me.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut v) = rest.await {
+                        let prefix = format!("{me2}{}", rea_core::tenant::SEPARATOR);
+                        localize_value(&mut v, &prefix, false);
+                        let _ = tx2.send(v);
+                    }
+                });
+                Reply::Wait(localize(first, &me), rx2)
+            }
+            Reply::Stream(first, mut lines) => {
+                let (tx2, rx2) = mpsc::channel(1);
+                let me2 = me.clone();
+                tokio::spawn(async move {
+                    while let Some(line) = lines.recv().await {
+                        if tx2.send(localize(line, &me2)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                Reply::Stream(localize(first, &me), rx2)
+            }
+        };
+        let _ = reply.send(localized);
+    });
+    tx
 }
 
 impl Loop {
@@ -68,7 +208,10 @@ impl Loop {
                     }
                 }
             }
-            _ => Ok(Scope::User(user)),
+            _ => {
+                qualify_request(&user, request);
+                Ok(Scope::User(user))
+            }
         }
     }
 
@@ -170,19 +313,6 @@ impl Loop {
                 .with_suggestions(diags.iter().map(ToString::to_string).collect())
             }
         };
-        // Checked before installing: the loader would refuse the later file
-        // of two that share a name, which may be another user's.
-        let taken = self.files.files().taken_elsewhere(&path, &cfg);
-        if !taken.is_empty() {
-            return Response::err(
-                "invalid_config",
-                format!(
-                    "{user}'s job file has {} error(s); nothing was changed",
-                    taken.len()
-                ),
-            )
-            .with_suggestions(taken.iter().map(ToString::to_string).collect());
-        }
         if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
             return Response::err("refused", format!("cannot write {}: {e}", path.display()));
         }
@@ -230,48 +360,32 @@ impl Loop {
         scope: &Scope,
         reply: tokio::sync::oneshot::Sender<crate::control::Reply>,
     ) {
-        let visible: Option<std::collections::HashSet<String>> = match scope {
-            Scope::Admin => None,
-            Scope::User(_) => Some(self.visible_names(scope).map(str::to_string).collect()),
-        };
+        let scope = scope.clone();
         let dir = self.opts.state_dir.clone();
         tokio::spawn(async move {
             let Ok(_slot) = QUERY_SLOTS.acquire().await else {
                 return;
             };
-            let answer = tokio::task::spawn_blocking(move || {
-                answer_history(&dir, request, visible.as_ref())
-            })
-            .await
-            .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
+            let answer = tokio::task::spawn_blocking(move || answer_history(&dir, request, &scope))
+                .await
+                .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
             let _ = reply.send(crate::control::Reply::Done(answer));
         });
     }
 }
 
-fn answer_history(
-    dir: &std::path::Path,
-    request: Request,
-    visible: Option<&std::collections::HashSet<String>>,
-) -> Response {
+fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Response {
     let reader = rea_store::Local::history_reader(dir);
-    let sees = |job: Option<&str>| visible.is_none_or(|v| job.is_some_and(|j| v.contains(j)));
+    // A record is a user's by its owner, never by a name her file holds
+    // now: a name root's removed job had is not hers for taking it.
+    let sees = |job: Option<&str>| job.is_some_and(|j| scope.owns(j)) || *scope == Scope::Admin;
     let unknown = |job: &str| Response::err("unknown_job", format!("no job named {job:?}"));
     let read_error =
         |e: std::io::Error| Response::err("refused", format!("cannot read the history: {e}"));
     match request {
         Request::History { query } => {
-            if visible.is_some() {
-                match query.job.as_deref() {
-                    None => {
-                        return Response::err(
-                            "bad_request",
-                            "name one of your jobs: rea history JOB",
-                        )
-                    }
-                    Some(job) if !sees(Some(job)) => return unknown(job),
-                    Some(_) => {}
-                }
+            if let Some(job) = query.job.as_deref().filter(|j| !sees(Some(j))) {
+                return unknown(job);
             }
             match reader.query(&query) {
                 Ok(records) => Response::with(&records),

@@ -507,8 +507,18 @@ impl HistoryReader for Reader {
              and (r.status <> 'missed' or $4::bool)
              and ($3::bool or r.status = any($5) or (r.status = 'missed' and $4::bool))
              and ($6::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) >= $6)
-             and ($7::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) < $7)",
-            &[&self.cluster, &q.job, &any_status, &missed_ok, &statuses, &q.since, &q.until],
+             and ($7::timestamptz is null or coalesce(r.ended_at, r.started_at, r.claimed_at) < $7)
+             and ($8::text is null or split_part(r.job, '/', 1) = $8 and strpos(r.job, '/') > 1)",
+            &[
+                &self.cluster,
+                &q.job,
+                &any_status,
+                &missed_ok,
+                &statuses,
+                &q.since,
+                &q.until,
+                &q.tenant,
+            ],
             q.limit,
         )
     }

@@ -109,7 +109,9 @@ pub fn history_backend(cases: u32, fresh: impl Fn() -> Fresh) {
     }
 }
 
-const JOBS: [&str; 4] = ["a", "b", "c", "a\"b"];
+/// Jobs of the system and of two users (`u/a`: a user's job that shares
+/// its own name with the system's `a`).
+const JOBS: [&str; 6] = ["a", "b", "c", "a\"b", "u/a", "v/a"];
 
 fn ts(secs: i64) -> DateTime<Utc> {
     DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap_or_default()
@@ -126,43 +128,47 @@ fn arb_history() -> impl Strategy<Value = Vec<Record>> {
         RunStatus::TimedOut,
         RunStatus::Skipped,
     ];
-    prop::collection::vec((0usize..4, 0usize..6, 0usize..2, 0usize..200), 0..120).prop_map(
-        move |items| {
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, (job, kind, extra, out_len))| {
-                    let at = ts(i as i64);
-                    let mut r = if kind < statuses.len() {
-                        let mut r = Record::new(Event::Run, at);
-                        r.job = Some(JOBS[job].to_string());
-                        // Every other run id repeats, so a started line and
-                        // its final line belong together.
-                        r.run = Some(format!("r{}", i / 2));
-                        r.attempt = Some(1);
-                        r.status = Some(statuses[kind]);
-                        r.trigger = Some(Trigger::Schedule);
-                        r.scheduled = Some(at);
-                        r.started = Some(at);
-                        r
-                    } else {
-                        Record::new(Event::DaemonStarted, at)
-                    };
-                    if extra == 1 {
-                        // Another job's name inside the output must not
-                        // confuse a backend's pre-filter.
-                        r.output = Some(format!("\"job\":\"b\" {}", "o".repeat(out_len)));
-                    }
-                    r
-                })
-                .collect()
-        },
+    prop::collection::vec(
+        (0usize..JOBS.len(), 0usize..6, 0usize..2, 0usize..200),
+        0..120,
     )
+    .prop_map(move |items| {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, (job, kind, extra, out_len))| {
+                let at = ts(i as i64);
+                let mut r = if kind < statuses.len() {
+                    let mut r = Record::new(Event::Run, at);
+                    r.job = Some(JOBS[job].to_string());
+                    // Every other run id repeats, so a started line and
+                    // its final line belong together.
+                    r.run = Some(format!("r{}", i / 2));
+                    r.attempt = Some(1);
+                    r.status = Some(statuses[kind]);
+                    r.trigger = Some(Trigger::Schedule);
+                    r.scheduled = Some(at);
+                    r.started = Some(at);
+                    r
+                } else {
+                    Record::new(Event::DaemonStarted, at)
+                };
+                if extra == 1 {
+                    // Another job's name inside the output must not
+                    // confuse a backend's pre-filter.
+                    r.output = Some(format!("\"job\":\"b\" {}", "o".repeat(out_len)));
+                }
+                r
+            })
+            .collect()
+    })
 }
 
 fn arb_query() -> impl Strategy<Value = Query> {
     (
-        prop::option::of(prop::sample::select(vec!["a", "b", "c", "a\"b", "zz"])),
+        prop::option::of(prop::sample::select(vec![
+            "a", "b", "c", "a\"b", "zz", "u/a", "u/b", "v/a",
+        ])),
         prop::sample::subsequence(
             vec![
                 RunStatus::Started,
@@ -177,9 +183,10 @@ fn arb_query() -> impl Strategy<Value = Query> {
         prop::option::of(0usize..20),
         any::<bool>(),
         any::<bool>(),
+        prop::option::of(prop::sample::select(vec!["u", "v", "a"])),
     )
         .prop_map(
-            |(job, statuses, since, until, limit, runs_only, with_missed)| Query {
+            |(job, statuses, since, until, limit, runs_only, with_missed, tenant)| Query {
                 job: job.map(str::to_string),
                 statuses,
                 since: since.map(ts),
@@ -187,6 +194,7 @@ fn arb_query() -> impl Strategy<Value = Query> {
                 limit,
                 runs_only,
                 with_missed,
+                tenant: tenant.map(str::to_string),
             },
         )
 }
@@ -198,6 +206,14 @@ pub fn naive_query(records: &[Record], q: &Query) -> Vec<Record> {
         .iter()
         .rev()
         .filter(|r| q.job.is_none() || r.job == q.job)
+        .filter(|r| {
+            q.tenant.as_ref().is_none_or(|t| {
+                r.job
+                    .as_deref()
+                    .and_then(|j| j.split_once('/'))
+                    .is_some_and(|(owner, _)| owner == t)
+            })
+        })
         .filter(|r| {
             (q.with_missed && r.event == Event::Missed)
                 || ((q.statuses.is_empty() || r.status.is_some_and(|s| q.statuses.contains(&s)))

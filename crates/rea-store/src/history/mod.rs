@@ -98,6 +98,10 @@ pub struct Query {
     /// Also `missed` lines, whatever `statuses` and `runs_only` say
     /// (`rea history` shows them: they answer "why did it not run?").
     pub with_missed: bool,
+    /// Only records of this user's jobs (qualified `NAME/job`, see
+    /// `rea_core::tenant`): what a user's own `rea history` reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl Query {
@@ -106,6 +110,12 @@ impl Query {
         self.job
             .as_deref()
             .is_none_or(|job| record.job.as_deref() == Some(job))
+            && self.tenant.as_deref().is_none_or(|t| {
+                record
+                    .job
+                    .as_deref()
+                    .is_some_and(|j| rea_core::tenant::Tenant::User(t).owns(j))
+            })
             && self.since.is_none_or(|since| record.ts >= since)
             && self.until.is_none_or(|until| record.ts < until)
             && ((self.with_missed && record.event == Event::Missed)
