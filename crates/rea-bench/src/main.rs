@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants
 //! ```
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ mod oneshots;
 mod queries;
 mod report;
 mod scale;
+mod tenants;
 mod throughput;
 mod util;
 
@@ -44,6 +45,7 @@ enum Part {
     Oneshots,
     Cluster,
     Governed,
+    Tenants,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -162,6 +164,12 @@ fn main() {
     if std::env::args_os().nth(1).is_some_and(|a| a == "-c") {
         daemon_parts::probe(now);
     }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == tenants::CLIENT_FLAG)
+    {
+        tenants::client();
+    }
     let args = Args::parse();
     let s = Settings::from(&args);
     if let Some(path) = &args.dump_scale_file {
@@ -207,6 +215,9 @@ fn main() {
     }
     if want(Part::Governed) {
         figures.extend(governed::governed(&s));
+    }
+    if want(Part::Tenants) {
+        figures.extend(tenants::tenants(&s));
     }
     if want(Part::Queries) {
         figures.extend(queries::queries(&s));
