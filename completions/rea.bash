@@ -267,7 +267,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__history)
-            opts="-n -f -h -V --status --failed --since --until --limit --json --utc --file --state-dir --client-timeout --help --version"
+            opts="-n -f -h -V --status --failed --since --until --limit --tenant --json --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -290,6 +290,10 @@ _rea() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tenant)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -673,12 +677,16 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --check --utc --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --tenant --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --tenant)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -78,6 +78,7 @@ complete -c rea -n "__fish_rea_using_subcommand next" -l client-timeout -d 'How 
 complete -c rea -n "__fish_rea_using_subcommand next" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand next" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand next" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand status" -l tenant -d 'With --check: whose jobs count: `system` (root\'s default), a user\'s name, or `all`; a user\'s probe counts her own' -r
 complete -c rea -n "__fish_rea_using_subcommand status" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
@@ -135,6 +136,7 @@ missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
 complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("08:00", "2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r
+complete -c rea -n "__fish_rea_using_subcommand history" -l tenant -d 'Only the runs of this user\'s jobs (root; a user\'s history is her own)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r

@@ -226,6 +226,10 @@ pub(crate) struct StatusArgs {
     /// (CRITICAL: a job's last run failed or timed out, or no daemon runs)
     #[arg(long, conflicts_with = "json")]
     pub(crate) check: bool,
+    /// With --check: whose jobs count: `system` (root's default), a user's
+    /// name, or `all`; a user's probe counts her own
+    #[arg(long, requires = "check", value_name = "TENANT")]
+    pub(crate) tenant: Option<String>,
     /// Show times in UTC instead of the machine's zone
     #[arg(long)]
     pub(crate) utc: bool,
@@ -316,6 +320,9 @@ pub(crate) struct HistoryArgs {
     /// At most this many lines
     #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
     pub(crate) limit: usize,
+    /// Only the runs of this user's jobs (root; a user's history is her own)
+    #[arg(long, value_name = "USER")]
+    pub(crate) tenant: Option<String>,
     /// Machine-readable output (JSON lines, the history schema; times in UTC)
     #[arg(long)]
     pub(crate) json: bool,

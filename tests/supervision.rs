@@ -232,6 +232,7 @@ command = "env"
             "REA_JOB",
             "REA_RUN_ID",
             "REA_SCHEDULED_AT",
+            "REA_TENANT",
             "REA_TRIGGER",
             "SHELL",
             "USER"

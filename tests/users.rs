@@ -632,3 +632,116 @@ fn a_user_kills_only_the_runs_of_her_own_jobs() {
         env.runs(&his_q, "killed").len() == 1 && env.runs("sys", "killed").len() == 1
     });
 }
+
+/// What each caller sees (#19, finding 10): every command a user runs
+/// shows her tenant only, with nothing of other files' refusals; root's
+/// probe counts the system's jobs and says how the users' fare; a user
+/// with nothing to check gets UNKNOWN (exit 3), not OK; a member of
+/// `[daemon] monitor_group` reads every tenant's status.
+#[test]
+fn each_caller_sees_and_probes_their_own_tenant() {
+    if skip_unless_root("each_caller_sees_and_probes_their_own_tenant") {
+        return;
+    }
+    const CAROL: &str = "rea-carol";
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    throwaway_user(CAROL).expect("user");
+    let ok = |c: &mut Command| assert!(c.status().expect("run").success());
+    ok(Command::new("groupadd").args(["-f", "rea-watch"]));
+    ok(Command::new("usermod").args(["-aG", "rea-watch", CAROL]));
+    env.jobs(
+        "[daemon]\nmonitor_group = \"rea-watch\"\n[jobs.payroll]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    let f = env.write(
+        &format!("users/{ALICE}.toml"),
+        "[jobs.flaky]\nschedule = \"@yearly\"\ncommand = \"exit 3\"\n[jobs.fine]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    // A drop-in root's file set refuses, quoting a value alice must not read.
+    let bad = env.write(
+        "jobs.d/secret.toml",
+        "[jobs.s]\nschedule = \"@yearly\"\ncommand = \"true\"\nuser = \"token-4f2a\"\n",
+    );
+    fs::set_permissions(&bad, fs::Permissions::from_mode(0o600)).expect("chmod");
+    let d = env.daemon();
+    env.rea(&["trigger", &format!("{ALICE}/flaky"), "--wait"])
+        .code(3);
+
+    // Root: the system's jobs count; alice's failure is said, not counted.
+    let root = env.rea(&["status", "--check"]);
+    root.code(1)
+        .stdout_has(
+            "rea WARNING: the system's 1 job, none failing; the job file is invalid (1 error)",
+        )
+        .stdout_has("not counted: 1 of the other tenants' jobs failing (rea-alice/flaky)");
+    env.rea(&["status", "--check", "--tenant", "all"])
+        .code(2)
+        .stdout_has("every tenant's 1 of 3 jobs failing: rea-alice/flaky");
+    env.rea(&["status", "--check", "--tenant", ALICE])
+        .code(2)
+        .stdout_has("rea-alice's 1 of 2 jobs failing: rea-alice/flaky (failed, exit 3)");
+
+    // Alice: her jobs, named as she names them; no refusal of root's.
+    rea_as(&env, ALICE, &["status", "--check"], None)
+        .code(2)
+        .stdout_is("rea CRITICAL: rea-alice's 1 of 2 jobs failing: flaky (failed, exit 3)\n");
+    let hers = rea_as(&env, ALICE, &["status", "--json"], None).ok().json();
+    assert!(hers["daemon"]["config_error"].is_null(), "{hers}");
+    assert!(!hers.to_string().contains("token-4f2a"), "{hers}");
+    let text = rea_as(&env, ALICE, &["status"], None).ok().stdout.clone();
+    assert!(
+        !text.contains("token-4f2a") && !text.contains("payroll"),
+        "{text}"
+    );
+    rea_as(&env, ALICE, &["next", "flaky", "-n", "1"], None)
+        .ok()
+        .stdout_has("-01-01");
+    for args in [&["list"][..], &["history"]] {
+        let out = rea_as(&env, ALICE, args, None).ok().stdout.clone();
+        assert!(out.contains("flaky"), "{args:?}: {out}");
+        assert!(
+            !out.contains("payroll") && !out.contains(ALICE),
+            "{args:?}: {out}"
+        );
+    }
+    rea_as(
+        &env,
+        ALICE,
+        &["status", "--check", "--tenant", "system"],
+        None,
+    )
+    .code(3)
+    .stdout_has("rea UNKNOWN: system's jobs are not rea-alice's to see");
+
+    // Bob has no jobs: nothing he can check is not "OK".
+    rea_as(&env, BOB, &["status", "--check"], None)
+        .code(3)
+        .stdout_has("rea UNKNOWN: rea-bob has no jobs here");
+
+    // Carol monitors: every tenant's status, counted as root's is, and no
+    // action.
+    rea_as(&env, CAROL, &["status", "--check", "--tenant", "all"], None)
+        .code(2)
+        .stdout_has("rea-alice/flaky");
+    let all = rea_as(&env, CAROL, &["status", "--json"], None).ok().json();
+    assert_eq!(all["jobs"].as_array().map(Vec::len), Some(3), "{all}");
+    rea_as(&env, CAROL, &["trigger", "payroll"], None).code(5);
+
+    // Root reads one tenant's history; a user reads no one else's.
+    let alices = env
+        .rea(&["history", "--tenant", ALICE, "--json"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        alices.contains("rea-alice/flaky") && !alices.contains("\"payroll\""),
+        "{alices}"
+    );
+    rea_as(&env, BOB, &["history", "--tenant", ALICE], None)
+        .code(1)
+        .stderr_has("only root may read another tenant's history");
+    assert_eq!(d.stop(), 0);
+}

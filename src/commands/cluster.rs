@@ -119,7 +119,7 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
         }
     }
     if args.check {
-        return super::probe::cluster(&st);
+        return super::probe::cluster(&st, args.tenant.as_deref());
     }
     if args.json {
         let mut v = serde_json::to_value(&st).unwrap_or_default();

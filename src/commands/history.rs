@@ -62,7 +62,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
         limit: if only_missed { None } else { Some(args.limit) },
         runs_only: !only_missed,
         with_missed,
-        tenant: None,
+        tenant: args.tenant.clone(),
     };
     let reader = super::history_reader(global, &dir)?;
     let records = reader.query(&query).map_err(|e| {

@@ -8,6 +8,13 @@
 //! | 0 | OK | the daemon runs and no job's last run failed |
 //! | 1 | WARNING | no job is failing, but the daemon keeps an older job file because the new one is invalid, or its history writes fail |
 //! | 2 | CRITICAL | a job's last run failed or timed out (its failure streak is not over), or no daemon runs for the state directory |
+//! | 3 | UNKNOWN | the caller cannot see the jobs it asks about (a user with no jobs of her own, or asking for the system's) |
+//!
+//! Whose jobs count: a user's probe counts her own jobs; root's (and a
+//! `[daemon] monitor_group` member's) counts the system tenant's by
+//! default, says how the users' jobs fare beside it without counting them,
+//! and `--tenant NAME` or `--tenant all` chooses otherwise. So a user's
+//! failing job never pages whoever watches the system.
 //!
 //! A failure is what the engine retries and counts: `failed` and
 //! `timed_out`. A run killed by a shutdown or by `overlap = "replace"`, or
@@ -18,7 +25,8 @@
 use std::process::ExitCode;
 
 use crate::failure::CommandResult;
-use rea_proto::protocol::StatusReply;
+use rea_core::tenant::Tenant;
+use rea_proto::protocol::{JobInfo, StatusReply};
 
 /// The probe's verdict, worst wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,6 +34,7 @@ pub(crate) enum Verdict {
     Ok = 0,
     Warning = 1,
     Critical = 2,
+    Unknown = 3,
 }
 
 impl Verdict {
@@ -34,6 +43,7 @@ impl Verdict {
             Verdict::Ok => "OK",
             Verdict::Warning => "WARNING",
             Verdict::Critical => "CRITICAL",
+            Verdict::Unknown => "UNKNOWN",
         }
     }
 }
@@ -65,10 +75,8 @@ pub(crate) fn is_failure(status: &str) -> bool {
 }
 
 /// The jobs of a live answer whose last run failed.
-fn failing_live(data: &StatusReply) -> Vec<Failing> {
-    data.jobs
-        .iter()
-        .filter(|j| j.enabled)
+fn failing_live<'a>(jobs: impl Iterator<Item = &'a JobInfo>) -> Vec<Failing> {
+    jobs.filter(|j| j.enabled)
         .filter_map(|j| {
             let last = j.last.as_ref();
             let failed = last.is_some_and(|l| is_failure(&l.status));
@@ -82,22 +90,118 @@ fn failing_live(data: &StatusReply) -> Vec<Failing> {
         .collect()
 }
 
-/// The probe over a running daemon's answer.
-pub(crate) fn live(data: &StatusReply) -> CommandResult {
-    let failing = failing_live(data);
-    let enabled = data.jobs.iter().filter(|j| j.enabled).count();
+/// Which tenants' jobs a probe counts: `--tenant` (`system`, a user's
+/// name, or `all`), the system's by default.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Counted<'a> {
+    All,
+    One(Tenant<'a>),
+}
+
+impl<'a> Counted<'a> {
+    pub(crate) fn from_arg(arg: Option<&'a str>) -> Counted<'a> {
+        match arg {
+            None | Some("system") => Counted::One(Tenant::System),
+            Some("all") => Counted::All,
+            Some(user) => Counted::One(Tenant::User(user)),
+        }
+    }
+
+    fn counts(&self, name: &str) -> bool {
+        match self {
+            Counted::All => true,
+            Counted::One(t) => Tenant::of(name) == *t,
+        }
+    }
+
+    fn whose(&self) -> String {
+        match self {
+            Counted::All => "every tenant's".to_string(),
+            Counted::One(Tenant::System) => "the system's".to_string(),
+            Counted::One(Tenant::User(u)) => format!("{u}'s"),
+        }
+    }
+}
+
+/// The tenant whose file a refusal (`PATH:LINE:COL: …`) is about: a
+/// user's file is `users/NAME.toml`.
+fn refusal_tenant(error: &str) -> Tenant<'_> {
+    let path = error.split(':').next().unwrap_or("");
+    let user = path
+        .rsplit_once("/users/")
+        .and_then(|(_, file)| file.strip_suffix(".toml"));
+    user.map_or(Tenant::System, Tenant::User)
+}
+
+/// The probe over a running daemon's answer; `tenant` is `--tenant`.
+pub(crate) fn live(data: &StatusReply, tenant: Option<&str>) -> CommandResult {
+    let errors = data
+        .daemon
+        .config_error
+        .as_ref()
+        .map_or(&[][..], |e| e.errors.as_slice());
+    // A user's answer holds her jobs only, named as she names them.
+    if let Some(me) = &data.tenant {
+        if let Some(other) = tenant.filter(|t| t != me) {
+            return report(
+                Verdict::Unknown,
+                &[format!(
+                    "{other}'s jobs are not {me}'s to see (root, or a member of [daemon] monitor_group, may check them)"
+                )],
+            );
+        }
+        if data.jobs.is_empty() {
+            return report(
+                Verdict::Unknown,
+                &[format!(
+                    "{me} has no jobs here, and the system's are not {me}'s to see (root, or a member of [daemon] monitor_group, may check them)"
+                )],
+            );
+        }
+        let all: Vec<&JobInfo> = data.jobs.iter().collect();
+        return verdict(data, &all, &[], Some(format!("{me}'s")), errors.len());
+    }
+    let counted = Counted::from_arg(tenant);
+    let (mine, others): (Vec<&JobInfo>, Vec<&JobInfo>) =
+        data.jobs.iter().partition(|j| counted.counts(&j.name));
+    let broken = errors
+        .iter()
+        .filter(|e| counted.counts(&refusal_tenant(e).qualify("x")))
+        .count();
+    // Whose jobs count goes without saying on a machine of one tenant.
+    let whose = (tenant.is_some() || !others.is_empty()).then(|| counted.whose());
+    verdict(data, &mine, &others, whose, broken)
+}
+
+/// The verdict over the `counted` jobs (`whose` they are, when it needs
+/// saying), with `broken` refusals of their files; `others` are said, not
+/// counted.
+fn verdict(
+    data: &StatusReply,
+    counted: &[&JobInfo],
+    others: &[&JobInfo],
+    whose: Option<String>,
+    broken: usize,
+) -> CommandResult {
+    let failing = failing_live(counted.iter().copied());
+    let enabled = counted.iter().filter(|j| j.enabled).count();
+    let whose_ = whose.as_ref().map(|w| format!("{w} ")).unwrap_or_default();
     let mut notes = Vec::new();
     let mut verdict = Verdict::Ok;
     if !failing.is_empty() {
         verdict = Verdict::Critical;
-        notes.push(failing_text(&failing, enabled));
+        notes.push(format!("{whose_}{}", failing_text(&failing, enabled)));
+    } else if whose.is_some() {
+        notes.push(format!(
+            "{whose_}{enabled} job{}, none failing",
+            plural(enabled)
+        ));
     }
-    if let Some(err) = &data.daemon.config_error {
+    if broken > 0 {
         verdict = verdict.max(Verdict::Warning);
         notes.push(format!(
-            "the job file is invalid ({} error{}); the daemon runs the last good one",
-            err.errors.len(),
-            if err.errors.len() == 1 { "" } else { "s" }
+            "the job file is invalid ({broken} error{}); the daemon runs the last good one",
+            plural(broken)
         ));
     }
     let h = &data.daemon.history;
@@ -110,7 +214,21 @@ pub(crate) fn live(data: &StatusReply) -> CommandResult {
         notes.push(format!("history writes are failing ({})", err.message));
     }
     if notes.is_empty() {
-        notes.push(format!("{} job{}, none failing", enabled, plural(enabled)));
+        notes.push(format!("{enabled} job{}, none failing", plural(enabled)));
+    }
+    // Said, not counted: how the other tenants' jobs fare.
+    let elsewhere = failing_live(others.iter().copied());
+    if !elsewhere.is_empty() {
+        notes.push(format!(
+            "not counted: {} of the other tenants' jobs failing ({}); --tenant all counts them",
+            elsewhere.len(),
+            elsewhere
+                .iter()
+                .take(3)
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     report(verdict, &notes)
 }
@@ -118,10 +236,12 @@ pub(crate) fn live(data: &StatusReply) -> CommandResult {
 /// The probe in cluster mode, from the database: CRITICAL when no node is
 /// live or a job's last run (on whichever node) failed; WARNING when a
 /// node's job definitions differ from the others'.
-pub(crate) fn cluster(st: &rea_pg::ClusterStatus) -> CommandResult {
+pub(crate) fn cluster(st: &rea_pg::ClusterStatus, tenant: Option<&str>) -> CommandResult {
+    let counted = Counted::from_arg(tenant);
     let failing: Vec<Failing> = st
         .jobs
         .iter()
+        .filter(|j| counted.counts(&j.job))
         .filter_map(|j| {
             let last = j.last.as_ref()?;
             let status = last.status?.as_str().to_string();

@@ -27,7 +27,7 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
             };
             let answer = super::ask::<StatusReply>(&mut client, &request)?;
             if args.check {
-                return super::probe::live(&answer.data);
+                return super::probe::live(&answer.data, args.tenant.as_deref());
             }
             if args.json {
                 println!("{}", answer.raw);

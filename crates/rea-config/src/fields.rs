@@ -554,6 +554,14 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
             }
         },
     },
+    SubField {
+        name: "monitor_group",
+        apply: |ctx, v, d| {
+            if let Some(s) = ctx.text_field(v, "monitor_group") {
+                d.monitor_group = Some(s);
+            }
+        },
+    },
 ];
 
 /// `[cluster]`, with where `lease` and `heartbeat` were written (their

@@ -165,6 +165,10 @@ pub struct DaemonConfig {
     /// cgroup v2 (`cgroups = "auto"`, the default), or process groups only
     /// (`"off"`).
     pub cgroups: bool,
+    /// Members of this group may read every tenant's status (`rea status`,
+    /// `rea status --check`) through the socket, and act on none: a
+    /// monitoring user. Default: none (a user sees her own jobs only).
+    pub monitor_group: Option<String>,
 }
 
 impl DaemonConfig {
@@ -204,6 +208,7 @@ impl Default for DaemonConfig {
             metrics: None,
             job_output: JobOutput::History,
             cgroups: true,
+            monitor_group: None,
         }
     }
 }

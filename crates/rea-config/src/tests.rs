@@ -190,6 +190,7 @@ command = "date"
                 sendmail: None,
                 metrics: None,
                 job_output: JobOutput::History,
+                monitor_group: None,
                 cgroups: true,
             }
         );
@@ -383,7 +384,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group\n"
         );
     }
 

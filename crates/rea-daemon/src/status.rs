@@ -23,10 +23,27 @@ impl Loop {
             Some(name) => self.engine.job_status(name).into_iter().collect(),
             None => self.engine.status(),
         };
-        if *scope != Scope::Admin {
-            let mine: std::collections::HashSet<&str> = self.visible_names(scope).collect();
-            statuses.retain(|s| mine.contains(s.name.as_str()));
-        }
+        statuses.retain(|s| scope.owns(&s.name));
+        // A user sees the refusals of her own file only: another file's
+        // may quote values that are not hers to read.
+        let errors = self.files.error().and_then(|(at, errors)| {
+            let errors: Vec<String> = match scope {
+                Scope::Admin => errors.clone(),
+                Scope::User(me) => {
+                    let hers = self.files.files().set().user_file(me)?;
+                    let hers = hers.display().to_string();
+                    errors
+                        .iter()
+                        .filter(|e| e.starts_with(&hers))
+                        .cloned()
+                        .collect()
+                }
+            };
+            (!errors.is_empty()).then_some(ConfigError {
+                at: Ts(*at),
+                errors,
+            })
+        });
         let health = self.backend.history_health();
         StatusReply {
             live: true,
@@ -39,10 +56,7 @@ impl Loop {
                 file: self.shown_file(),
                 state_dir: absolute(&self.opts.state_dir),
                 last_reload: Ts(self.files.last_reload()),
-                config_error: self.files.error().map(|(at, errors)| ConfigError {
-                    at: Ts(*at),
-                    errors: errors.clone(),
-                }),
+                config_error: errors,
                 running_runs: self.engine.running(),
                 running_hooks: self.engine.hooks_running(),
                 max_concurrent: self.engine.max_concurrent(),
@@ -68,6 +82,7 @@ impl Loop {
                 })
                 .collect(),
             oneshot: None,
+            tenant: scope.tenant().and_then(|t| t.user()).map(str::to_string),
         }
     }
 

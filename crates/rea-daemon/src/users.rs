@@ -191,6 +191,10 @@ impl Loop {
                 format!("{what} is for root (the daemon runs as root); your own jobs are in your job file: rea edit"),
             ))
         };
+        // A monitoring user reads every tenant's status, and acts on none.
+        if matches!(request, Request::Status { .. }) && self.is_monitor(peer.uid) {
+            return Ok(Scope::Admin);
+        }
         match request {
             Request::Submit(_) | Request::Cancel { .. } | Request::Pending { .. } => {
                 root_only("a one-shot")
@@ -208,11 +212,31 @@ impl Loop {
                     }
                 }
             }
+            Request::History { query } if query.tenant.as_ref().is_some_and(|t| *t != user) => {
+                Err(Response::err(
+                    "refused",
+                    "only root may read another tenant's history; yours is rea history",
+                ))
+            }
             _ => {
                 qualify_request(&user, request);
                 Ok(Scope::User(user))
             }
         }
+    }
+
+    /// Whether `uid` belongs to `[daemon] monitor_group`.
+    fn is_monitor(&self, uid: u32) -> bool {
+        let Some(group) = &self.config.daemon.monitor_group else {
+            return false;
+        };
+        let (Ok(gid), Some(user)) = (
+            rea_host::user::group_id(group),
+            rea_host::user::user_by_uid(uid),
+        ) else {
+            return false;
+        };
+        rea_host::user::in_group(&user, gid)
     }
 
     /// The jobs of a pause/resume selector that `scope` may touch; unknown

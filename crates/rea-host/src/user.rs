@@ -86,6 +86,38 @@ pub fn user_by_uid(uid: u32) -> Option<User> {
     })
 }
 
+/// The id of the group `name` (getgrnam_r), or why not.
+pub fn group_id(name: &str) -> Result<u32, String> {
+    let c = CString::new(name).map_err(|_| format!("invalid group name {name:?}"))?;
+    let mut size = 1024usize;
+    loop {
+        let mut buf = vec![0 as libc::c_char; size];
+        // SAFETY: group is plain data; getgrnam_r fills it, pointing its
+        // strings into `buf`; only the gid is read, before `buf` goes.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: `c` is NUL-terminated; `grp`, `buf` (of `buf.len()`
+        // bytes) and `out` are valid for writes for the whole call.
+        let rc = unsafe {
+            libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out)
+        };
+        if rc == libc::ERANGE && size < (1 << 20) {
+            size *= 4;
+            continue;
+        }
+        if rc != 0 || out.is_null() {
+            return Err(format!("no group {name:?} on this machine"));
+        }
+        return Ok(grp.gr_gid);
+    }
+}
+
+/// Whether `user` is a member of the group `gid` (as its primary group or
+/// a supplementary one).
+pub fn in_group(user: &User, gid: u32) -> bool {
+    user.gid == gid || groups(user).is_ok_and(|g| g.contains(&gid))
+}
+
 type PwCall<'a> =
     dyn Fn(*mut libc::passwd, *mut libc::c_char, usize, *mut *mut libc::passwd) -> i32 + 'a;
 
@@ -126,6 +158,17 @@ fn lookup(call: &PwCall) -> Option<User> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_are_found_by_name_and_root_is_in_its_own() {
+        let root = user("root").expect("root");
+        let gid = group_id("root").expect("group root");
+        assert_eq!(gid, 0);
+        assert!(in_group(&root, gid));
+        assert!(group_id("no-such-group-rea-test")
+            .unwrap_err()
+            .contains("no group"));
+    }
 
     #[test]
     fn root_exists_and_nobody_does_not_exist_twice() {

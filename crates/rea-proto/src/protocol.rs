@@ -321,6 +321,10 @@ pub struct StatusReply {
     /// `status ID` of a pending one-shot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oneshot: Option<OneShotInfo>,
+    /// Set when the answer holds one user's jobs only (the asker's own,
+    /// named as she names them); absent, every tenant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
