@@ -163,7 +163,12 @@ impl Engine {
             self.enqueue(pending, now, out);
             return Some(run);
         }
-        let previous = self.previous_run(state);
+        // Said only when a run is skipped: what its predecessor is doing.
+        let previous = match state.def.overlap {
+            Overlap::Skip => self.previous_run(state),
+            Overlap::Queue if !state.waiting.is_empty() => self.previous_run(state),
+            _ => String::new(),
+        };
         let state = self.jobs.get_mut(name)?;
         match state.def.overlap {
             Overlap::Skip => {
