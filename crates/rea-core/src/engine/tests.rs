@@ -1901,3 +1901,54 @@ fn a_users_retry_is_not_queued_past_her_cap() {
         skipped[0].reason
     );
 }
+
+#[test]
+fn a_users_hooks_take_a_slot_of_her_share_ahead_of_her_runs() {
+    let mut failing = owned(Some("alice"), "f", "0 0 1 1 *");
+    failing.extras_mut().on_failure = Some("page".to_string());
+    let cfg = config(
+        vec![
+            failing,
+            owned(Some("alice"), "g", "0 0 1 1 *"),
+            owned(None, "s", "0 0 1 1 *"),
+        ],
+        2,
+    );
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    // max 2, one reserved: alice's share is one slot.
+    let TriggerResult::Started { run: f } = engine.trigger("alice/f", false, now).0 else {
+        panic!("f starts")
+    };
+    let _ = engine.spawned(&f, Ok(Started { pid: 1, at: now }), now);
+    let TriggerResult::Queued { run: g } = engine.trigger("alice/g", false, now).0 else {
+        panic!("g waits for her slot")
+    };
+    let a = engine.finished(&f, &outcome(1, now, now, 1), now);
+    let hooks: Vec<u64> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::StartHooks { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hooks.len(), 1, "f's hook takes her slot, ahead of g");
+    assert!(starts(&a).is_empty(), "g still waits");
+    assert_eq!(engine.shares.held_by(&Some("alice".into())), 1);
+    // The system's job has the reserved slot meanwhile.
+    assert!(matches!(
+        engine.trigger("s", false, now).0,
+        TriggerResult::Started { .. }
+    ));
+    let a = engine.hooks_done(hooks[0], now);
+    assert_eq!(
+        starts(&a)[0].run,
+        g,
+        "her slot goes to g once the hook is done"
+    );
+    assert_eq!(
+        engine.shares.held(),
+        engine.runs.len() + engine.hooks.running()
+    );
+}
