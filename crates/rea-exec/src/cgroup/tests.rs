@@ -115,7 +115,9 @@ async fn a_timeout_ends_every_escapee() {
         let place = scratch.place(&format!("run{i}"));
         let leaf = place.parent.join(&place.name);
         let mut spec = sh(script, Some(place));
-        spec.timeout = Some(Duration::from_millis(if i == 3 { 3000 } else { 800 }));
+        // Long enough for the escapee to print its pid on a loaded machine
+        // (800 ms was not, with eight compilers sharing two cores).
+        spec.timeout = Some(Duration::from_millis(if i == 3 { 8000 } else { 2500 }));
         let (_, _, running) = crate::spawn(spec).expect("spawn");
         let outcome = running.await;
         assert!(outcome.timed_out, "{case}: {outcome:?}");
