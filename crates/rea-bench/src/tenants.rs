@@ -68,11 +68,12 @@ pub(crate) fn tenants(s: &Settings) -> Vec<Figure> {
                  (recorded start − scheduled) over {secs} s"
             ),
             format!(
-                "{} missed of {}, {} skipped; p99 {p99:.1} ms, p50 {:.1} ms",
+                "{} missed of {}, {} skipped; p99 {p99:.1} ms, p50 {:.1} ms (latest: {})",
                 f.missed,
                 f.expected,
                 f.skipped,
-                util::percentile(&f.late, 50.0)
+                util::percentile(&f.late, 50.0),
+                f.latest
             ),
             format!("0 missed, p99 ≤ {LATENESS_P99_MS} ms"),
             f.missed == 0 && f.skipped == 0 && !f.late.is_empty() && p99 <= LATENESS_P99_MS,
@@ -81,12 +82,13 @@ pub(crate) fn tenants(s: &Settings) -> Vec<Figure> {
             "tenants",
             "  same job, same length, no flood",
             format!(
-                "{} missed of {}, {} skipped; p99 {:.1} ms, p50 {:.1} ms",
+                "{} missed of {}, {} skipped; p99 {:.1} ms, p50 {:.1} ms (latest: {})",
                 c.missed,
                 c.expected,
                 c.skipped,
                 util::percentile(&c.late, 99.0),
-                util::percentile(&c.late, 50.0)
+                util::percentile(&c.late, 50.0),
+                c.latest
             ),
         ));
     }
@@ -113,6 +115,11 @@ struct Victim {
     skipped: usize,
     /// Recorded start − scheduled, ms, of the runs in the window.
     late: Vec<f64>,
+    /// The same with each run's scheduled instant, to say when the latest
+    /// were.
+    worst: Vec<(DateTime<Utc>, f64)>,
+    /// The three latest starts and when, after the daemon was ready.
+    latest: String,
 }
 
 #[derive(Debug, Default)]
@@ -183,9 +190,16 @@ fn phase(secs: u64, flood: Option<(u32, u32)>) -> Phase {
     let from = whole_second_after(began + chrono::Duration::seconds(1));
     let until = whole_second_after(ended - chrono::Duration::seconds(2));
     for job in ["sys-tick", "rea-bob/tick"] {
-        phase
-            .victims
-            .insert(job, victim(&history, job, from, until));
+        let mut v = victim(&history, job, from, until);
+        v.worst.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v.worst.truncate(3);
+        v.latest = v
+            .worst
+            .iter()
+            .map(|(t, ms)| format!("{ms:.0} ms at +{} s", (*t - began).num_seconds()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        phase.victims.insert(job, v);
     }
     let of_alice = |v: &&Value| {
         v["job"]
@@ -336,13 +350,16 @@ fn victim(history: &[Value], job: &str, from: DateTime<Utc>, until: DateTime<Utc
         .collect();
     let mut served = std::collections::BTreeSet::new();
     let mut late = Vec::new();
+    let mut worst = Vec::new();
     for v in mine.iter().filter(|v| v["status"] == "started") {
         let (Some(sched), Some(started)) = (time(v, "scheduled"), time(v, "started")) else {
             continue;
         };
         if sched >= from && sched <= until {
             served.insert(sched);
-            late.push((started - sched).num_microseconds().unwrap_or(0) as f64 / 1e3);
+            let ms = (started - sched).num_microseconds().unwrap_or(0) as f64 / 1e3;
+            late.push(ms);
+            worst.push((sched, ms));
         }
     }
     let expected = ((until - from).num_seconds() + 1).max(0) as usize;
@@ -351,6 +368,8 @@ fn victim(history: &[Value], job: &str, from: DateTime<Utc>, until: DateTime<Utc
         missed: expected.saturating_sub(served.len()),
         skipped: mine.iter().filter(|v| v["status"] == "skipped").count(),
         late,
+        worst,
+        latest: String::new(),
     }
 }
 
