@@ -41,6 +41,7 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "resume" -d 'Undo pause'
 complete -c rea -n "__fish_rea_needs_command" -f -a "reload" -d 'Make the daemon re-read the job file now'
 complete -c rea -n "__fish_rea_needs_command" -f -a "history" -d 'Past runs from the history log, newest first'
 complete -c rea -n "__fish_rea_needs_command" -f -a "logs" -d 'The captured output of a job\'s latest run (or of one run)'
+complete -c rea -n "__fish_rea_needs_command" -f -a "audit" -d 'Who asked the daemon for which change, and what it answered, newest first'
 complete -c rea -n "__fish_rea_needs_command" -f -a "submit" -d 'Run a command once, later: `rea submit --in 30m -- cmd args`'
 complete -c rea -n "__fish_rea_needs_command" -f -a "at" -d 'Run a command once at a time: `rea at 14:30 -- cmd args`'
 complete -c rea -n "__fish_rea_needs_command" -f -a "cancel" -d 'Cancel pending one-shot jobs'
@@ -154,6 +155,28 @@ complete -c rea -n "__fish_rea_using_subcommand logs" -l raw -d 'Write the outpu
 complete -c rea -n "__fish_rea_using_subcommand logs" -s f -l follow -d 'Follow the job\'s running run as it writes (or wait for its next run), then exit with its exit code, as `rea trigger --wait` does (in `rea logs`, -f is --follow, as in tail -f; the job file is --file)'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand logs" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand audit" -l since -l last -d 'Only since this long ago ("2h", "7d") or this instant (the forms of rea history --since)' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -l until -d 'Only before this long ago or this instant' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -l user -d 'Only requests of this user (a name or a uid)' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -l tenant -d 'Only this tenant\'s entries: "system" or a user\'s name' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -l action -d 'Only this action (repeatable)' -r -f -a "trigger\t''
+pause\t''
+resume\t''
+cancel\t''
+submit\t''
+edit\t''
+reload\t''
+kill\t''"
+complete -c rea -n "__fish_rea_using_subcommand audit" -l job -d 'Only entries naming this job (root names a user\'s job USER/JOB)' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -s n -l limit -d 'At most this many entries' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand audit" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand audit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand audit" -l refused -d 'Only refused requests'
+complete -c rea -n "__fish_rea_using_subcommand audit" -l json -d 'Machine-readable output (JSON lines, the audit log\'s schema; times in UTC)'
+complete -c rea -n "__fish_rea_using_subcommand audit" -l utc -d 'Show times in UTC, and read --since/--until dates in UTC'
+complete -c rea -n "__fish_rea_using_subcommand audit" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand audit" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand submit" -l in -d 'Run after this long ("30m", "1h30m")' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l at -d 'Run at this instant (RFC 3339, "YYYY-MM-DD HH:MM", "HH:MM")' -r
 complete -c rea -n "__fish_rea_using_subcommand submit" -l tz -d 'Zone for a --at time without an offset [default: local]' -r
@@ -212,6 +235,7 @@ complete -c rea -n "__fish_rea_using_subcommand import" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand import" -l system -d 'Read every file as a system crontab (a user name after the time fields) [default: files under /etc, or whose 6th field is always a known user]'
 complete -c rea -n "__fish_rea_using_subcommand import" -l user -d 'Read every file as a user crontab (`crontab -l` output)'
 complete -c rea -n "__fish_rea_using_subcommand import" -l install -d 'Install the result as a user\'s own job file (users/NAME.toml) through the daemon, replacing it: your own (`crontab -l | rea import --user --install -`), or as root the --owner\'s'
+complete -c rea -n "__fish_rea_using_subcommand import" -l allow-empty -d 'With --install: install even a crontab with no jobs, which empties the user\'s job file (`crontab -l` of someone with no crontab prints nothing, so by default that is refused)'
 complete -c rea -n "__fish_rea_using_subcommand import" -l force -d 'Overwrite the --output file if it exists'
 complete -c rea -n "__fish_rea_using_subcommand import" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand import" -s V -l version -d 'Print version'

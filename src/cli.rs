@@ -118,6 +118,17 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// The captured output of a job's latest run (or of one run)
     Logs(LogsArgs),
+    /// Who asked the daemon for which change, and what it answered, newest
+    /// first
+    ///
+    /// Every state-changing request (trigger, pause, resume, cancel,
+    /// submit, edit, reload, kill), refused ones included, is one entry:
+    /// time, uid and user, tenant, source (cli, socket, ...), action,
+    /// target and result. Root reads the state directory's audit.jsonl (in
+    /// cluster mode the cluster database); any other user asks the daemon
+    /// and sees only her own tenant's entries, her jobs named as she names
+    /// them.
+    Audit(AuditArgs),
     /// Run a command once, later: `rea submit --in 30m -- cmd args`
     Submit(SubmitArgs),
     /// Run a command once at a time: `rea at 14:30 -- cmd args`
@@ -332,6 +343,59 @@ pub(crate) struct HistoryArgs {
     pub(crate) utc: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuditAction {
+    Trigger,
+    Pause,
+    Resume,
+    Cancel,
+    Submit,
+    Edit,
+    Reload,
+    Kill,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    /// Only since this long ago ("2h", "7d") or this instant (the forms of
+    /// rea history --since)
+    #[arg(
+        long,
+        visible_alias = "last",
+        value_name = "DURATION|TIME",
+        allow_hyphen_values = true
+    )]
+    pub(crate) since: Option<String>,
+    /// Only before this long ago or this instant
+    #[arg(long, value_name = "DURATION|TIME", allow_hyphen_values = true)]
+    pub(crate) until: Option<String>,
+    /// Only requests of this user (a name or a uid)
+    #[arg(long, value_name = "USER")]
+    pub(crate) user: Option<String>,
+    /// Only this tenant's entries: "system" or a user's name
+    #[arg(long, value_name = "TENANT")]
+    pub(crate) tenant: Option<String>,
+    /// Only this action (repeatable)
+    #[arg(long, value_enum, value_name = "ACTION")]
+    pub(crate) action: Vec<AuditAction>,
+    /// Only entries naming this job (root names a user's job USER/JOB)
+    #[arg(long, value_name = "JOB")]
+    pub(crate) job: Option<String>,
+    /// Only refused requests
+    #[arg(long)]
+    pub(crate) refused: bool,
+    /// At most this many entries
+    #[arg(short = 'n', long, default_value_t = 20, value_name = "N")]
+    pub(crate) limit: usize,
+    /// Machine-readable output (JSON lines, the audit log's schema; times
+    /// in UTC)
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Show times in UTC, and read --since/--until dates in UTC
+    #[arg(long)]
+    pub(crate) utc: bool,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct LogsArgs {
     /// The job
@@ -487,6 +551,11 @@ pub(crate) struct ImportArgs {
     /// --install -`), or as root the --owner's
     #[arg(long, requires = "user")]
     pub(crate) install: bool,
+    /// With --install: install even a crontab with no jobs, which empties
+    /// the user's job file (`crontab -l` of someone with no crontab prints
+    /// nothing, so by default that is refused)
+    #[arg(long, requires = "install")]
+    pub(crate) allow_empty: bool,
     /// Overwrite the --output file if it exists
     #[arg(long)]
     pub(crate) force: bool,

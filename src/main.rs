@@ -50,6 +50,7 @@ fn main() -> ExitCode {
         Command::Reload => commands::reload::run(g),
         Command::History(a) => commands::history::run(g, a),
         Command::Logs(a) => commands::logs::run(g, a),
+        Command::Audit(a) => commands::audit::run(g, a),
         Command::Submit(a) => commands::submit::submit(g, a),
         Command::At(a) => commands::submit::at(g, a),
         Command::Cancel(a) => commands::cancel::run(g, a),

@@ -6,6 +6,8 @@
 
 mod support;
 
+mod accounts;
+mod audit;
 mod check;
 mod cluster;
 mod completion;
@@ -29,6 +31,7 @@ mod notify;
 mod oneshot;
 mod package;
 mod pg_history;
+mod quotas;
 mod reload;
 mod status;
 mod supervision;

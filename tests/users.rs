@@ -20,7 +20,7 @@ pub(crate) fn rea_as(env: &Env, user: &str, args: &[&str], editor: Option<&str>)
 }
 
 /// [`rea_as`] with `input` on stdin.
-fn rea_as_with_input(
+pub(crate) fn rea_as_with_input(
     env: &Env,
     user: &str,
     args: &[&str],
@@ -72,7 +72,7 @@ fn rea_as_with_input(
 
 /// An editor script that replaces the file with the next of `versions`
 /// (one per opening), readable by every user.
-fn editor(env: &Env, name: &str, versions: &[&str]) -> String {
+pub(crate) fn editor(env: &Env, name: &str, versions: &[&str]) -> String {
     let dir = env.path(&format!("editor-{name}"));
     fs::create_dir_all(&dir).expect("mkdir");
     for (i, v) in versions.iter().enumerate() {
@@ -100,7 +100,7 @@ fn editor(env: &Env, name: &str, versions: &[&str]) -> String {
     script.display().to_string()
 }
 
-fn job_names(status: &serde_json::Value) -> Vec<String> {
+pub(crate) fn job_names(status: &serde_json::Value) -> Vec<String> {
     status["jobs"]
         .as_array()
         .into_iter()

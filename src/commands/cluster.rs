@@ -4,6 +4,7 @@
 //! daemon. The other commands' files only ask [`settings`] first.
 
 use chrono::Utc;
+use rea_core::audit::{Action, Entry, Outcome};
 use rea_store::history::HistoryReader;
 use serde_json::json;
 
@@ -34,6 +35,46 @@ fn reader(s: &rea_pg::Settings) -> Result<rea_pg::Reader, Failure> {
 
 /// The cluster's history, read from its database.
 pub(crate) fn history_reader(s: &rea_pg::Settings) -> Result<Box<dyn HistoryReader>, Failure> {
+    Ok(Box::new(reader(s)?))
+}
+
+/// Records a change this command made in the cluster database itself
+/// (pause, resume, cancel: no daemon answers them) in its audit log. A
+/// failure to record is said, and does not undo the change.
+fn audit(
+    db: &rea_pg::Reader,
+    s: &rea_pg::Settings,
+    action: Action,
+    target: Vec<String>,
+    error: Option<&String>,
+) {
+    let entry = Entry {
+        ts: chrono::Utc::now(),
+        uid: rustix::process::geteuid().as_raw(),
+        user: rea_host::user::current_user_name(),
+        tenant: rea_core::audit::admin_tenant(action, &target),
+        source: "cli".into(),
+        action,
+        target,
+        result: if error.is_some() {
+            Outcome::Refused
+        } else {
+            Outcome::Ok
+        },
+        code: error.map(|_| "refused".to_string()),
+        message: error.cloned(),
+        node: None,
+    }
+    .bounded();
+    if let Err(e) = db.audit(&s.node, &entry) {
+        eprintln!("rea: warning: cannot record this change in the cluster's audit log: {e}");
+    }
+}
+
+/// `rea audit`'s cluster-wide entries.
+pub(crate) fn audit_reader(
+    s: &rea_pg::Settings,
+) -> Result<Box<dyn rea_store::audit::AuditReader>, Failure> {
     Ok(Box::new(reader(s)?))
 }
 
@@ -244,9 +285,16 @@ pub(crate) fn pending(s: &rea_pg::Settings, args: &PendingArgs) -> CommandResult
 }
 
 pub(crate) fn cancel(s: &rea_pg::Settings, args: &CancelArgs) -> CommandResult {
-    let done = reader(s)?
-        .cancel(&args.ids, args.kill)
-        .map_err(|e| Failure::new(exit::NOT_FOUND, e))?;
+    let db = reader(s)?;
+    let done = db.cancel(&args.ids, args.kill);
+    audit(
+        &db,
+        s,
+        Action::Cancel,
+        args.ids.clone(),
+        done.as_ref().err(),
+    );
+    let done = done.map_err(|e| Failure::new(exit::NOT_FOUND, e))?;
     let mut missed = Vec::new();
     for (id, how) in done {
         match how {
@@ -286,9 +334,16 @@ pub(crate) fn pause(
         },
     )?;
     let by = format!("{}@{}", s.node, rea_host::hostname());
-    let (changed, paused) = reader(s)?
-        .pause((!args.all).then_some(names.as_slice()), pause, &by)
-        .map_err(db_failure)?;
+    let db = reader(s)?;
+    let done = db.pause((!args.all).then_some(names.as_slice()), pause, &by);
+    let mut target = args.jobs.clone();
+    target.extend(args.tag.iter().map(|t| format!("tag:{t}")));
+    if args.all {
+        target.push("*".into());
+    }
+    let action = if pause { Action::Pause } else { Action::Resume };
+    audit(&db, s, action, target, done.as_ref().err());
+    let (changed, paused) = done.map_err(db_failure)?;
     if args.json {
         println!("{}", json!({ "changed": changed, "paused": paused }));
         return failure::ok();

@@ -44,7 +44,7 @@ const REFERENCE_PAGES: [(&str, &str); 3] = [
 /// EXIT STATUS and EXAMPLES of each command's page, written by hand in
 /// `man/src/commands/`; a visible subcommand without an entry stops the
 /// generator (and so `tests/generated.rs`).
-const COMMAND_SECTIONS: [(&str, &str); 18] = [
+const COMMAND_SECTIONS: [(&str, &str); 19] = [
     ("run", include_str!("../../man/src/commands/rea-run.1.in")),
     (
         "check",
@@ -78,6 +78,10 @@ const COMMAND_SECTIONS: [(&str, &str); 18] = [
         include_str!("../../man/src/commands/rea-history.1.in"),
     ),
     ("logs", include_str!("../../man/src/commands/rea-logs.1.in")),
+    (
+        "audit",
+        include_str!("../../man/src/commands/rea-audit.1.in"),
+    ),
     (
         "submit",
         include_str!("../../man/src/commands/rea-submit.1.in"),

@@ -127,6 +127,12 @@ pub(crate) fn run(global: &Global, args: &ImportArgs) -> CommandResult {
     }
 
     if args.install {
+        if import.jobs.is_empty() && !args.allow_empty {
+            return Err(Failure::invalid(
+                "nothing to install: the input has no jobs, and installing it would remove every job of the job file; nothing was changed",
+            )
+            .hint("`crontab -l` prints nothing when there is no crontab; to empty the job file on purpose, pass --allow-empty"));
+        }
         install(global, args, &toml)?;
     } else {
         match &args.output {

@@ -2,6 +2,7 @@
 //! and the program's modules. Each returns `CommandResult` (`Result<ExitCode,
 //! Failure>`): only `main` prints a failure and exits.
 
+pub(crate) mod audit;
 pub(crate) mod cancel;
 pub(crate) mod check;
 pub(crate) mod cluster;

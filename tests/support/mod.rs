@@ -263,24 +263,34 @@ impl Env {
         d
     }
 
-    /// Every parsed history line (live file and rotated ones, oldest first).
+    /// Every parsed history line (live file and rotated ones, of the
+    /// system's log and of each tenant's in `tenants/NAME/`), oldest first.
     pub fn history(&self) -> Vec<Value> {
-        let mut files: Vec<PathBuf> = Vec::new();
-        for n in (1..=20).rev() {
-            let p = self.state().join(format!("history.jsonl.{n}"));
-            if p.exists() {
-                files.push(p);
-            }
+        let mut roots = vec![self.state()];
+        if let Ok(tenants) = fs::read_dir(self.state().join("tenants")) {
+            roots.extend(tenants.flatten().map(|e| e.path()));
         }
-        files.push(self.state().join("history.jsonl"));
         let mut out = Vec::new();
-        for f in files {
-            for line in fs::read_to_string(&f).unwrap_or_default().lines() {
-                if let Ok(v) = serde_json::from_str::<Value>(line) {
-                    out.push(v);
+        for root in roots {
+            let mut files: Vec<PathBuf> = Vec::new();
+            for n in (1..=20).rev() {
+                let p = root.join(format!("history.jsonl.{n}"));
+                if p.exists() {
+                    files.push(p);
+                }
+            }
+            files.push(root.join("history.jsonl"));
+            for f in files {
+                for line in fs::read_to_string(&f).unwrap_or_default().lines() {
+                    if let Ok(v) = serde_json::from_str::<Value>(line) {
+                        out.push(v);
+                    }
                 }
             }
         }
+        // Each log is in `ts` order; so is their merge (a stable sort keeps
+        // each log's order among equal instants).
+        out.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
         out
     }
 

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query
 //! ```
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ mod oneshots;
 mod queries;
 mod report;
 mod scale;
+mod tenant_query;
 mod tenants;
 mod throughput;
 mod util;
@@ -46,6 +47,7 @@ enum Part {
     Cluster,
     Governed,
     Tenants,
+    TenantQuery,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -227,6 +229,9 @@ fn main() {
     }
     if want(Part::Cluster) {
         figures.extend(cluster::cluster(&s));
+    }
+    if want(Part::TenantQuery) {
+        figures.extend(tenant_query::tenant_query(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -317,24 +317,30 @@ pub(crate) fn client() -> ! {
     std::process::exit(0)
 }
 
-/// Every history line of the state directory (rotated files first).
+/// Every history line of the state directory: the system's log and each
+/// user's (`tenants/NAME/`), rotated files first.
 fn history(state: &Path) -> Vec<Value> {
-    let mut files: Vec<_> = (1..=20)
-        .rev()
-        .map(|n| state.join(format!("history.jsonl.{n}")))
-        .filter(|p| p.exists())
-        .collect();
-    files.push(state.join("history.jsonl"));
-    files
-        .iter()
-        .flat_map(|f| {
-            fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let mut roots = vec![state.to_path_buf()];
+    if let Ok(tenants) = fs::read_dir(state.join("tenants")) {
+        roots.extend(tenants.flatten().map(|e| e.path()));
+    }
+    let mut lines = Vec::new();
+    for root in roots {
+        let mut files: Vec<_> = (1..=20)
+            .rev()
+            .map(|n| root.join(format!("history.jsonl.{n}")))
+            .filter(|p| p.exists())
+            .collect();
+        files.push(root.join("history.jsonl"));
+        for f in files {
+            let text = fs::read_to_string(&f).unwrap_or_default();
+            lines.extend(
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok()),
+            );
+        }
+    }
+    lines
 }
 
 fn whole_second_after(t: DateTime<Utc>) -> DateTime<Utc> {

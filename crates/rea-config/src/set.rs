@@ -58,6 +58,21 @@ impl FileSet {
         out
     }
 
+    /// What `path` is in this set, if it is one of the files beside the
+    /// main one (present or not): a drop-in, or a user's file.
+    pub fn kind_of(&self, path: &Path) -> Option<FileKind> {
+        let name = path.file_name().filter(|n| is_job_file_name(n))?;
+        let dir = path.parent()?;
+        if dir == self.dropins {
+            return Some(FileKind::DropIn);
+        }
+        if self.users.as_deref() == Some(dir) {
+            let user = Path::new(name).file_stem()?.to_string_lossy().into_owned();
+            return Some(FileKind::User(user));
+        }
+        None
+    }
+
     /// The file of `user`'s own jobs, if users' files are read.
     pub fn user_file(&self, user: &str) -> Option<PathBuf> {
         self.users.as_ref().map(|d| d.join(format!("{user}.toml")))

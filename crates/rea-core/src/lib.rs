@@ -40,6 +40,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`audit`] | the audit log's entry: who asked for which change, and the answer |
 //! | [`job`] | a job of the file with its defaults; the job-name rule |
 //! | [`oneshot`] | a one-shot job's definition |
 //! | [`run`] | what a run executes and how it ended |
@@ -53,6 +54,7 @@
 //! | [`tenant`] | whose a job is: the system or a user; `alice/backup` |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
+pub mod audit;
 pub mod backoff;
 pub mod claim;
 pub mod due_queue;

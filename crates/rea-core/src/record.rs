@@ -249,15 +249,15 @@ pub fn format_ts(t: DateTime<Utc>) -> String {
 /// Instants in the log are RFC 3339 UTC with milliseconds
 /// (`2026-11-29T09:12:17.000Z`): precise enough for lateness, short, and
 /// sortable as text.
-mod ms_time {
+pub(crate) mod ms_time {
     use chrono::{DateTime, Utc};
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&super::format_ts(*t))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
         DateTime::<Utc>::deserialize(d)
     }
 

@@ -121,6 +121,7 @@ impl Loop {
                 actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
+            Msg::MailEnded { tenant } => self.mail_ended(tenant),
         }
     }
 
@@ -149,6 +150,9 @@ impl Loop {
                     true,
                 ),
             };
+        if let Def::Job(job) = &start.def {
+            self.account_check(job)?;
+        }
         let (user, shell) = match &start.def {
             Def::Job(job) => (
                 job.user.as_deref().map(host::user).transpose()?,
@@ -218,6 +222,27 @@ impl Loop {
             .spawned(start.run.clone(), start.name.clone(), handle, running);
         self.run_spawned(&start.name, &start.run);
         Ok(started)
+    }
+}
+
+impl Loop {
+    /// A user's job runs only while her account may, as PAM's account
+    /// stage lets cron's jobs run (`rea_host::account`): not expired, not
+    /// locked, still there. Refused, the run is recorded as failed to
+    /// start with why, and its hooks and mail do not run either. The
+    /// system's jobs are not checked.
+    pub(super) fn account_check(&mut self, job: &rea_core::job::Job) -> Result<(), String> {
+        let rea_core::tenant::Tenant::User(user) =
+            rea_core::tenant::Tenant::from_owner(job.owner.as_deref())
+        else {
+            return Ok(());
+        };
+        let today = Utc::now().timestamp().div_euclid(86_400);
+        self.accounts.check(user, today).map_err(|refusal| {
+            format!(
+                "refused: {refusal}; the jobs of an expired, locked or removed account do not run"
+            )
+        })
     }
 }
 

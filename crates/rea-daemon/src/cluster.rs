@@ -208,6 +208,7 @@ impl Loop {
                     request,
                     reply: incoming.reply,
                     peer: incoming.peer,
+                    source: incoming.source,
                 })
             }
         }

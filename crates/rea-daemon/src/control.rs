@@ -1,6 +1,9 @@
 //! The daemon's side of the control socket: bind it (0600, inside the
 //! 0700 state directory), check every peer's uid with `SO_PEERCRED` (only
-//! the daemon's own user and root), read request lines and forward them to
+//! the daemon's own user and root, or every user when the daemon reads
+//! users' files), count each uid's connections against its share of the
+//! cap (`crate::quota`: a user holds at most a quarter, an eighth is kept
+//! for root), read request lines and forward them to
 //! the daemon loop, write the answers back in request order (a streamed
 //! answer, `follow`, holds the connection's later answers until it ends).
 //! It decides nothing: the daemon answers.
@@ -20,8 +23,9 @@ use tokio::net::unix::OwnedReadHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::quota::{Holder, Quota, Refused};
 use rea_host::state_dir::socket_path;
-use rea_proto::protocol::{line, parse_request};
+use rea_proto::protocol::{line, parse_envelope};
 pub(crate) use rea_proto::{protocol, Request, Response, Selector, Submission};
 
 /// Requests a connection forwards (and answers it writes) before it lets
@@ -51,6 +55,9 @@ pub(crate) struct Incoming {
     pub reply: oneshot::Sender<Reply>,
     /// Who asks (SO_PEERCRED): the daemon authorizes each request by it.
     pub peer: Peer,
+    /// What the client says it is (the envelope's `source`), for the
+    /// audit log.
+    pub source: Option<String>,
 }
 
 /// The user at the other end of a connection.
@@ -110,7 +117,8 @@ pub(crate) fn bind(state_dir: &Path, others: bool) -> Result<UnixListener, Strin
 /// Connections served at once, at most. More are answered with an error and
 /// closed, so idle clients can never use up the daemon's file descriptors
 /// (it needs them to spawn jobs): at most a quarter of the open-file limit
-/// goes to connections.
+/// goes to connections. A user other than root holds at most a quarter of
+/// them, and an eighth are root's alone (`crate::quota`).
 pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 fn connection_limit() -> usize {
@@ -142,6 +150,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub(crate) struct Connections {
     slots: Arc<Semaphore>,
     limit: usize,
+    /// Each uid's count against its share.
+    shares: Quota<u32>,
 }
 
 impl Connections {
@@ -150,6 +160,7 @@ impl Connections {
         Connections {
             slots: Arc::new(Semaphore::new(limit)),
             limit,
+            shares: Quota::new(limit),
         }
     }
 
@@ -169,7 +180,11 @@ pub(crate) async fn serve(
     others: bool,
     connections: Connections,
 ) {
-    let Connections { slots, limit } = connections;
+    let Connections {
+        slots,
+        limit,
+        shares,
+    } = connections;
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -182,25 +197,43 @@ pub(crate) async fn serve(
             .ok()
             .map(|c| Peer { uid: c.uid() })
             .filter(|p| p.is_admin() || others);
-        let slot = slots.clone().try_acquire_owned();
+        let slot = peer.map(|p| {
+            let holder = if p.is_admin() {
+                Holder::Admin
+            } else {
+                Holder::Other(p.uid)
+            };
+            shares
+                .try_acquire(holder)
+                .and_then(|share| match slots.clone().try_acquire_owned() {
+                    Ok(slot) => Ok((share, slot)),
+                    Err(_) => Err(Refused::Full),
+                })
+        });
         let tx = tx.clone();
         tokio::spawn(async move {
             let refusal = match (peer, &slot) {
-                (None, _) => Response::err(
+                (None, _) | (_, None) => Response::err(
                     "refused",
                     "permission denied: only the daemon's user and root may control it",
                 ),
-                (Some(_), Err(_)) => Response::err(
+                (Some(_), Some(Err(Refused::Full))) => Response::err(
                     "refused",
                     format!(
                         "too many connections: the daemon serves {limit} already; try again later"
+                    ),
+                ),
+                (Some(_), Some(Err(Refused::Share(share)))) => Response::err(
+                    "refused",
+                    format!(
+                        "too many connections from your user: each user may hold {share} at once; close some and try again"
                     ),
                 ),
                 // Outside tokio's cooperative budget, which would make the
                 // reader yield every ~40 requests and so cut a pipelined
                 // burst into tiny group commits; `connection` yields on its
                 // own every READ_SLICE requests instead.
-                (Some(peer), Ok(_)) => {
+                (Some(peer), Some(Ok(_))) => {
                     tokio::task::coop::unconstrained(connection(stream, tx, peer)).await;
                     drop(slot);
                     return;
@@ -369,9 +402,11 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let queued = match parse_request(&buf) {
+        let queued = match parse_envelope(&buf) {
             Err(resp) => Queued::Ready(resp),
-            Ok(request) => {
+            Ok(rea_proto::protocol::Envelope {
+                request, source, ..
+            }) => {
                 // Heavy answers wait for every earlier one to be written.
                 let wanted = if request.is_cheap() { 1 } else { MAX_PIPELINED };
                 let Ok(permit) = permits.clone().acquire_many_owned(wanted).await else {
@@ -383,6 +418,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
                         request,
                         reply: reply_tx,
                         peer,
+                        source,
                     })
                     .is_err()
                 {

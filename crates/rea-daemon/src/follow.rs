@@ -7,17 +7,18 @@
 //! slowly only loses output (and is told how much: the tap keeps a bounded
 //! ring per run), one that stops reading is dropped by its connection's
 //! write timeout, and neither holds up the loop, the run or other clients.
-//! Followers are counted daemon-wide ([`MAX_FOLLOWERS`]).
-
-use std::sync::Arc;
+//! Followers are counted daemon-wide ([`MAX_FOLLOWERS`]), each user against
+//! her share of them, with a few kept for root (`crate::quota`): a user's
+//! idle followers (of a job that runs once a year) lock no one else out.
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 
 use super::users::Scope;
 use super::Loop;
 use crate::control::protocol::{FollowReply, StreamLine};
 use crate::control::{Reply, Response};
+use crate::quota::{Holder, Permit, Quota, Refused};
 use rea_exec::Follower;
 
 /// Clients following output at once, daemon-wide; more are refused.
@@ -30,7 +31,8 @@ const LINES_QUEUED: usize = 4;
 
 /// The loop's bookkeeping for followers.
 pub(super) struct Follows {
-    slots: Arc<Semaphore>,
+    /// Keyed by user name: a user's share; root's reserve.
+    slots: Quota<String>,
     /// Followers waiting for a run to start.
     waiting: Vec<Waiting>,
 }
@@ -38,7 +40,7 @@ pub(super) struct Follows {
 impl Default for Follows {
     fn default() -> Self {
         Follows {
-            slots: Arc::new(Semaphore::new(MAX_FOLLOWERS)),
+            slots: Quota::new(MAX_FOLLOWERS),
             waiting: Vec::new(),
         }
     }
@@ -102,8 +104,9 @@ impl Loop {
         if !is_job && !is_oneshot {
             return Reply::Done(self.unknown_job_in(&job, scope));
         }
-        let Some(slot) = self.follow_slot() else {
-            return Reply::Done(too_many());
+        let slot = match self.follow_slot(scope) {
+            Ok(slot) => slot,
+            Err(refused) => return Reply::Done(too_many(refused)),
         };
         let running = self.runs.newest_of(&job);
         let attached = running.and_then(|run| self.attach(&run, &job));
@@ -143,9 +146,10 @@ impl Loop {
 
     /// `trigger --follow`: `first` (the trigger's answer), then the
     /// output of `run` once it starts, then its end.
-    pub(super) fn follow_trigger(&mut self, first: Response, run: String) -> Reply {
-        let Some(slot) = self.follow_slot() else {
-            return Reply::Done(too_many());
+    pub(super) fn follow_trigger(&mut self, first: Response, run: String, scope: &Scope) -> Reply {
+        let slot = match self.follow_slot(scope) {
+            Ok(slot) => slot,
+            Err(refused) => return Reply::Done(too_many(refused)),
         };
         let (tx, rx) = oneshot::channel();
         self.follows.waiting.push(Waiting {
@@ -155,11 +159,15 @@ impl Loop {
         stream(first, Source::Waiting(rx), slot)
     }
 
-    /// A follower's slot, if one is free; first forgets followers whose
-    /// clients left while they waited.
-    fn follow_slot(&mut self) -> Option<OwnedSemaphorePermit> {
+    /// A follower's slot, if one is open to `scope`; first forgets
+    /// followers whose clients left while they waited.
+    fn follow_slot(&mut self, scope: &Scope) -> Result<Slot, Refused> {
         self.follows.waiting.retain(|w| !w.tx.is_closed());
-        self.follows.slots.clone().try_acquire_owned().ok()
+        let holder = match scope {
+            Scope::Admin => Holder::Admin,
+            Scope::User(me) => Holder::Other(me.clone()),
+        };
+        self.follows.slots.try_acquire(holder)
     }
 
     /// A follower of `run`, which is running, told its end like a
@@ -219,17 +227,23 @@ impl Loop {
     }
 }
 
-fn too_many() -> Response {
-    Response::err(
-        "refused",
-        format!(
+/// A follower's place in the count, held by its task.
+type Slot = Permit<String>;
+
+fn too_many(refused: Refused) -> Response {
+    let why = match refused {
+        Refused::Full => format!(
             "too many followers: the daemon streams output to {MAX_FOLLOWERS} clients already; try again later"
         ),
-    )
+        Refused::Share(share) => format!(
+            "too many followers of yours: each user may follow {share} runs at once; stop one and try again"
+        ),
+    };
+    Response::err("refused", why)
 }
 
 /// A streamed answer: `first`, then what `source` produces.
-fn stream(first: Response, source: Source, slot: OwnedSemaphorePermit) -> Reply {
+fn stream(first: Response, source: Source, slot: Slot) -> Reply {
     let (tx, rx) = mpsc::channel(LINES_QUEUED);
     tokio::spawn(feed(source, tx, slot));
     Reply::Stream(first, rx)
@@ -237,7 +251,7 @@ fn stream(first: Response, source: Source, slot: OwnedSemaphorePermit) -> Reply 
 
 /// A follower's task: the run (once it starts), its output, its final
 /// record. Ends early when the connection is gone.
-async fn feed(source: Source, lines: mpsc::Sender<Response>, _slot: OwnedSemaphorePermit) {
+async fn feed(source: Source, lines: mpsc::Sender<Response>, _slot: Slot) {
     let attached = match source {
         Source::Attached(a) => a,
         Source::Waiting(rx) => {

@@ -4,7 +4,8 @@
 //! one of the `max_concurrent` slots (the engine hands them out), show in
 //! `rea status`, and are stopped at shutdown like runs; they are never
 //! retried, and their failures are only logged: a hook can never cause
-//! another run or another hook. Mail goes at once, outside the limit.
+//! another run or another hook. Mail goes outside the limit, bounded per
+//! tenant (`mail.rs`).
 //!
 //! A `user =` job's hooks run as that user, and read the run's output from
 //! a sealed memfd on their descriptor 3 ([`output_file`]). What every run
@@ -15,7 +16,6 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rea_core::engine::{Action, AfterRun, Hook};
@@ -79,7 +79,11 @@ impl Loop {
         let job = a.job;
         let rec = a.record;
         let run = rec.run.clone().unwrap_or_default();
-        let user = match job.user.as_deref().map(host::user).transpose() {
+        // An account refused its runs is refused its hooks too.
+        let user = match self
+            .account_check(&job)
+            .and_then(|()| job.user.as_deref().map(host::user).transpose())
+        {
             Ok(u) => u,
             Err(e) => {
                 error!(
@@ -259,6 +263,14 @@ impl Loop {
     pub(super) fn send_mail(&mut self, job: &Job, rec: &Record) {
         let run = rec.run.clone().unwrap_or_default();
         let mailto = job.extras().mailto.join(", ");
+        if let Err(e) = self.account_check(job) {
+            warn!(
+                job = job.name.as_str(),
+                run = run.as_str(),
+                "mail to {mailto} not sent: {e}"
+            );
+            return;
+        }
         let Some(sendmail) = crate::host_checks::sendmail_for(&self.config) else {
             warn!(
                 job = job.name.as_str(),
@@ -308,8 +320,8 @@ impl Loop {
             inherit_env,
             dir: None,
             home: home_dir(user.as_ref()),
-            timeout: Some(Duration::from_secs(60)),
-            kill_grace: Duration::from_secs(5),
+            timeout: Some(super::mail::TIMEOUT),
+            kill_grace: super::mail::KILL_GRACE,
             output_limit: 4096,
             stdin: Some(mail_message(job, rec, &from, Utc::now()).into_bytes()),
             pass_fd: None,
@@ -321,27 +333,60 @@ impl Loop {
                 .place(&Tenant::of(&job.name).key(), &format!("{}.mail", run)),
             limits: rea_core::run::Limits::NONE,
         };
-        let name = job.name.clone();
-        match executor::spawn(spec) {
-            Err(e) => warn!(
-                job = name.as_str(),
-                run = run.as_str(),
-                "cannot start sendmail: {e}"
-            ),
-            Ok((_, _, fut)) => {
-                tokio::spawn(async move {
-                    let o = fut.await;
-                    if o.termination != Termination::Exited(0) {
-                        warn!(
-                            job = name.as_str(),
-                            run = run.as_str(),
-                            output = o.output.text.trim(),
-                            "sendmail failed ({:?})",
-                            o.termination
-                        );
-                    }
-                });
+        let tenant = Tenant::of(&job.name).key();
+        let delivery = super::mail::Delivery {
+            job: job.name.clone(),
+            run,
+            spec,
+        };
+        match self.mail.offer(&tenant, delivery) {
+            super::mail::Offered::Start(d) => self.deliver(tenant, d),
+            super::mail::Offered::Queued => {}
+            super::mail::Offered::Dropped(d) => {
+                let dropped = self.mail.dropped(&tenant);
+                warn!(
+                    job = d.job.as_str(),
+                    run = d.run.as_str(),
+                    tenant = tenant.as_str(),
+                    dropped,
+                    "mail to {mailto} not sent: this tenant's mail queue is full ({} messages or {} bytes waiting behind {} sendmails)",
+                    super::mail::QUEUE,
+                    super::mail::QUEUE_BYTES,
+                    super::mail::CONCURRENT,
+                );
+                if let Some(m) = &self.metrics {
+                    m.mail_dropped(&tenant);
+                }
             }
+        }
+    }
+
+    /// Starts sendmail for `d`, in a slot of `tenant`'s; its end (or its
+    /// failure to start) hands the slot to the tenant's next delivery.
+    fn deliver(&mut self, tenant: String, d: super::mail::Delivery) {
+        let mut next = Some(d);
+        while let Some(d) = next.take() {
+            match executor::spawn(d.spec) {
+                Ok((_, _, running)) => {
+                    self.runs.mail_spawned(tenant, d.job, d.run, running);
+                    return;
+                }
+                Err(e) => {
+                    warn!(
+                        job = d.job.as_str(),
+                        run = d.run.as_str(),
+                        "cannot start sendmail: {e}"
+                    );
+                    next = self.mail.ended(&tenant);
+                }
+            }
+        }
+    }
+
+    /// A sendmail of `tenant` ended: the next of its deliveries starts.
+    pub(super) fn mail_ended(&mut self, tenant: String) {
+        if let Some(next) = self.mail.ended(&tenant) {
+            self.deliver(tenant, next);
         }
     }
 }
@@ -457,6 +502,7 @@ fn own_view(file: &Arc<OwnedFd>) -> Arc<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A hook of a `user =` job, running as that user, reads the output.
     #[tokio::test]

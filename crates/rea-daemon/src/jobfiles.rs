@@ -135,32 +135,7 @@ impl JobFiles {
         let mut refused = Vec::new();
         let mut good: BTreeMap<PathBuf, Config> = BTreeMap::new();
         for (path, kind) in &present {
-            let last = self.parts.get(path);
-            let known = if force { None } else { last.map(|c| c.digest) };
-            let loaded = check_user_file(path, kind)
-                .and_then(|()| {
-                    rea_config::load_as_if_changed(path, kind, self.options, known, last)
-                })
-                .and_then(|c| c.map(|c| self.checks.apply(c)).transpose());
-            match loaded {
-                Ok(Some(cfg)) => {
-                    changed = true;
-                    good.insert(path.clone(), cfg);
-                }
-                Ok(None) => {
-                    if let Some(cfg) = last {
-                        good.insert(path.clone(), cfg.clone());
-                    }
-                }
-                Err(diags) => {
-                    // Refused again for the same reasons: nothing new.
-                    changed |= !self.refused.iter().any(|(p, d)| p == path && *d == diags);
-                    refused.push((path.clone(), diags));
-                    if let Some(cfg) = last {
-                        good.insert(path.clone(), cfg.clone());
-                    }
-                }
-            }
+            changed |= self.load_part(path, kind, force, &mut good, &mut refused);
         }
         // A part that is gone takes its jobs with it.
         if self
@@ -170,15 +145,144 @@ impl JobFiles {
         {
             changed = true;
         }
+        self.put_together(main, good, refused, changed)
+    }
+
+    /// Reads only the parts `paths` (drop-ins or users' files, as the
+    /// watcher names them: absolute), keeping the main file and every other
+    /// part as last loaded: a user's edit reads her file and nothing else
+    /// (but the parts refused at the last load, which are read again: one
+    /// left out for a name it shared with a part that changed may now
+    /// fit). `Ok(None)`: nothing changed. Before a first load of the main
+    /// file, a whole load.
+    pub fn load_parts(
+        &mut self,
+        paths: &[PathBuf],
+        force: bool,
+    ) -> Result<Option<Loaded>, Vec<Diagnostic>> {
+        let Some(main) = self.main.clone() else {
+            return self.load(force);
+        };
+        let mut todo: Vec<(PathBuf, FileKind)> = Vec::new();
+        let again = self.refused.iter().map(|(p, _)| p);
+        for (path, kind) in paths.iter().chain(again).filter_map(|p| self.part_of(p)) {
+            if !todo.iter().any(|(p, _)| *p == path) {
+                todo.push((path, kind));
+            }
+        }
+        let mut good = self.parts.clone();
+        let mut refused: Vec<(PathBuf, Vec<Diagnostic>)> = Vec::new();
+        let mut changed = false;
+        for (path, kind) in &todo {
+            good.remove(path);
+            if std::fs::symlink_metadata(path).is_ok() {
+                changed |= self.load_part(path, kind, force, &mut good, &mut refused);
+            } else {
+                // Gone: its jobs with it.
+                changed |= self.parts.contains_key(path);
+            }
+        }
+        self.put_together(main, good, refused, changed)
+    }
+
+    /// The part of this set that the path `changed` (absolute, as the
+    /// watcher reports it) names, spelt as the set spells it.
+    fn part_of(&self, changed: &Path) -> Option<(PathBuf, FileKind)> {
+        let name = changed.file_name()?;
+        let dir = changed.parent()?;
+        let same = |d: &Path| d == dir || std::path::absolute(d).is_ok_and(|a| a == dir);
+        let path = if same(&self.set.dropins) {
+            self.set.dropins.join(name)
+        } else {
+            self.set.users.as_deref().filter(|d| same(d))?.join(name)
+        };
+        let kind = self.set.kind_of(&path)?;
+        Some((path, kind))
+    }
+
+    /// How many jobs the part `path` (as the watcher names it) had at the
+    /// last load.
+    pub fn part_jobs(&self, changed: &Path) -> usize {
+        self.part_of(changed)
+            .and_then(|(p, _)| self.parts.get(&p))
+            .map_or(0, |c| c.jobs.len())
+    }
+
+    /// Reads one part into `good` (or its last good version, with its
+    /// refusal in `refused`). Whether anything changed.
+    fn load_part(
+        &self,
+        path: &Path,
+        kind: &FileKind,
+        force: bool,
+        good: &mut BTreeMap<PathBuf, Config>,
+        refused: &mut Vec<(PathBuf, Vec<Diagnostic>)>,
+    ) -> bool {
+        // A user denied a file (users.allow, users.deny) loses her jobs,
+        // not only her edits.
+        if let FileKind::User(user) = kind {
+            if let Err(why) = user_allowed(&self.set, user) {
+                let diags = vec![Diagnostic {
+                    file: path.display().to_string(),
+                    line: None,
+                    col: None,
+                    severity: rea_config::Severity::Error,
+                    message: format!("{why}: its jobs do not run"),
+                    hint: Some(ALLOW_HINT.to_string()),
+                }];
+                let changed = self.parts.contains_key(path)
+                    || !self.refused.iter().any(|(p, d)| p == path && *d == diags);
+                refused.push((path.to_path_buf(), diags));
+                return changed;
+            }
+        }
+        let last = self.parts.get(path);
+        let known = if force { None } else { last.map(|c| c.digest) };
+        let loaded = check_user_file(path, kind)
+            .and_then(|()| rea_config::load_as_if_changed(path, kind, self.options, known, last))
+            .and_then(|c| c.map(|c| self.checks.apply(c)).transpose());
+        match loaded {
+            Ok(Some(cfg)) => {
+                good.insert(path.to_path_buf(), cfg);
+                true
+            }
+            Ok(None) => {
+                if let Some(cfg) = last {
+                    good.insert(path.to_path_buf(), cfg.clone());
+                }
+                false
+            }
+            Err(diags) => {
+                // Refused again for the same reasons: nothing new.
+                let changed = !self.refused.iter().any(|(p, d)| p == path && *d == diags);
+                refused.push((path.to_path_buf(), diags));
+                if let Some(cfg) = last {
+                    good.insert(path.to_path_buf(), cfg.clone());
+                }
+                changed
+            }
+        }
+    }
+
+    /// The main file with the good parts, once they are read.
+    fn put_together(
+        &mut self,
+        main: Config,
+        mut good: BTreeMap<PathBuf, Config>,
+        mut refused: Vec<(PathBuf, Vec<Diagnostic>)>,
+        mut changed: bool,
+    ) -> Result<Option<Loaded>, Vec<Diagnostic>> {
         let had_refusals = !self.refused.is_empty();
         if !changed && !had_refusals {
             return Ok(None);
         }
         let (config, clashes) = rea_config::combine(main, good.values().cloned().collect());
-        for (path, _) in &clashes {
-            good.remove(path);
+        for clash in clashes {
+            good.remove(&clash.0);
+            if !refused.contains(&clash) {
+                refused.push(clash);
+            }
         }
-        refused.extend(clashes);
         self.parts = good;
         // Refusals that went away (a bad file fixed or deleted) are a
         // change: the error they raised must clear.
@@ -252,6 +356,81 @@ pub fn install(
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Who may have a job file of her own, as cron.allow and cron.deny say
+/// who may have a crontab: `users.allow` and `users.deny` beside the main
+/// file, one user name a line (`#` comments). If `users.allow` exists,
+/// only the users it lists; else if `users.deny` exists, every user but
+/// those it lists; with neither, every user. A list that cannot be read
+/// allows no one (as cron, when it cannot tell).
+pub fn user_allowed(set: &FileSet, user: &str) -> Result<(), String> {
+    let dir = set
+        .main
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let (allow, deny) = (dir.join(ALLOW), dir.join(DENY));
+    let unreadable = |path: &Path, e: std::io::Error| {
+        format!(
+            "{user} may not have jobs of their own here: {} cannot be read ({e})",
+            path.display()
+        )
+    };
+    match names_in(&allow) {
+        Ok(Some(names)) if names.iter().any(|n| n == user) => return Ok(()),
+        Ok(Some(_)) => {
+            return Err(format!(
+                "{user} may not have jobs of their own here: {} does not list {user}",
+                allow.display()
+            ))
+        }
+        Ok(None) => {}
+        Err(e) => return Err(unreadable(&allow, e)),
+    }
+    match names_in(&deny) {
+        Ok(Some(names)) if names.iter().any(|n| n == user) => Err(format!(
+            "{user} may not have jobs of their own here: {} lists {user}",
+            deny.display()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(unreadable(&deny, e)),
+    }
+}
+
+/// The list of who may have a file of her own (see [`user_allowed`]).
+pub const ALLOW: &str = "users.allow";
+/// The list of who may not (see [`user_allowed`]).
+pub const DENY: &str = "users.deny";
+/// What a user denied a file is told to do.
+pub const ALLOW_HINT: &str =
+    "root decides who may have jobs of their own (users.allow, users.deny beside the job file)";
+
+/// The user names a list holds; None when there is no list. A list that
+/// is not the daemon's own (root's), or that group or others may write,
+/// is an error: whoever could edit it could give herself jobs.
+fn names_in(path: &Path) -> std::io::Result<Option<Vec<String>>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.uid() != rea_host::user::own_uid() || m.mode() & 0o022 != 0 => {
+            return Err(std::io::Error::other(format!(
+                "it must be {}'s and writable by nobody else",
+                rea_host::user::current_user_name().unwrap_or_else(|| "root".into())
+            )))
+        }
+        _ => {}
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .collect(),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A user's file must be named after a user of this machine: its jobs run

@@ -21,12 +21,15 @@
 //! | `requests.rs` | control requests: trigger, pause, one-shots, status |
 //! | `reload.rs` | re-reading the job files (watcher, SIGHUP, `rea reload`), their guards |
 //! | `hooks.rs` | hooks and mail after a run |
+//! | `mail.rs` | mail deliveries bounded per tenant: slots, a bounded queue |
 //! | `environment.rs` | the variables every run and hook starts with, and its directory |
 //! | `runs.rs` | the runs and hooks spawned and not seen end, and who waits for their end |
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
+//! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
+//! | `audit.rs` | every state-changing request and its answer, to the audit log |
 //! | `orphans.rs` | runs a killed daemon left behind, ended at start |
 //! | `metrics/` | the Prometheus registry and its HTTP endpoint |
 //! | `control.rs` | the control socket's server side |
@@ -50,6 +53,7 @@ use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod audit;
 mod backend;
 mod cluster;
 mod control;
@@ -59,8 +63,10 @@ mod guard;
 mod hooks;
 pub mod host_checks;
 pub mod jobfiles;
+mod mail;
 mod metrics;
 mod orphans;
+mod quota;
 mod reload;
 mod requests;
 mod runs;
@@ -128,8 +134,18 @@ const MAX_BATCH: usize = 1_000;
 
 /// Messages from tasks to the loop.
 enum Msg {
-    Finished { run: String, outcome: Box<Outcome> },
-    HookFinished { id: u64, outcome: Box<Outcome> },
+    Finished {
+        run: String,
+        outcome: Box<Outcome>,
+    },
+    HookFinished {
+        id: u64,
+        outcome: Box<Outcome>,
+    },
+    /// A sendmail of the tenant (its key) ended.
+    MailEnded {
+        tenant: String,
+    },
 }
 
 /// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.
@@ -199,6 +215,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         }
         let grace_ends = d.stopping.grace_ends();
         let settles = d.files.settles_at();
+        let user_reload = d.files.user_reloads.next_due();
         let watched = inputs.watcher.is_some();
         tokio::select! {
             biased;
@@ -231,6 +248,10 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                     info!("a job file changed; reloading");
                     let _ = d.reload(&mut actions, ReloadCause::Watcher);
                 }
+                crate::watch::Change::Parts(parts) => {
+                    info!(files = parts.len(), "job files beside the main one changed; reloading them");
+                    let _ = d.reload_parts(&mut actions, ReloadCause::Watcher, &parts);
+                }
                 crate::watch::Change::Missing => warn!(
                     file = %opts.file.display(),
                     "the job file is gone; still running the last good configuration"
@@ -255,7 +276,13 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 d.commit_submissions(&mut batch, &mut actions);
             },
             _ = shutdown::sleep_until(settles), if settles.is_some() => {
-                let _ = d.reload(&mut actions, ReloadCause::Settled);
+                let _ = match d.files.settling_parts() {
+                    Some(parts) => d.reload_parts(&mut actions, ReloadCause::Settled, &parts),
+                    None => d.reload(&mut actions, ReloadCause::Settled),
+                };
+            },
+            _ = shutdown::sleep_until(user_reload), if user_reload.is_some() => {
+                d.due_user_reloads(&mut actions);
             },
             _ = shutdown::sleep_until(grace_ends), if grace_ends.is_some() => {
                 d.on_grace_expired(&mut actions);
@@ -288,6 +315,8 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     // Followers and `trigger --wait`s told that nothing more will come get
     // that answer before the runtime, and their connections, go away.
     d.connections.ended(std::time::Duration::from_secs(1)).await;
+    // The last answers' entries are written before the process ends.
+    d.audit.drained(std::time::Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(rea_host::state_dir::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     drop(lock);
@@ -356,4 +385,10 @@ struct Loop {
     files: reload::FileState,
     /// A cgroup per run, or process groups (`rea_exec::cgroup`).
     containment: std::sync::Arc<rea_exec::cgroup::Containment>,
+    /// Mail deliveries running and waiting, per tenant.
+    mail: mail::Mailer,
+    /// The shadow file, for the account check before a user's job runs.
+    accounts: rea_host::account::Accounts,
+    /// Where state-changing requests are recorded with their answers.
+    audit: audit::Audit,
 }

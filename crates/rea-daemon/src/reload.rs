@@ -3,6 +3,7 @@
 //! nothing but the banner: the last good configuration stays in force.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use rea_config::Config;
@@ -20,6 +21,11 @@ use crate::jobfiles::JobFiles;
 /// stay unchanged before the watcher applies it.
 pub(super) const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A tenant's file is reloaded at most once per this interval for her
+/// edits; edits in between are coalesced into the next reload (their
+/// answers wait for it).
+pub(super) const USER_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The job files as the loop knows them between reloads.
 pub(super) struct FileState {
     /// The job files, with each part's last good version.
@@ -28,8 +34,23 @@ pub(super) struct FileState {
     /// Set while the file on disk is invalid: (when, errors).
     error: Option<(DateTime<Utc>, Vec<String>)>,
     /// A change seen by the watcher that would remove more than half of the
-    /// jobs, waiting to be seen unchanged: (its digest, when to look again).
-    settling: Option<(u64, tokio::time::Instant)>,
+    /// jobs (of the files it read), waiting to be seen unchanged.
+    settling: Option<Settling>,
+    /// Users' files to reload, at most one reload per tenant per
+    /// [`USER_RELOAD_INTERVAL`].
+    pub(super) user_reloads: crate::users::UserReloads,
+}
+
+/// A shrinking change held by the watcher.
+#[derive(Debug, Clone)]
+struct Settling {
+    /// The digest of the configuration it would make.
+    digest: u64,
+    /// When to look again.
+    at: tokio::time::Instant,
+    /// Only these parts (drop-ins, users' files) changed; None: the main
+    /// file did (or anything may have).
+    parts: Option<Vec<PathBuf>>,
 }
 
 impl FileState {
@@ -39,6 +60,7 @@ impl FileState {
             last_reload: loaded_at,
             error: None,
             settling: None,
+            user_reloads: Default::default(),
         }
     }
 
@@ -57,7 +79,12 @@ impl FileState {
 
     /// When a shrinking change held by the watcher is looked at again.
     pub(super) fn settles_at(&self) -> Option<tokio::time::Instant> {
-        self.settling.map(|(_, at)| at)
+        self.settling.as_ref().map(|s| s.at)
+    }
+
+    /// The parts a held change is about (None: the main file's).
+    pub(super) fn settling_parts(&self) -> Option<Vec<PathBuf>> {
+        self.settling.as_ref().and_then(|s| s.parts.clone())
     }
 }
 
@@ -92,21 +119,74 @@ impl Loop {
         actions: &mut VecDeque<Action>,
         cause: ReloadCause,
     ) -> Result<ReloadReply, Vec<String>> {
+        self.reload_files(actions, cause, None)
+    }
+
+    /// [`Loop::reload`] of the parts `parts` only (drop-ins, users' files,
+    /// as the watcher names them): the main file and every other part stay
+    /// as last loaded, unread. The guards are the same, on the jobs of
+    /// these parts: a change seen by the watcher that would empty them is
+    /// not applied, one that would remove more than half of them waits
+    /// for [`SETTLE`].
+    pub(super) fn reload_parts(
+        &mut self,
+        actions: &mut VecDeque<Action>,
+        cause: ReloadCause,
+        parts: &[PathBuf],
+    ) -> Result<ReloadReply, Vec<String>> {
+        self.reload_files(actions, cause, Some(parts))
+    }
+
+    fn reload_files(
+        &mut self,
+        actions: &mut VecDeque<Action>,
+        cause: ReloadCause,
+        parts: Option<&[PathBuf]>,
+    ) -> Result<ReloadReply, Vec<String>> {
         let now = Utc::now();
         let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
-        if cause != ReloadCause::Settled {
+        // A reload of the whole set decides about any held change; one of
+        // some parts, about a held change of the same parts only.
+        let ours = parts.is_none() || self.files.settling_parts().as_deref() == parts;
+        if cause != ReloadCause::Settled && ours {
             self.files.settling = None;
         }
         self.notify.reloading();
+        // A part deleted takes its jobs with it, unguarded (a missing main
+        // file is the watcher's `Missing`): only the parts still there are
+        // weighed.
+        let present: Vec<PathBuf> = parts
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .cloned()
+            .collect();
+        let part_jobs = |files: &crate::jobfiles::JobFiles| -> usize {
+            present.iter().map(|p| files.part_jobs(p)).sum()
+        };
+        let jobs_before = match parts {
+            None => self.config.jobs.len(),
+            Some(_) => part_jobs(&self.files.files),
+        };
         // Put back if nothing is applied, so the next look sees the change.
         let before = self.files.files.clone();
-        let loaded = load(&mut self.files.files, force).and_then(|l| match l {
+        let loaded = match parts {
+            None => load(&mut self.files.files, force),
+            Some(parts) => self.files.files.load_parts(parts, force).inspect(|l| {
+                for w in l.iter().flat_map(|l| &l.config.warnings) {
+                    warn!("{w}");
+                }
+            }),
+        };
+        let loaded = loaded.and_then(|l| match l {
             Some(l) => self.check_names(&l.config).map(|()| Some(l)),
             None => Ok(None),
         });
         let result = match loaded {
             Ok(None) => {
-                self.files.settling = None;
+                if ours {
+                    self.files.settling = None;
+                }
                 // Nothing new, but a file still refused is still an error
                 // for whoever asked (logged and recorded when it was new).
                 let still: Vec<String> = self
@@ -137,12 +217,25 @@ impl Loop {
                     .iter()
                     .flat_map(|(_, diags)| diags.iter().map(ToString::to_string))
                     .collect();
-                match self.shrink_guard(&loaded.config, cause, now) {
+                let jobs_after = match parts {
+                    None => loaded.config.jobs.len(),
+                    Some(_) => part_jobs(&self.files.files),
+                };
+                let shrink = Shrink {
+                    before: jobs_before,
+                    after: jobs_after,
+                    digest: loaded.config.digest,
+                    parts: parts.map(<[PathBuf]>::to_vec),
+                };
+                match self.shrink_guard(&shrink, cause, now) {
                     Some(held) => {
                         self.files.files = before;
                         held
                     }
                     None => {
+                        if ours {
+                            self.files.settling = None;
+                        }
                         super::startup::warn_unenforceable(&loaded.config, &self.containment);
                         let reply = self.apply(loaded.config, actions, now);
                         if refusals.is_empty() {
@@ -173,7 +266,6 @@ impl Loop {
         if self.files.error.take().is_some() {
             info!("the job file is valid again");
         }
-        self.files.settling = None;
         let (before, after) = (self.config.jobs.len(), cfg.jobs.len());
         if after * 2 < before {
             warn!(
@@ -198,39 +290,57 @@ impl Loop {
         }
     }
 
-    /// What the watcher saw would remove every job, or more than half of
-    /// them: hold it (see `reload`). None: apply it.
+    /// What the watcher saw would remove every job (of the files read), or
+    /// more than half of them: hold it (see `reload`). None: apply it.
     fn shrink_guard(
         &mut self,
-        cfg: &Config,
+        shrink: &Shrink,
         cause: ReloadCause,
         now: DateTime<Utc>,
     ) -> Option<Result<ReloadReply, Vec<String>>> {
-        let (before, after) = (self.config.jobs.len(), cfg.jobs.len());
+        let Shrink { before, after, .. } = *shrink;
         let from_watcher = matches!(cause, ReloadCause::Watcher | ReloadCause::Settled);
         if !from_watcher || before == 0 || after * 2 >= before {
             return None;
         }
+        let which = match &shrink.parts {
+            None => self.opts.file.display().to_string(),
+            Some(parts) => parts
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
         if after == 0 {
             let message = format!(
-                "{}: the job file is now empty of jobs (it had {before}); a file seen half written is not applied: run `rea reload` (or send SIGHUP) to apply it",
-                self.opts.file.display()
+                "{which}: the job file is now empty of jobs (it had {before}); a file seen half written is not applied: run `rea reload` (or send SIGHUP) to apply it"
             );
             return Some(Err(self.reject(vec![message], now)));
         }
-        match (cause, self.files.settling) {
-            (ReloadCause::Settled, Some((digest, _))) if digest == cfg.digest => None,
+        match (cause, &self.files.settling) {
+            (ReloadCause::Settled, Some(held)) if held.digest == shrink.digest => None,
             _ => {
                 warn!(
                     before,
                     after,
+                    file = which.as_str(),
                     "the job file would remove {} of {before} jobs; applying it once it has not changed for {}",
                     before - after,
                     rea_core::duration::format(SETTLE)
                 );
-                self.files.settling = Some((cfg.digest, tokio::time::Instant::now() + SETTLE));
+                // A change of other files already held is not forgotten:
+                // both then settle as one reload of the whole set.
+                let parts = match &self.files.settling {
+                    Some(held) if held.parts != shrink.parts => None,
+                    _ => shrink.parts.clone(),
+                };
+                self.files.settling = Some(Settling {
+                    digest: shrink.digest,
+                    at: tokio::time::Instant::now() + SETTLE,
+                    parts,
+                });
                 Some(Ok(ReloadReply {
-                    jobs: before,
+                    jobs: self.config.jobs.len(),
                     unchanged: true,
                 }))
             }
@@ -259,6 +369,17 @@ impl Loop {
         self.files.error = Some((now, errors.clone()));
         errors
     }
+}
+
+/// A change as the shrink guard weighs it.
+struct Shrink {
+    /// Jobs of the files read, before and after.
+    before: usize,
+    after: usize,
+    /// The digest of the configuration it would make.
+    digest: u64,
+    /// The parts read (None: the whole set).
+    parts: Option<Vec<PathBuf>>,
 }
 
 /// Job names must not be those of pending one-shots (`rea status NAME`,

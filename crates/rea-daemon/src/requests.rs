@@ -13,6 +13,7 @@ use rea_core::oneshot::{OneShot, OneShotRare};
 use tokio::sync::oneshot;
 use tracing::{error, info};
 
+use super::audit::Pending;
 use super::reload::ReloadCause;
 use super::status::oneshot_info;
 use super::users::Scope;
@@ -98,13 +99,17 @@ impl Loop {
                 }
                 Reply::Done(Response::with(&self.status_reply(job.as_deref(), now, scope)))
             }
-            Request::History { .. } | Request::FindRun { .. } | Request::LatestFinalRun { .. } => {
+            Request::History { .. }
+            | Request::FindRun { .. }
+            | Request::LatestFinalRun { .. }
+            | Request::Audit { .. } => {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
-            Request::EditPut { user, content } => {
-                Reply::Done(self.edit_put(user, content, actions))
-            }
+            Request::EditPut { .. } => Reply::Done(Response::err(
+                "bad_request",
+                "an edit is answered apart",
+            )),
             Request::Reload => match self.reload(actions, ReloadCause::Request) {
                 Ok(reply) => Reply::Done(Response::with(&reply)),
                 Err(errors) => Reply::Done(
@@ -154,7 +159,7 @@ impl Loop {
                             state: state.to_string(),
                         });
                         if follow {
-                            self.follow_trigger(first, run)
+                            self.follow_trigger(first, run, scope)
                         } else if wait {
                             Reply::Wait(first, self.runs.await_end(&run))
                         } else {
@@ -176,24 +181,38 @@ impl Loop {
         actions: &mut VecDeque<Action>,
     ) {
         let mut request = incoming.request;
-        let scope = match self.authorize(incoming.peer, &mut request) {
-            Ok(scope) => scope,
-            Err(refusal) => {
-                let _ = incoming.reply.send(Reply::Done(refusal));
-                return;
-            }
-        };
+        let authorized = self.authorize(incoming.peer, &mut request);
         // A user's answers name her jobs as she does, whichever part of
         // the daemon makes them.
-        let reply = match &scope {
-            Scope::Admin => incoming.reply,
-            Scope::User(me) => super::users::localizing(incoming.reply, me.clone()),
+        let reply = match &authorized {
+            Ok(Scope::User(me)) => super::users::localizing(incoming.reply, me.clone()),
+            _ => incoming.reply,
+        };
+        // Every state-changing request's answer goes by the audit log
+        // first, as the daemon made it (names as stored), refusals too;
+        // its names are a user's qualified once authorized.
+        let reply = match Pending::of(&request, incoming.peer, incoming.source.as_deref()) {
+            Some(mut pending) => {
+                if let Ok(scope) = &authorized {
+                    pending.scoped(scope);
+                }
+                self.audit.watch(pending, reply)
+            }
+            None => reply,
+        };
+        let scope = match authorized {
+            Ok(scope) => scope,
+            Err(refusal) => {
+                let _ = reply.send(Reply::Done(refusal));
+                return;
+            }
         };
         let Some(incoming) = self.cluster_incoming(
             Incoming {
                 request,
                 reply,
                 peer: incoming.peer,
+                source: incoming.source,
             },
             &scope,
         ) else {
@@ -211,9 +230,14 @@ impl Loop {
             },
             request @ (Request::History { .. }
             | Request::FindRun { .. }
-            | Request::LatestFinalRun { .. }) => {
+            | Request::LatestFinalRun { .. }
+            | Request::Audit { .. }) => {
                 self.commit_submissions(batch, actions);
                 self.history_request(request, &scope, incoming.reply);
+            }
+            Request::EditPut { user, content } => {
+                self.commit_submissions(batch, actions);
+                self.edit_put(user, content, incoming.reply, actions);
             }
             request => {
                 self.commit_submissions(batch, actions);

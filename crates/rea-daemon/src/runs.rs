@@ -54,6 +54,32 @@ impl Runs {
         });
     }
 
+    /// A sendmail of `tenant` started, for `job`'s run `run`: its failure
+    /// is logged, and its end arrives as [`Msg::MailEnded`].
+    pub(super) fn mail_spawned(&self, tenant: String, job: String, run: String, running: Running) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let o = running.await;
+            if o.timed_out {
+                tracing::warn!(
+                    job = job.as_str(),
+                    run = run.as_str(),
+                    "sendmail killed after {}",
+                    rea_core::duration::format(super::mail::TIMEOUT)
+                );
+            } else if o.termination != rea_core::run::Termination::Exited(0) {
+                tracing::warn!(
+                    job = job.as_str(),
+                    run = run.as_str(),
+                    output = o.output.text.trim(),
+                    "sendmail failed ({:?})",
+                    o.termination
+                );
+            }
+            let _ = tx.send(Msg::MailEnded { tenant });
+        });
+    }
+
     /// A hook of the batch `id` started; its end arrives as
     /// [`Msg::HookFinished`] (its handle is the batch's).
     pub(super) fn hook_spawned(&self, id: u64, running: Running) {

@@ -136,7 +136,13 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         others,
         connections.clone(),
     ));
+    let audit = crate::audit::Audit::start(
+        &opts.state_dir,
+        backend.node().map(|cl| cl.node.audit_sink()),
+    )
+    .map_err(StartError::Other)?;
     let mut d = Loop {
+        audit,
         engine,
         backend,
         runs: super::runs::Runs::new(tx),
@@ -153,6 +159,8 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         stopping: Stopping::No,
         files: super::reload::FileState::new(files, started_at),
         containment: std::sync::Arc::new(containment),
+        accounts: Default::default(),
+        mail: Default::default(),
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

@@ -8,13 +8,15 @@
 use std::path::PathBuf;
 
 use rea_core::job::Job;
+use rea_core::record::Record;
 use rea_core::tenant::Tenant;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Loop;
-use crate::control::protocol::{EditGetReply, EditPutReply};
+use crate::control::protocol::{EditGetReply, EditPutReply, HistoryChunk};
 use crate::control::{Peer, Reply, Request, Response, Selector};
+use crate::quota::{Holder, Quota, Refused};
 
 /// Whose request this is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,13 +276,20 @@ impl Loop {
         )
     }
 
+    /// `user`'s job file, if she may have one.
     fn user_file(&self, user: &str) -> Result<PathBuf, Response> {
-        self.files.files().set().user_file(user).ok_or_else(|| {
+        let set = self.files.files().set();
+        let path = set.user_file(user).ok_or_else(|| {
             Response::err(
                 "refused",
                 "this daemon reads no users' job files (it runs as root with a users/ directory beside its job file)",
             )
-        })
+        })?;
+        crate::jobfiles::user_allowed(set, user).map_err(|why| {
+            Response::err("refused", why)
+                .with_suggestions(vec![format!("  hint: {}", crate::jobfiles::ALLOW_HINT)])
+        })?;
+        Ok(path)
     }
 
     pub(super) fn edit_get(&self, user: Option<String>) -> Response {
@@ -304,22 +313,49 @@ impl Loop {
     }
 
     /// Validates `content` as `user`'s file (with the machine's checks),
-    /// installs it atomically (root's, 0600) and reloads.
+    /// installs it atomically (root's, 0600) and reloads that file alone
+    /// (see [`UserReloads`]); `reply` is answered once it is in force.
     pub(super) fn edit_put(
         &mut self,
         user: Option<String>,
         content: String,
+        reply: tokio::sync::oneshot::Sender<Reply>,
         actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
-    ) -> Response {
+    ) {
+        let answer = match self.install_user_file(user, content) {
+            Ok(answer) => answer,
+            Err(refusal) => {
+                let _ = reply.send(Reply::Done(refusal));
+                return;
+            }
+        };
+        let path = PathBuf::from(&answer.path);
+        let now = tokio::time::Instant::now();
+        if self
+            .files
+            .user_reloads
+            .wait(path.clone(), answer, reply, now)
+        {
+            self.user_reload(&path, actions);
+        }
+    }
+
+    /// Checks and installs `user`'s new file; what to answer once it is
+    /// in force.
+    fn install_user_file(
+        &mut self,
+        user: Option<String>,
+        content: String,
+    ) -> Result<EditPutReply, Response> {
         let Some(user) = user else {
-            return Response::err("bad_request", "whose job file? (user)");
+            return Err(Response::err("bad_request", "whose job file? (user)"));
         };
-        let path = match self.user_file(&user) {
-            Ok(p) => p,
-            Err(r) => return r,
-        };
+        let path = self.user_file(&user)?;
         if rea_host::user::user(&user).is_err() {
-            return Response::err("refused", format!("no user {user:?} on this machine"));
+            return Err(Response::err(
+                "refused",
+                format!("no user {user:?} on this machine"),
+            ));
         }
         let kind = rea_config::FileKind::User(user.clone());
         let checked = rea_config::parse_as(content.as_bytes(), &path, &kind)
@@ -327,75 +363,286 @@ impl Loop {
         let cfg = match checked {
             Ok(cfg) => cfg,
             Err(diags) => {
-                return Response::err(
+                return Err(Response::err(
                     "invalid_config",
                     format!(
                         "{user}'s job file has {} error(s); nothing was changed",
                         diags.len()
                     ),
                 )
-                .with_suggestions(diags.iter().map(ToString::to_string).collect())
+                .with_suggestions(diags.iter().map(ToString::to_string).collect()))
             }
         };
         if let Err(e) = crate::jobfiles::install(&path, content.as_bytes(), 0o600, None) {
-            return Response::err("refused", format!("cannot write {}: {e}", path.display()));
+            return Err(Response::err(
+                "refused",
+                format!("cannot write {}: {e}", path.display()),
+            ));
         }
         tracing::info!(user = user.as_str(), file = %path.display(), "a user's job file was edited");
+        Ok(EditPutReply {
+            path: path.display().to_string(),
+            jobs: cfg.jobs.len(),
+        })
+    }
+
+    /// Users' files whose reload is due (see [`UserReloads`]).
+    pub(super) fn due_user_reloads(
+        &mut self,
+        actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+    ) {
+        let now = tokio::time::Instant::now();
+        for path in self.files.user_reloads.due(now) {
+            self.user_reload(&path, actions);
+        }
+    }
+
+    /// Reloads the user's file `path` alone (never the main file or another
+    /// part) and answers the edits waiting for it.
+    fn user_reload(
+        &mut self,
+        path: &std::path::Path,
+        actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+    ) {
+        let waiting = self
+            .files
+            .user_reloads
+            .reloading(path, tokio::time::Instant::now());
+        let shown = path.display().to_string();
         // Other files' refusals (a broken drop-in, another user's file)
         // are neither hers to fix nor hers to read: only those of her file
         // (a job name another file already has) send her back to the editor.
-        let shown = path.display().to_string();
-        let mine: Vec<String> = match self.reload(actions, super::reload::ReloadCause::Request) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors
-                .into_iter()
-                .filter(|e| e.starts_with(&shown))
-                .collect(),
-        };
-        if mine.is_empty() {
-            Response::with(&EditPutReply {
-                path: shown,
-                jobs: cfg.jobs.len(),
-            })
-        } else {
-            Response::err(
-                "invalid_config",
-                "the file was installed, but its jobs are refused beside the other job files",
-            )
-            .with_suggestions(mine)
+        let parts = [std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())];
+        let mine: Vec<String> =
+            match self.reload_parts(actions, super::reload::ReloadCause::Request, &parts) {
+                Ok(_) => Vec::new(),
+                Err(errors) => errors
+                    .into_iter()
+                    .filter(|e| e.starts_with(&shown))
+                    .collect(),
+            };
+        for (reply, answer) in waiting {
+            let response = if mine.is_empty() {
+                Response::with(&answer)
+            } else {
+                Response::err(
+                    "invalid_config",
+                    "the file was installed, but its jobs are refused beside the other job files",
+                )
+                .with_suggestions(mine.clone())
+            };
+            let _ = reply.send(Reply::Done(response));
         }
     }
 }
 
-/// History queries answered at once, at most: they read files (a big
-/// history takes a while), so they run off the loop, and a user asking in a
-/// loop cannot take more than this.
-const HISTORY_QUERIES: usize = 2;
+/// Users' edits waiting for their file's reload. An edit reloads its
+/// user's file alone, and each file at most once per
+/// [`USER_RELOAD_INTERVAL`](super::reload::USER_RELOAD_INTERVAL): an edit
+/// sooner than that after the last waits, with every other edit of that
+/// file meanwhile, for one reload at the end of the interval, and their
+/// answers wait for it. A user saving in a loop costs the daemon one read
+/// of her own file a second.
+#[derive(Default)]
+pub(super) struct UserReloads {
+    files: std::collections::HashMap<PathBuf, PendingReload>,
+}
 
-static QUERY_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(HISTORY_QUERIES);
+#[derive(Default)]
+struct PendingReload {
+    /// When the file was last reloaded for an edit.
+    last: Option<tokio::time::Instant>,
+    /// When the edits waiting are due.
+    due: Option<tokio::time::Instant>,
+    /// The edits waiting, with their answers.
+    waiting: Vec<(tokio::sync::oneshot::Sender<Reply>, EditPutReply)>,
+}
+
+impl UserReloads {
+    /// An edit of `path` waits for its reload. True: reload now.
+    fn wait(
+        &mut self,
+        path: PathBuf,
+        answer: EditPutReply,
+        reply: tokio::sync::oneshot::Sender<Reply>,
+        now: tokio::time::Instant,
+    ) -> bool {
+        let file = self.files.entry(path).or_default();
+        file.waiting.push((reply, answer));
+        match file.last.map(|l| l + super::reload::USER_RELOAD_INTERVAL) {
+            Some(next) if next > now => {
+                file.due = Some(next);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// `path` is reloaded now: the edits it answers.
+    fn reloading(
+        &mut self,
+        path: &std::path::Path,
+        now: tokio::time::Instant,
+    ) -> Vec<(tokio::sync::oneshot::Sender<Reply>, EditPutReply)> {
+        let file = self.files.entry(path.to_path_buf()).or_default();
+        file.last = Some(now);
+        file.due = None;
+        std::mem::take(&mut file.waiting)
+    }
+
+    /// The files whose waiting edits are due at `now`.
+    fn due(&self, now: tokio::time::Instant) -> Vec<PathBuf> {
+        self.files
+            .iter()
+            .filter(|(_, f)| f.due.is_some_and(|d| d <= now))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// When the next waiting edits are due.
+    pub(super) fn next_due(&self) -> Option<tokio::time::Instant> {
+        self.files.values().filter_map(|f| f.due).min()
+    }
+}
+
+/// History queries answered at once, at most: they read files (a big
+/// history takes a while), so they run off the loop; a user holds one of
+/// them at a time, and one is kept for root (`crate::quota`).
+const HISTORY_QUERIES: usize = 4;
+
+static QUERY_SLOTS: std::sync::LazyLock<Quota<String>> =
+    std::sync::LazyLock::new(|| Quota::with_shares(HISTORY_QUERIES, 1, 1));
+
+/// Records of a streamed answer sent in one line, at most about this many
+/// bytes of them: with the connection's bounded channel (`STREAM_LINES`)
+/// and its write buffer, all of a query the daemon holds at once.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Chunks a query may have read ahead of what its client has taken.
+const STREAM_LINES: usize = 2;
 
 impl Loop {
-    /// `rea history` / `rea logs` for a user who cannot read the state
-    /// directory (it is root's): answered from the history, off the loop,
-    /// for their own jobs only.
+    /// `rea history` / `rea logs` / `rea audit` for a user who cannot read
+    /// the state directory (it is root's): answered from the history (the
+    /// audit log), off the loop, for their own jobs (tenant) only. `history`
+    /// is streamed in bounded chunks as it is read
+    /// (`rea_proto::protocol::HistoryChunk`), with the client's reading as
+    /// backpressure, so its cost never stays in the daemon.
     pub(super) fn history_request(
         &self,
         request: Request,
         scope: &Scope,
         reply: tokio::sync::oneshot::Sender<crate::control::Reply>,
     ) {
+        let holder = match scope {
+            Scope::Admin => Holder::Admin,
+            Scope::User(me) => Holder::Other(me.clone()),
+        };
+        let slot = match QUERY_SLOTS.try_acquire(holder) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let why = match refused {
+                    Refused::Share(_) => {
+                        "one history query of yours is being answered already; try again when it ends".to_string()
+                    }
+                    Refused::Full => format!(
+                        "the daemon answers {HISTORY_QUERIES} history queries already; try again later"
+                    ),
+                };
+                let _ = reply.send(Reply::Done(Response::err("refused", why)));
+                return;
+            }
+        };
         let scope = scope.clone();
         let dir = self.opts.state_dir.clone();
         tokio::spawn(async move {
-            let Ok(_slot) = QUERY_SLOTS.acquire().await else {
-                return;
-            };
-            let answer = tokio::task::spawn_blocking(move || answer_history(&dir, request, &scope))
+            let Request::History { query } = request else {
+                let answer = tokio::task::spawn_blocking(move || {
+                    let _slot = slot;
+                    match &request {
+                        Request::Audit { query } => crate::audit::answer(&dir, query, &scope),
+                        _ => answer_history(&dir, request, &scope),
+                    }
+                })
                 .await
                 .unwrap_or_else(|e| Response::err("refused", format!("the query failed: {e}")));
-            let _ = reply.send(crate::control::Reply::Done(answer));
+                let _ = reply.send(Reply::Done(answer));
+                return;
+            };
+            let (tx, mut rx) = mpsc::channel(STREAM_LINES);
+            tokio::task::spawn_blocking(move || {
+                let _slot = slot;
+                stream_history(&dir, &query, &scope, &tx);
+            });
+            let first = rx.recv().await.unwrap_or_else(|| {
+                Response::err("refused", "the query failed before its first answer")
+            });
+            let _ = reply.send(Reply::Stream(first, rx));
         });
     }
+}
+
+/// A `history` answer, line by line into `lines` (see
+/// [`Loop::history_request`]); returns when it is complete, has failed,
+/// or its client is gone.
+fn stream_history(
+    dir: &std::path::Path,
+    query: &rea_store::history::Query,
+    scope: &Scope,
+    lines: &mpsc::Sender<Response>,
+) {
+    use std::ops::ControlFlow;
+    // A record is a user's by its owner (`query.tenant`, set for her),
+    // never by a name her file holds now.
+    if let Some(job) = query.job.as_deref().filter(|j| !scope.owns(j)) {
+        let _ = lines.blocking_send(Response::err(
+            "unknown_job",
+            format!("no job named {job:?}"),
+        ));
+        return;
+    }
+    let reader = rea_store::Local::history_reader(dir);
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    let mut count: u64 = 0;
+    let mut gone = false;
+    let send = |records: &mut Vec<Record>| {
+        let line = Response::with(&HistoryChunk::Records {
+            records: std::mem::take(records),
+        });
+        lines.blocking_send(line).is_ok()
+    };
+    let read = reader.query_each(query, &mut |record| {
+        // A record's size is mostly its output; the rest is a few hundred
+        // bytes at most.
+        bytes += record.output.as_ref().map_or(0, String::len) + 512;
+        count += 1;
+        chunk.push(record);
+        if bytes >= CHUNK_BYTES {
+            bytes = 0;
+            if !send(&mut chunk) {
+                gone = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    if gone {
+        return;
+    }
+    let last = match read {
+        Ok(()) => {
+            if !chunk.is_empty() && !send(&mut chunk) {
+                return;
+            }
+            Response::with(&HistoryChunk::End { count })
+        }
+        Err(e) => Response::err(
+            "refused",
+            format!("cannot read the history (the answer stops here, incomplete): {e}"),
+        ),
+    };
+    let _ = lines.blocking_send(last);
 }
 
 fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Response {
@@ -407,15 +654,6 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
     let read_error =
         |e: std::io::Error| Response::err("refused", format!("cannot read the history: {e}"));
     match request {
-        Request::History { query } => {
-            if let Some(job) = query.job.as_deref().filter(|j| !sees(Some(j))) {
-                return unknown(job);
-            }
-            match reader.query(&query) {
-                Ok(records) => Response::with(&records),
-                Err(e) => read_error(e),
-            }
-        }
         Request::FindRun { run } => match reader.find_run(&run) {
             Ok(found) => Response::with(&found.filter(|r| sees(r.job.as_deref()))),
             Err(e) => read_error(e),
@@ -426,5 +664,50 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
             Err(e) => read_error(e),
         },
         _ => Response::err("bad_request", "not a history request"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    fn edit(r: &mut UserReloads, path: &str, at: Instant) -> bool {
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let answer = EditPutReply {
+            path: path.to_string(),
+            jobs: 1,
+        };
+        r.wait(PathBuf::from(path), answer, tx, at)
+    }
+
+    /// Edits of one file within the interval wait for one reload at its
+    /// end; another user's file is not held by hers.
+    #[test]
+    fn edits_within_the_interval_are_coalesced_per_file() {
+        let mut r = UserReloads::default();
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let (a, b) = ("users/a.toml", "users/b.toml");
+        assert!(edit(&mut r, a, t0), "the first edit reloads at once");
+        assert_eq!(r.reloading(Path::new(a), t0).len(), 1);
+        for n in [100, 300, 900] {
+            assert!(!edit(&mut r, a, ms(n)), "held until the interval is over");
+        }
+        assert!(edit(&mut r, b, ms(500)), "her neighbour's edit is not held");
+        assert_eq!(r.reloading(Path::new(b), ms(500)).len(), 1);
+        assert_eq!(r.next_due(), Some(ms(1000)));
+        assert!(r.due(ms(999)).is_empty());
+        assert_eq!(r.due(ms(1000)), [PathBuf::from(a)]);
+        assert_eq!(
+            r.reloading(Path::new(a), ms(1000)).len(),
+            3,
+            "one reload answers all three"
+        );
+        assert_eq!(r.next_due(), None);
+        assert!(!edit(&mut r, a, ms(1500)));
+        assert_eq!(r.next_due(), Some(ms(2000)));
     }
 }

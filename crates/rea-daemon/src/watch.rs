@@ -44,8 +44,8 @@
 //! and a stop pipe, with a timeout only while a burst (or a missing file's
 //! grace) is pending.
 
-use std::collections::BTreeSet;
 use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::hash::Hasher;
@@ -68,6 +68,10 @@ pub(crate) enum Change {
     /// The file's content (or its readability) differs from the last time it
     /// was reported, or it is back after being reported missing: reload it.
     Modified,
+    /// Only these job files beside the main one (drop-ins, users' files;
+    /// absolute paths) changed, appeared or went: reload them alone. The
+    /// main file was not even read.
+    Parts(Vec<PathBuf>),
     /// The file has been gone for a while (not just mid-replace). Keep the
     /// last good config; a `Modified` follows when it comes back.
     Missing,
@@ -247,7 +251,8 @@ pub(crate) fn watch_files(
     let mut worker = Worker {
         file: file.clone(),
         extra,
-        last_extra: Vec::new(),
+        last_extra: BTreeMap::new(),
+        hits: Hits::default(),
         inotify,
         stop: stop_read,
         dirs: HashMap::new(),
@@ -481,6 +486,15 @@ fn push_front(pending: &mut Vec<Step>, path: &Path) {
     pending.extend(steps.into_iter().rev());
 }
 
+/// What the events of a burst touched: the main file (or anything that
+/// can change what its path resolves to, or what the other directories
+/// hold), or only some of the job files in the other directories.
+#[derive(Debug, Default)]
+struct Hits {
+    main: bool,
+    parts: BTreeSet<PathBuf>,
+}
+
 /// The watching thread's state.
 struct Worker {
     /// The job file as given, made absolute.
@@ -489,7 +503,9 @@ struct Worker {
     /// missing).
     extra: BTreeSet<PathBuf>,
     /// Their job files as last reported (or the baseline), by path.
-    last_extra: Vec<(PathBuf, Fingerprint)>,
+    last_extra: BTreeMap<PathBuf, Fingerprint>,
+    /// What the burst in progress touched.
+    hits: Hits,
     inotify: OwnedFd,
     /// The read end of the stop pipe (see [`Watcher`]).
     stop: OwnedFd,
@@ -545,7 +561,9 @@ impl Worker {
                 return;
             }
             if !fds[0].revents().is_empty() {
-                if let Some(warning) = self.read_events(&mut buf) {
+                if let Some((hits, warning)) = self.read_events(&mut buf) {
+                    self.hits.main |= hits.main;
+                    self.hits.parts.extend(hits.parts);
                     self.burst.event(Instant::now());
                     if let Some(w) = warning {
                         self.send(Change::Warning(w));
@@ -569,43 +587,55 @@ impl Worker {
     }
 
     /// Reads every queued event; `Some` when one of them can concern the
-    /// job file, with a warning to pass on.
-    fn read_events(&self, buf: &mut [std::mem::MaybeUninit<u8>]) -> Option<Option<String>> {
+    /// job files: which, with a warning to pass on.
+    fn read_events(&self, buf: &mut [std::mem::MaybeUninit<u8>]) -> Option<(Hits, Option<String>)> {
         let mut reader = inotify::Reader::new(&self.inotify, buf);
+        let mut hits = Hits::default();
         let mut found: Option<Option<String>> = None;
+        let everything = Hits {
+            main: true,
+            parts: BTreeSet::new(),
+        };
         loop {
             let event = match reader.next() {
                 Ok(e) => e,
-                Err(rustix::io::Errno::AGAIN) => return found,
+                Err(rustix::io::Errno::AGAIN) => return found.map(|w| (hits, w)),
                 Err(rustix::io::Errno::INTR) => continue,
                 // A read error: we may have lost events, so check.
-                Err(e) => return Some(Some(format!("watching the job file: {e}"))),
+                Err(e) => return Some((everything, Some(format!("watching the job file: {e}")))),
             };
             let flags = event.events();
             // A queue overflow may hide anything.
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                 found.get_or_insert(None);
+                hits.main = true;
                 continue;
             }
             let Some(dir) = self.dirs.get(&event.wd()) else {
                 // A watch we removed ourselves (its IGNORED event).
                 continue;
             };
-            let hit = match event.file_name() {
+            match event.file_name() {
                 Some(name) if !name.to_bytes().is_empty() => {
                     use std::os::unix::ffi::OsStrExt;
                     let name = OsStr::from_bytes(name.to_bytes());
                     let path = dir.join(name);
-                    self.relevant.contains(&path)
+                    if self.relevant.contains(&path)
                         || self.watched.contains(&path)
                         || self.extra.contains(&path)
-                        || (self.extra.contains(dir) && rea_config::is_job_file_name(name))
+                    {
+                        hits.main = true;
+                        found.get_or_insert(None);
+                    } else if self.extra.contains(dir) && rea_config::is_job_file_name(name) {
+                        hits.parts.insert(path);
+                        found.get_or_insert(None);
+                    }
                 }
                 // The directory itself was deleted or moved.
-                _ => true,
-            };
-            if hit {
-                found.get_or_insert(None);
+                _ => {
+                    hits.main = true;
+                    found.get_or_insert(None);
+                }
             }
         }
     }
@@ -614,6 +644,10 @@ impl Worker {
     /// last reported. Returns false when the daemon is gone.
     fn check(&mut self, grace_over: bool) -> bool {
         self.probe.checks.fetch_add(1, Ordering::Relaxed);
+        let hits = std::mem::take(&mut self.hits);
+        if !hits.main && !grace_over && !hits.parts.is_empty() {
+            return self.check_parts(hits.parts);
+        }
         if let Some(warning) = self.rewatch() {
             if !self.send(Change::Warning(warning)) {
                 return false;
@@ -644,14 +678,35 @@ impl Worker {
         self.send(Change::Modified)
     }
 
-    /// The job files of the other directories, each with its fingerprint,
-    /// in a stable order. A missing directory has none.
-    fn extra_fingerprints(&self) -> Vec<(PathBuf, Fingerprint)> {
-        let mut out = Vec::new();
+    /// Compares only the files `parts` (of the other directories) with
+    /// what was last reported: the main file and the other parts are not
+    /// read. Returns false when the daemon is gone.
+    fn check_parts(&mut self, parts: BTreeSet<PathBuf>) -> bool {
+        let mut changed = Vec::new();
+        for path in parts {
+            let now = fingerprint(&path);
+            let last = self.last_extra.get(&path).unwrap_or(&Fingerprint::Missing);
+            if now == *last {
+                continue;
+            }
+            if now == Fingerprint::Missing {
+                self.last_extra.remove(&path);
+            } else {
+                self.last_extra.insert(path.clone(), now);
+            }
+            changed.push(path);
+        }
+        changed.is_empty() || self.send(Change::Parts(changed))
+    }
+
+    /// The job files of the other directories, each with its fingerprint.
+    /// A missing directory has none.
+    fn extra_fingerprints(&self) -> BTreeMap<PathBuf, Fingerprint> {
+        let mut out = BTreeMap::new();
         for dir in &self.extra {
             for f in rea_config::toml_files(dir) {
                 let print = fingerprint(&f);
-                out.push((f, print));
+                out.insert(f, print);
             }
         }
         out
@@ -794,14 +849,16 @@ mod tests {
         fs::create_dir(&dropins).unwrap();
         expect_none(&mut rx).await;
         fs::write(dropins.join("pkg.toml"), "b = 1\n").unwrap();
-        expect_one(&mut rx, Change::Modified).await;
+        // Only the drop-in is named (the main file is not even read).
+        let pkg = || Change::Parts(vec![dropins.join("pkg.toml")]);
+        expect_one(&mut rx, pkg()).await;
         fs::write(dropins.join("notes.txt"), "x").unwrap();
         fs::write(dropins.join(".pkg.toml.swp"), "x").unwrap();
         expect_none(&mut rx).await;
         replace(&dropins, &dropins.join("pkg.toml"), "b = 2\n");
-        expect_one(&mut rx, Change::Modified).await;
+        expect_one(&mut rx, pkg()).await;
         fs::remove_file(dropins.join("pkg.toml")).unwrap();
-        expect_one(&mut rx, Change::Modified).await;
+        expect_one(&mut rx, pkg()).await;
         fs::remove_dir_all(&dropins).unwrap();
         expect_none(&mut rx).await;
         fs::write(&file, "a = 2\n").unwrap();

@@ -8,6 +8,7 @@
 //! | module | owns |
 //! |---|---|
 //! | `user` | the user database: lookups, groups, who we are |
+//! | `account` | whether an account may run jobs today (expired, locked), from the shadow file |
 //! | `limits` | the open-file limit raised for the daemon, restored for jobs |
 //! | `state_dir` | where a daemon keeps its files; the one-daemon lock |
 //! | `notify` | `sd_notify` datagrams for `Type=notify` units |
@@ -15,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod account;
 pub mod cgroup;
 pub mod limits;
 pub mod notify;

@@ -15,7 +15,7 @@
 //! | `migrate.rs` | the embedded migrations, applied under an advisory lock |
 //! | `backlog.rs` | run starts and ends waiting for the database, bounded in records and bytes |
 //! | `node/` | [`Node`]: the daemon's side, one file per concern (its module doc has the map) — `mod.rs` the handle and its [`ClusterNode`] side, `heartbeat.rs` the lease, `task.rs` the main task's command loop, `claims.rs`, `runs.rs` (run starts and ends through the backlog), `sweeper.rs` (with retries and queued occurrences), `oneshots.rs`, `jobs.rs` (published definitions, pauses), `statements.rs` (the SQL, prepared) |
-//! | `reader.rs` | [`Reader`]: the cluster-wide answers of `rea status`, `history`, `logs`, `pending` (blocking; no daemon needed); its history side passes `rea_store::conformance::run_store` (`tests/pg_history.rs`) |
+//! | `reader.rs` | [`Reader`]: the cluster-wide answers of `rea status`, `history`, `logs`, `pending`, `audit` (blocking; no daemon needed); its history side passes `rea_store::conformance::run_store` (`tests/pg_history.rs`) |
 //!
 //! No pool: a node holds two connections (heartbeat, and everything else
 //! one statement at a time), a command one.

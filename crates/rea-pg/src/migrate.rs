@@ -13,14 +13,18 @@ use crate::settings::error_text;
 const MIGRATION_LOCK: i64 = 8_243_122_683_466_721_650;
 
 /// (version, compatible_from, SQL) in order.
-const MIGRATIONS: &[(i32, i32, &[&str])] = &[(
-    1,
-    1,
-    &[
-        include_str!("../sql/001_init.sql"),
-        include_str!("../sql/002_statements.sql"),
-    ],
-)];
+const MIGRATIONS: &[(i32, i32, &[&str])] = &[
+    (
+        1,
+        1,
+        &[
+            include_str!("../sql/001_init.sql"),
+            include_str!("../sql/002_statements.sql"),
+        ],
+    ),
+    // The audit log: a table older binaries do not touch.
+    (2, 1, &[include_str!("../sql/003_audit.sql")]),
+];
 
 /// Brings the schema up to date; `who` is recorded as the applier.
 /// Returns the migrations applied now.

@@ -604,3 +604,84 @@ impl HistoryReader for Reader {
         Ok(out)
     }
 }
+
+impl Reader {
+    /// Records `entry` in the audit log, for a change this command made
+    /// in the database itself (no daemon answered it): `node` is where
+    /// the command ran.
+    pub fn audit(&self, node: &str, entry: &rea_core::audit::Entry) -> Result<(), String> {
+        let rows = Value::Array(vec![crate::node::audit::row(entry)]);
+        self.rt
+            .block_on(
+                self.client
+                    .execute(crate::node::audit::INSERT, &[&self.cluster, &node, &rows]),
+            )
+            .map(|_| ())
+            .map_err(|e| error_text(&e))
+    }
+}
+
+/// `rea audit` in cluster mode: every node's entries, newest first, each
+/// filter in the statement so the limit counts only what is selected.
+impl rea_store::audit::AuditReader for Reader {
+    fn query(&self, q: &rea_core::audit::Query) -> io::Result<Vec<rea_core::audit::Entry>> {
+        use rea_core::audit::{Entry, Outcome};
+        let actions: Vec<String> = q.actions.iter().map(|a| a.as_str().to_string()).collect();
+        let limit = q
+            .limit
+            .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let rows = self
+            .rows(
+                "select ts, uid, \"user\", tenant, source, action, target, result, code, message, node
+                 from rea.audit
+                 where cluster = $1
+                   and ($2::timestamptz is null or ts >= $2)
+                   and ($3::timestamptz is null or ts < $3)
+                   and ($4::text is null or \"user\" = $4 or uid::text = $4)
+                   and ($5::text is null or ($5 = 'system' and tenant is null) or tenant = $5)
+                   and (cardinality($6::text[]) = 0 or action = any($6))
+                   and ($7::text is null or $7 = any(target))
+                   and (not $8 or result = 'refused')
+                 order by id desc
+                 limit $9",
+                &[
+                    &self.cluster,
+                    &q.since,
+                    &q.until,
+                    &q.user,
+                    &q.tenant,
+                    &actions,
+                    &q.job,
+                    &q.refused,
+                    &limit,
+                ],
+            )
+            .map_err(other)?;
+        rows.iter()
+            .map(|r| {
+                let action: String = r.get(5);
+                let action =
+                    serde_json::from_value(Value::String(action)).map_err(io::Error::other)?;
+                let uid: i64 = r.get(1);
+                let result: String = r.get(7);
+                Ok(Entry {
+                    ts: r.get(0),
+                    uid: u32::try_from(uid).unwrap_or(u32::MAX),
+                    user: r.get(2),
+                    tenant: r.get(3),
+                    source: r.get(4),
+                    action,
+                    target: r.get(6),
+                    result: if result == "ok" {
+                        Outcome::Ok
+                    } else {
+                        Outcome::Refused
+                    },
+                    code: r.get(8),
+                    message: r.get(9),
+                    node: r.get(10),
+                })
+            })
+            .collect()
+    }
+}

@@ -32,6 +32,8 @@ pub struct Client {
     reader: BufReader<StdStream>,
     writer: StdStream,
     timeout: Duration,
+    /// What the requests say sent them (the audit log's source).
+    source: Option<String>,
 }
 
 impl Client {
@@ -66,13 +68,22 @@ impl Client {
             reader: BufReader::new(stream),
             writer,
             timeout,
+            source: Some("cli".to_string()),
         })
+    }
+
+    /// Names what sends the requests, for the daemon's audit log (`cli`
+    /// unless told; a console says `top` or `web`).
+    pub fn with_source(mut self, source: &str) -> Client {
+        self.source = Some(source.to_string());
+        self
     }
 
     /// Sends one request and reads its (first) response.
     pub fn request(&mut self, request: &Request) -> Result<Response, ClientError> {
         let env = Envelope {
             v: VERSION,
+            source: self.source.clone(),
             request: request.clone(),
         };
         if let Err(e) = self.writer.write_all(line(&env).as_bytes()) {

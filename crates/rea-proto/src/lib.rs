@@ -11,7 +11,7 @@
 //! |---|---|
 //! | `protocol.rs` | the wire types, shared by server and client |
 //! | `client.rs` | the blocking client the CLI uses |
-//! | `remote.rs` | the history as the daemon tells it, for users who cannot read the state directory |
+//! | `remote.rs` | the history and the audit log as the daemon tells them, for users who cannot read the state directory |
 //!
 //! The server side (accepting connections, answering in order) is the
 //! daemon's: `rea_daemon`'s `server` module.
@@ -22,6 +22,6 @@ mod remote;
 
 pub use client::{Client, ClientError};
 pub use protocol::{Request, Response, Selector, Submission};
-pub use remote::RemoteHistory;
+pub use remote::{RemoteAudit, RemoteHistory};
 
 pub use rea_host::state_dir::socket_path;

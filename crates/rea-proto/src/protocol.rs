@@ -81,7 +81,10 @@ pub enum Request {
         limit: Option<usize>,
     },
     /// History records (newest first), as `rea history` reads them; for a
-    /// user's own jobs only, when a user asks.
+    /// user's own jobs only, when a user asks. The answer is streamed: lines
+    /// of [`HistoryChunk::Records`] as the daemon reads them, then one
+    /// [`HistoryChunk::End`]; an error line (`ok: false`) instead of `End`
+    /// means the answer stopped there and is incomplete.
     History {
         query: rea_store::history::Query,
     },
@@ -106,6 +109,11 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user: Option<String>,
         content: String,
+    },
+    /// Entries of the audit log (newest first), as `rea audit` reads
+    /// them; a user gets her own tenant's only.
+    Audit {
+        query: rea_core::audit::Query,
     },
 }
 
@@ -142,6 +150,11 @@ pub struct Submission {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     pub v: u32,
+    /// What sends it, for the audit log: `cli` for the rea command, the
+    /// consoles their own names; absent is `socket` (any other client).
+    /// Self-declared: the daemon trusts only the peer's uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     #[serde(flatten)]
     pub request: Request,
 }
@@ -509,6 +522,21 @@ pub enum StreamLine {
     Skipped { bytes: u64 },
 }
 
+/// A line of a streamed history answer (`history`): records in bounded
+/// chunks as the daemon reads them, newest first, so that no answer is
+/// ever whole in the daemon's memory; the last line is `End` (or an error
+/// line, if reading failed midway).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "history", rename_all = "snake_case")]
+pub enum HistoryChunk {
+    /// The next records.
+    Records {
+        records: Vec<rea_core::record::Record>,
+    },
+    /// The answer is complete: `count` records in all.
+    End { count: u64 },
+}
+
 /// `submit`: the one-shot is durable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubmitReply {
@@ -608,11 +636,16 @@ pub fn line<T: Serialize>(v: &T) -> String {
 
 /// Reads a request line: the envelope, the version, the operation.
 pub fn parse_request(bytes: &[u8]) -> Result<Request, Response> {
+    parse_envelope(bytes).map(|env| env.request)
+}
+
+/// Reads a request line whole, its envelope's fields (the source) too.
+pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, Response> {
     // The common case in one parse; the slow path below only explains
     // what is wrong with a request that does not fit.
     if let Ok(env) = serde_json::from_slice::<Envelope>(bytes) {
         if env.v == VERSION {
-            return Ok(env.request);
+            return Ok(env);
         }
     }
     let v: Value = serde_json::from_slice(bytes).map_err(|e| {
@@ -628,9 +661,8 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, Response> {
             format!("protocol version {version} is not supported; this daemon speaks v{VERSION}"),
         ));
     }
-    let env: Envelope = serde_json::from_value(v)
-        .map_err(|e| Response::err("bad_request", format!("invalid request: {e}")))?;
-    Ok(env.request)
+    serde_json::from_value(v)
+        .map_err(|e| Response::err("bad_request", format!("invalid request: {e}")))
 }
 
 #[cfg(test)]
@@ -641,6 +673,7 @@ mod tests {
     fn requests_round_trip_in_the_documented_shape() {
         let env = Envelope {
             v: 1,
+            source: None,
             request: Request::Trigger {
                 job: "backup".into(),
                 force: false,
@@ -654,6 +687,11 @@ mod tests {
             r#"{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}"#
         );
         assert_eq!(serde_json::from_str::<Envelope>(&text).unwrap(), env);
+        let from_cli = parse_envelope(br#"{"v":1,"source":"cli","op":"reload"}"#).unwrap();
+        assert_eq!(
+            (from_cli.source.as_deref(), from_cli.request),
+            (Some("cli"), Request::Reload)
+        );
         let pause = r#"{"v":1,"op":"pause","tag":"billing"}"#;
         assert_eq!(
             parse_request(pause.as_bytes()).unwrap(),

@@ -109,6 +109,14 @@ impl fmt::Display for SubmitError {
 
 impl std::error::Error for SubmitError {}
 
+/// Where a node sends the audit log's entries (the daemon's audit writer
+/// calls it from its own thread, never the loop). It must not block: an
+/// entry the store cannot take now is the backend's to queue, bounded, or
+/// to drop and count.
+pub trait AuditSink: Send {
+    fn record(&self, entry: &rea_core::audit::Entry);
+}
+
 /// Where an answer goes: called once, on the backend's task.
 pub type Done<T> = Box<dyn FnOnce(T) + Send>;
 
@@ -143,4 +151,6 @@ pub trait ClusterNode: Send {
     /// says whether it got that far).
     fn leave(&self, limit: Duration) -> Pin<Box<dyn Future<Output = bool> + '_>>;
     fn health(&self) -> NodeHealth;
+    /// Where this node writes audit entries to the store.
+    fn audit_sink(&self) -> Box<dyn AuditSink>;
 }

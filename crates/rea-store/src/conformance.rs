@@ -19,6 +19,9 @@
 //! records appended, folded by run, with only the store's own fields
 //! changed.
 //!
+//! The audit log's readers have their own entry point, [`audit_backend`],
+//! against `rea_core::audit::Query::matches`.
+//!
 //! Enabled by the `conformance` feature (it brings proptest).
 
 use std::any::Any;
@@ -28,6 +31,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
 
+use rea_core::audit::{Action, Entry, Outcome, Query as AuditQuery};
+
+use crate::audit::AuditReader;
 use crate::history::{HistoryReader, HistoryWriter, Query};
 
 /// A fresh, empty backend for one test case.
@@ -478,6 +484,119 @@ fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
             out
         },
     )
+}
+
+/// Appends entries to an audit backend, in order (the daemon's writer, or
+/// a node's statement).
+pub type AuditWrite = Box<dyn FnMut(&[Entry])>;
+
+/// A fresh, empty audit log for one case of [`audit_backend`].
+pub struct FreshAudit {
+    pub write: AuditWrite,
+    pub reader: Box<dyn AuditReader>,
+    /// Whatever must live as long as the case.
+    pub keep: Box<dyn Any>,
+}
+
+/// The audit log's kit: `cases` random logs, each written to a fresh
+/// backend and queried several ways; every answer must be the entries
+/// `Query::matches` selects, newest (last written) first, cut at the
+/// limit. A store may name the node that wrote an entry (`node`): answers
+/// are compared without it.
+pub fn audit_backend(cases: u32, fresh: impl Fn() -> FreshAudit) {
+    let mut runner = runner(cases);
+    let strategy = (
+        prop::collection::vec(arb_entry(), 0..24),
+        prop::collection::vec(arb_audit_query(), 1..8),
+    );
+    let result = runner.run(&strategy, |(mut entries, queries)| {
+        // Written in the order they were answered.
+        let base = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        for (i, e) in entries.iter_mut().enumerate() {
+            e.ts = base + chrono::Duration::milliseconds(250 * i as i64);
+        }
+        let mut backend = fresh();
+        (backend.write)(&entries);
+        for q in &queries {
+            let mut got = backend
+                .reader
+                .query(q)
+                .map_err(|e| TestCaseError::fail(format!("query: {e}")))?;
+            for e in &mut got {
+                e.node = None;
+            }
+            let want: Vec<Entry> = entries
+                .iter()
+                .rev()
+                .filter(|e| q.matches(e))
+                .take(q.limit.unwrap_or(usize::MAX))
+                .cloned()
+                .collect();
+            prop_assert_eq!(got, want, "{:?}", q);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("audit backend does not conform: {e}");
+    }
+}
+
+const AUDIT_USERS: [&str; 3] = ["root", "alice", "bob"];
+const AUDIT_TARGETS: [&str; 5] = ["backup", "alice/backup", "bob/x", "tag:nightly", "a\"b"];
+
+fn arb_entry() -> impl Strategy<Value = Entry> {
+    (
+        0..AUDIT_USERS.len(),
+        prop::sample::select(Action::ALL.to_vec()),
+        prop::collection::vec(prop::sample::select(AUDIT_TARGETS.to_vec()), 0..3),
+        any::<bool>(),
+        prop::sample::select(vec!["cli", "socket", "top"]),
+    )
+        .prop_map(|(u, action, target, refused, source)| Entry {
+            ts: DateTime::from_timestamp(0, 0).unwrap_or_default(),
+            uid: if u == 0 { 0 } else { 1000 + u as u32 },
+            user: (u != 2 || refused).then(|| AUDIT_USERS[u].to_string()),
+            tenant: (u != 0).then(|| AUDIT_USERS[u].to_string()),
+            source: source.to_string(),
+            action,
+            target: target.into_iter().map(str::to_string).collect(),
+            result: if refused {
+                Outcome::Refused
+            } else {
+                Outcome::Ok
+            },
+            code: refused.then(|| "unknown_job".to_string()),
+            message: refused.then(|| "no job named \"x\"".to_string()),
+            node: None,
+        })
+}
+
+fn arb_audit_query() -> impl Strategy<Value = AuditQuery> {
+    let base = 1_800_000_000i64;
+    (
+        prop::option::of(0i64..6),
+        prop::option::of(0i64..6),
+        prop::option::of(prop::sample::select(vec![
+            "root", "alice", "bob", "1002", "nobody",
+        ])),
+        prop::option::of(prop::sample::select(vec!["system", "alice", "bob"])),
+        prop::collection::vec(prop::sample::select(Action::ALL.to_vec()), 0..3),
+        prop::option::of(prop::sample::select(AUDIT_TARGETS.to_vec())),
+        any::<bool>(),
+        prop::option::of(0usize..6),
+    )
+        .prop_map(
+            move |(since, until, user, tenant, actions, job, refused, limit)| AuditQuery {
+                since: since.and_then(|s| DateTime::from_timestamp(base + s, 0)),
+                until: until.and_then(|u| DateTime::from_timestamp(base + u, 0)),
+                user: user.map(str::to_string),
+                tenant: tenant.map(str::to_string),
+                actions,
+                job: job.map(str::to_string),
+                refused,
+                limit,
+            },
+        )
 }
 
 #[cfg(test)]

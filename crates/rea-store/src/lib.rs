@@ -3,9 +3,10 @@
 //!
 //! | trait | what | embedded backend (a state directory) |
 //! |---|---|---|
-//! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) |
+//! | [`history::HistoryWriter`], [`history::HistoryReader`] | every run's history | `history.jsonl` (+ rotated files) for the system, `tenants/NAME/history.jsonl` for each user |
 //! | [`oneshots::OneShotJournal`] | pending one-shots | `oneshots.jsonl` |
 //! | [`paused::PausedStore`] | paused jobs | `paused.json` |
+//! | [`audit::AuditReader`] (and [`audit::AuditFile`], its writer) | who asked the daemon for which change | `audit.jsonl` (+ rotated files) |
 //! | [`claims::OccurrenceClaims`] | who starts a run, cluster-wide | none: one node decides alone |
 //! | [`cluster::ClusterNode`] | a node's live side of a shared store: lease, claims, one-shots, pauses | none: local mode has no cluster |
 //!
@@ -21,6 +22,7 @@ use std::path::Path;
 
 use rea_core::oneshot::OneShot;
 
+pub mod audit;
 pub mod claims;
 pub mod cluster;
 #[cfg(any(test, feature = "conformance"))]
@@ -46,7 +48,7 @@ impl Local {
     /// the history rotated at `history_max_bytes`, keeping `history_files`.
     /// Errors name the file.
     pub fn open(state_dir: &Path, history_max_bytes: u64, history_files: u32) -> io::Result<Local> {
-        let history = history::JsonlHistory::open(state_dir, history_max_bytes, history_files)
+        let history = history::TenantLogs::open(state_dir, history_max_bytes, history_files)
             .map_err(|e| {
                 io::Error::new(
                     e.kind(),

@@ -1,16 +1,26 @@
 //! The small HTTP/1.x server inside the daemon that serves `GET /metrics`
 //! (and nothing else), bounded in connections, head size and time.
+//!
+//! The endpoint is TCP: it cannot tell users apart (a local user and a
+//! local Prometheus both come from 127.0.0.1), so its cap is not shared by
+//! uid as the control socket's is. What holds a slot without being served
+//! is a connection that has not sent its request yet; a scraper sends its
+//! request at once. So when every slot is taken, a new connection takes the
+//! slot of one still waiting for its request: of the peer address holding
+//! the most slots, its oldest. Connections whose request has come are
+//! being answered (a few milliseconds) and are never displaced. Idle
+//! connections then cannot keep a scrape out, however many they are.
 
 use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use prometheus_client::registry::Registry;
 use rea_config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use super::registry::{render, Metrics};
@@ -26,8 +36,9 @@ const MAX_HEAD: usize = 8 * 1024;
 /// or silent connection cannot hold a slot.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections served at once; more are closed at once (the endpoint is for
-/// one or two scrapers, not a crowd).
+/// Connections served at once (the endpoint is for one or two scrapers, not
+/// a crowd); a new one displaces one still waiting for its request, else
+/// it is closed at once.
 const MAX_CONNECTIONS: usize = 16;
 /// How long a scrape waits for the loop to refresh the state gauges before
 /// rendering what it has (the loop only lags while it is busy).
@@ -82,13 +93,100 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
     format!("cannot serve metrics on {addr} ([daemon] metrics): {why}")
 }
 
+/// The connections being served, each until its task ends.
+#[derive(Default)]
+struct Slots {
+    /// Short critical sections only, never across an await.
+    held: Mutex<Vec<Held>>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+struct Held {
+    id: u64,
+    peer: IpAddr,
+    since: Instant,
+    /// Set while the connection waits for its request: sending on it (or
+    /// dropping it) ends the connection, to make room for a new one.
+    displace: Option<oneshot::Sender<()>>,
+}
+
+/// A connection's slot; given back when dropped.
+struct Slot {
+    slots: Arc<Slots>,
+    id: u64,
+}
+
+impl Slots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for a connection from `peer`, displacing a connection still
+    /// waiting for its request when all are taken; with the receiver that
+    /// tells the new one it is displaced in turn. `None`: every slot is
+    /// being answered.
+    fn take(self: &Arc<Self>, peer: IpAddr) -> Option<(Slot, oneshot::Receiver<()>)> {
+        let mut held = self.lock();
+        if held.len() >= MAX_CONNECTIONS {
+            let crowded = |p: &IpAddr| {
+                held.iter()
+                    .filter(|h| h.displace.is_some() && h.peer == *p)
+                    .count()
+            };
+            let victim = held
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.displace.is_some())
+                .max_by_key(|(_, h)| (crowded(&h.peer), std::cmp::Reverse(h.since)))
+                .map(|(i, _)| i)?;
+            let gone = held.swap_remove(victim);
+            if let Some(tx) = gone.displace {
+                let _ = tx.send(());
+            }
+        }
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        held.push(Held {
+            id,
+            peer,
+            since: Instant::now(),
+            displace: Some(tx),
+        });
+        Some((
+            Slot {
+                slots: Arc::clone(self),
+                id,
+            },
+            rx,
+        ))
+    }
+}
+
+impl Slot {
+    /// The request has come: the connection is being answered and keeps
+    /// its slot.
+    fn answering(&self) {
+        if let Some(h) = self.slots.lock().iter_mut().find(|h| h.id == self.id) {
+            h.displace = None;
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.lock().retain(|h| h.id != self.id);
+    }
+}
+
 /// Accepts connections forever; one request each.
 async fn serve(listener: TcpListener, registry: Arc<Registry>, loop_tx: mpsc::Sender<Scrape>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(Slots::default());
     let mut warned = false;
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, typically: back off instead of
                 // spinning, and say so once.
@@ -100,29 +198,35 @@ async fn serve(listener: TcpListener, registry: Arc<Registry>, loop_tx: mpsc::Se
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+        let Some((slot, displaced)) = slots.take(peer.ip()) else {
             continue;
         };
         let registry = Arc::clone(&registry);
         let loop_tx = loop_tx.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            let _ = connection(stream, &registry, &loop_tx).await;
+            let _ = connection(stream, &slot, displaced, &registry, &loop_tx).await;
         });
     }
 }
 
 async fn connection(
     mut stream: TcpStream,
+    slot: &Slot,
+    displaced: oneshot::Receiver<()>,
     registry: &Registry,
     loop_tx: &mpsc::Sender<Scrape>,
 ) -> io::Result<()> {
-    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+    let head = tokio::select! {
+        head = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)) => head,
+        _ = displaced => return Ok(()),
+    };
+    let head = match head {
         Ok(Ok(Some(head))) => head,
         Ok(Ok(None)) => Vec::new(),
         Ok(Err(e)) => return Err(e),
         Err(_) => return Ok(()),
     };
+    slot.answering();
     let response = match route(&head) {
         Route::Metrics {
             openmetrics,

@@ -156,6 +156,12 @@ impl ClusterSeries {
     }
 }
 
+/// A tenant by its key: `system`, or `user-NAME`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabel {
+    tenant: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModeLabel {
     mode: &'static str,
@@ -218,6 +224,8 @@ pub(crate) struct Metrics {
     config_valid: Gauge,
     history_backlog: Gauge,
     history_write_errors: Counter,
+    /// Mail deliveries dropped because their tenant's queue was full.
+    mail_dropped: Family<TenantLabel, Counter>,
     /// 1 for how runs are contained (`cgroup` or `process_group`).
     containment: Family<ModeLabel, Gauge>,
     /// 1 for each controller runs' cgroups get, 0 for the others.
@@ -346,6 +354,12 @@ impl Metrics {
             "Failed writes to the history log",
             history_write_errors.clone(),
         );
+        let mail_dropped = Family::<TenantLabel, Counter>::default();
+        r.register(
+            "mail_dropped",
+            "Mail deliveries not sent because their tenant's mail queue was full",
+            mail_dropped.clone(),
+        );
         let containment = Family::<ModeLabel, Gauge>::default();
         r.register(
             "containment",
@@ -404,6 +418,7 @@ impl Metrics {
             config_valid,
             history_backlog,
             history_write_errors,
+            mail_dropped,
             containment,
             cgroup_controllers,
             run_cpu,
@@ -627,6 +642,15 @@ impl Metrics {
     }
 
     /// A history write failed (the record waits in memory).
+    /// A mail delivery of `tenant` (its key) was dropped.
+    pub(crate) fn mail_dropped(&self, tenant: &str) {
+        self.mail_dropped
+            .get_or_create(&TenantLabel {
+                tenant: tenant.to_string(),
+            })
+            .inc();
+    }
+
     pub(crate) fn history_write_error(&self) {
         self.history_write_errors.inc();
     }

@@ -28,6 +28,7 @@
 //! | `runs.rs` | run starts and ends: the write of a record, the backlog's flush (pipelined, then one at a time), late reports | the backlog's bounds (`crate::backlog`) |
 //! | `sweeper.rs` | each tick's housekeeping: the sweeper, retries and queued occurrences any node may take | one-shots |
 //! | `oneshots.rs` | one-shots: submission (a group commit), claiming due ones up to the free slots, when to poll next | one-shot retries (the store queues them) |
+//! | `audit.rs` | the audit log's entries to `rea.audit`: a bounded queue, a task and a connection of their own, trimming | the local `audit.jsonl` (the daemon's) |
 //! | `jobs.rs` | the job definitions this node publishes and cluster-wide pauses | claims on the jobs' rows |
 //! | `statements.rs` | the SQL text, the prepared statements, a statement's time limit, pipelining, the parameters shared by several statements | what any answer means |
 
@@ -51,6 +52,7 @@ use heartbeat::heartbeat_loop;
 use oneshots::ONESHOT_BATCH;
 use task::main_loop;
 
+pub(crate) mod audit;
 mod claims;
 mod heartbeat;
 mod jobs;
@@ -123,6 +125,9 @@ pub struct Node {
     settings: Settings,
     /// Wakes the main task when slots free up while due one-shots wait.
     slots: Arc<tokio::sync::Notify>,
+    /// The audit task's queue, and what it dropped (`audit.rs`).
+    audit: mpsc::Sender<rea_core::audit::Entry>,
+    audit_dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Node {
@@ -155,11 +160,20 @@ impl Node {
             rx,
             slots.clone(),
         ));
+        let (audit, audit_rx) = mpsc::channel(audit::QUEUE);
+        let audit_dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        tokio::spawn(audit::audit_loop(
+            settings.clone(),
+            audit_rx,
+            audit_dropped.clone(),
+        ));
         Node {
             tx,
             shared,
             settings,
             slots,
+            audit,
+            audit_dropped,
         }
     }
 }
@@ -272,6 +286,15 @@ impl ClusterNode for Node {
                 s.stopping = true;
             }
             left
+        })
+    }
+
+    /// The audit log's entries go to `rea.audit` through a bounded queue
+    /// and a connection of their own.
+    fn audit_sink(&self) -> Box<dyn rea_store::cluster::AuditSink> {
+        Box::new(audit::Sink {
+            tx: self.audit.clone(),
+            dropped: self.audit_dropped.clone(),
         })
     }
 

@@ -1,5 +1,7 @@
 //! The embedded history reader: the live file and the rotated ones, newest
-//! first, with cheap text pre-filters before a line is parsed.
+//! first, with cheap text pre-filters before a line is parsed; the
+//! system's log and each tenant's (`tenants/NAME/`) merged by `ts`, or only
+//! the logs that can hold what a query asks for.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -11,13 +13,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
+use rea_core::tenant::Tenant;
 use serde::Deserialize;
 
 use super::index::{narrow, rev_lines_containing, Window};
 use super::jsonl_writer::rotated_files;
 use super::{
-    log_path, HistoryReader, JobSummary, LastOccurrences, Query, RevLines, RunSummary,
-    DEFAULT_CHUNK_SIZE,
+    log_path, tenant_dir, HistoryReader, JobSummary, LastOccurrences, Query, RevLines, RunSummary,
+    DEFAULT_CHUNK_SIZE, TENANTS_DIR,
 };
 
 /// Reads the JSON-lines history of a state directory, newest first, across
@@ -81,52 +84,99 @@ impl JsonlReader {
         self
     }
 
-    /// Opens the live file and every rotated one up front, newest first, and
-    /// notes their lengths: renames don't affect open files, so a rotation
-    /// while a query runs can't make it read a file twice or lines written
-    /// later. A rotation between two opens can show the same file under two
-    /// names; the (device, inode) check drops the second. Each file comes
-    /// with its metadata (its length, and what finds its index) and whether
-    /// it was opened as the live file.
-    fn open_files(&self) -> io::Result<Vec<(File, std::fs::Metadata, bool)>> {
-        let mut paths = vec![log_path(&self.dir)];
-        paths.extend(rotated_files(&self.dir)?.into_iter().map(|(_, path)| path));
-        let mut seen = HashSet::new();
-        let mut files = Vec::new();
-        for (i, path) in paths.into_iter().enumerate() {
-            let file = match crate::files::open_read(&path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("cannot read history {}: {e}", path.display()),
-                    ))
+    /// The logs that can hold records of `tenants`: the state directory's
+    /// own (the system's, and every record written before tenants had
+    /// logs of their own) and the tenants' directories.
+    fn roots(&self, tenants: Tenants<'_>) -> io::Result<Vec<PathBuf>> {
+        let mut roots = vec![self.dir.clone()];
+        match tenants {
+            Tenants::System => {}
+            Tenants::User(user) => roots.extend(tenant_dir(&self.dir, user)),
+            Tenants::All => {
+                let entries = match std::fs::read_dir(self.dir.join(TENANTS_DIR)) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(roots),
+                    Err(e) => return Err(e),
+                };
+                let mut users = Vec::new();
+                for entry in entries {
+                    let entry = entry?;
+                    if entry.file_type()?.is_dir() {
+                        users.push(entry.path());
+                    }
                 }
-            };
-            let meta = file.metadata()?;
-            if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
-                files.push((file, meta, i == 0));
+                users.sort();
+                roots.extend(users);
             }
         }
-        Ok(files)
+        Ok(roots)
+    }
+
+    /// Opens the live file and every rotated one of each root up front,
+    /// newest first, and notes their lengths: renames don't affect open
+    /// files, so a rotation while a query runs can't make it read a file
+    /// twice or lines written later. A rotation between two opens can show
+    /// the same file under two names; the (device, inode) check drops the
+    /// second. Each file comes with its metadata (its length, and what
+    /// finds its index) and whether it was opened as the live file; the
+    /// roots without files are left out.
+    fn open_files(&self, roots: &[PathBuf]) -> io::Result<Vec<(PathBuf, Vec<Opened>)>> {
+        let mut seen = HashSet::new();
+        let mut all = Vec::new();
+        for root in roots {
+            let mut paths = vec![log_path(root)];
+            paths.extend(rotated_files(root)?.into_iter().map(|(_, path)| path));
+            let mut files = Vec::new();
+            for (i, path) in paths.into_iter().enumerate() {
+                let file = match crate::files::open_read(&path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("cannot read history {}: {e}", path.display()),
+                        ))
+                    }
+                };
+                let meta = file.metadata()?;
+                if meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
+                    files.push((file, meta, i == 0));
+                }
+            }
+            if !files.is_empty() {
+                all.push((root.clone(), files));
+            }
+        }
+        Ok(all)
     }
 
     fn scan<T: serde::de::DeserializeOwned>(
         &self,
+        tenants: Tenants<'_>,
         pre: impl Fn(&str) -> Pre,
         visit: impl FnMut(T) -> ControlFlow<()>,
     ) -> io::Result<()> {
-        self.scan_narrowed(|_, meta| Some((0, meta.len())), None, pre, visit)
+        self.scan_narrowed(
+            tenants,
+            |_, _, meta| Some((0, meta.len())),
+            None,
+            pre,
+            visit,
+        )
     }
 
-    /// [`Self::scan`] reading of each file only the range `part(is_live,
-    /// metadata)` says (`None`: none of it), and, with a
+    /// [`Self::scan`] reading of each file only the range `part(root,
+    /// is_live, metadata)` says (`None`: none of it), and, with a
     /// `needle`, seeing only the lines that contain it (found by a search
     /// over whole chunks, so the other lines are never cut out or copied).
+    ///
+    /// The logs of several tenants are merged newest first by each line's
+    /// `ts` (each log is in `ts` order); the needle then only goes to the
+    /// pre-filter, which every caller gives the same test.
     fn scan_narrowed<T: serde::de::DeserializeOwned>(
         &self,
-        part: impl Fn(bool, &std::fs::Metadata) -> Option<(u64, u64)>,
+        tenants: Tenants<'_>,
+        part: impl Fn(&Path, bool, &std::fs::Metadata) -> Option<(u64, u64)>,
         needle: Option<&[u8]>,
         pre: impl Fn(&str) -> Pre,
         mut visit: impl FnMut(T) -> ControlFlow<()>,
@@ -151,10 +201,17 @@ impl JsonlReader {
                 }
             }
         };
-        for (file, meta, live) in self.open_files()? {
+        let roots = self.open_files(&self.roots(tenants)?)?;
+        if roots.len() > 1 {
+            return merged(&roots, &part, self.chunk, &mut one);
+        }
+        let Some((root, files)) = roots.into_iter().next() else {
+            return Ok(());
+        };
+        for (file, meta, live) in files {
             // The live file is never indexed: `part` narrows only files
             // with a valid index.
-            let Some((start, end)) = part(live, &meta) else {
+            let Some((start, end)) = part(&root, live, &meta) else {
                 continue;
             };
             let window = Window { file: &file, start };
@@ -188,6 +245,90 @@ impl JsonlReader {
     }
 }
 
+/// A file of a log as opened: its metadata, and whether it is the live one.
+type Opened = (File, std::fs::Metadata, bool);
+
+/// Which logs a question needs.
+#[derive(Debug, Clone, Copy)]
+enum Tenants<'a> {
+    /// The system's log only (which holds no user's record written since
+    /// users have logs of their own).
+    System,
+    /// The system's log (records written before) and this user's.
+    User(&'a str),
+    /// Every log.
+    All,
+}
+
+impl<'a> Tenants<'a> {
+    /// The logs that can hold the records of the job named `job`.
+    fn of_job(job: &'a str) -> Tenants<'a> {
+        match Tenant::of(job) {
+            Tenant::System => Tenants::System,
+            Tenant::User(user) => Tenants::User(user),
+        }
+    }
+}
+
+/// The lines of each root's files (newest first, each file's range as
+/// `part` says), merged newest first by their `ts`, into `one` until it
+/// breaks. A line without a readable `ts` (torn, garbage) goes out with
+/// the line after it in its own log, so it stays where it was.
+fn merged(
+    roots: &[(PathBuf, Vec<Opened>)],
+    part: &impl Fn(&Path, bool, &std::fs::Metadata) -> Option<(u64, u64)>,
+    chunk: usize,
+    one: &mut impl FnMut(&[u8]) -> ControlFlow<()>,
+) -> io::Result<()> {
+    type Lines<'f> = Box<dyn Iterator<Item = io::Result<Vec<u8>>> + 'f>;
+    /// A log's next line, with the `ts` it sorts by.
+    type Head = Option<(Option<DateTime<Utc>>, Vec<u8>)>;
+    let mut logs: Vec<(Lines<'_>, Head)> = Vec::new();
+    for (root, files) in roots {
+        let lines = files.iter().filter_map(move |(file, meta, live)| {
+            let (start, end) = part(root, *live, meta)?;
+            let window = Window { file, start };
+            Some(RevLines::new(window, end.saturating_sub(start), chunk))
+        });
+        logs.push((Box::new(lines.flatten()), None));
+    }
+    // The head of a log: its next line, with the `ts` it sorts by.
+    let fill = |log: &mut (Lines<'_>, Head)| -> io::Result<()> {
+        if log.1.is_none() {
+            if let Some(line) = log.0.next().transpose()? {
+                let ts = std::str::from_utf8(&line).ok().and_then(fast_ts);
+                log.1 = Some((ts, line));
+            }
+        }
+        Ok(())
+    };
+    loop {
+        for log in &mut logs {
+            fill(log)?;
+        }
+        // Newest first; a line without `ts` at once; ties to the first log.
+        let next = logs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, head))| head.as_ref().map(|(ts, _)| (i, *ts)))
+            .max_by(|(i, a), (j, b)| match (a, b) {
+                (None, None) => j.cmp(i),
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(a), Some(b)) => a.cmp(b).then(j.cmp(i)),
+            });
+        let Some((i, _)) = next else {
+            return Ok(());
+        };
+        let Some((_, line)) = logs[i].1.take() else {
+            return Ok(());
+        };
+        if one(&line).is_break() {
+            return Ok(());
+        }
+    }
+}
+
 /// The `ts` of a line as rea writes it (`{"v":1,"ts":"…",…`) without a full
 /// parse; `None` for anything else, which then gets the full parse.
 pub(crate) fn fast_ts(line: &str) -> Option<DateTime<Utc>> {
@@ -211,9 +352,22 @@ fn quoted(value: &str) -> io::Result<String> {
 impl HistoryReader for JsonlReader {
     fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
         let mut found = Vec::new();
+        self.query_each(query, &mut |record| {
+            found.push(record);
+            ControlFlow::Continue(())
+        })?;
+        Ok(found)
+    }
+
+    fn query_each(
+        &self,
+        query: &Query,
+        visit: &mut dyn FnMut(Record) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        let mut found = 0usize;
         if query.limit == Some(0) {
             self.malformed.store(0, Ordering::Relaxed);
-            return Ok(found);
+            return Ok(());
         }
         let job = query.job.as_deref().map(quoted).transpose()?;
         // The statuses (or `missed`) asked for: what the rotated files'
@@ -223,11 +377,17 @@ impl HistoryReader for JsonlReader {
             keys.push(Event::Missed.as_str());
         }
         let statuses: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
-        let part = |live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
-            Some(job) if !live => narrow(&self.dir, meta, job, &keys),
+        let part = |root: &Path, live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
+            Some(job) if !live => narrow(root, meta, job, &keys),
             _ => Some((0, meta.len())),
         };
+        let tenants = match (query.job.as_deref(), query.tenant.as_deref()) {
+            (Some(job), _) => Tenants::of_job(job),
+            (None, Some(user)) => Tenants::User(user),
+            (None, None) => Tenants::All,
+        };
         self.scan_narrowed(
+            tenants,
             part,
             job.as_deref().map(str::as_bytes),
             |line| {
@@ -254,25 +414,25 @@ impl HistoryReader for JsonlReader {
                     return ControlFlow::Break(());
                 }
                 if query.matches(&record) {
-                    found.push(record);
-                    if query.limit.is_some_and(|limit| found.len() >= limit) {
+                    found += 1;
+                    visit(record)?;
+                    if query.limit.is_some_and(|limit| found >= limit) {
                         return ControlFlow::Break(());
                     }
                 }
                 ControlFlow::Continue(())
             },
-        )?;
-        Ok(found)
+        )
     }
 
     fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
-        self.newest(run_id, |r| {
+        self.newest(run_id, Tenants::All, |r| {
             r.event == Event::Run && r.run.as_deref() == Some(run_id)
         })
     }
 
     fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
-        self.newest(job, |r| {
+        self.newest(job, Tenants::of_job(job), |r| {
             r.event == Event::Run
                 && r.job.as_deref() == Some(job)
                 && r.status
@@ -288,6 +448,7 @@ impl HistoryReader for JsonlReader {
         let mut finished: HashSet<(String, Option<u32>)> = HashSet::new();
         let mut unfinished = Vec::new();
         self.scan(
+            Tenants::All,
             |_| Pre::Parse,
             |record: Record| {
                 if record.event == Event::DaemonStarted {
@@ -319,6 +480,7 @@ impl HistoryReader for JsonlReader {
         // older than every answer none can be improved.
         let mut settle_below: Option<DateTime<Utc>> = None;
         self.scan(
+            Tenants::All,
             |_| Pre::Parse,
             |head: RunHead| {
                 if head.event == Event::DaemonStarted && daemon_started.is_none() {
@@ -370,10 +532,16 @@ impl HistoryReader for JsonlReader {
 impl JsonlReader {
     /// The newest record that `wanted` accepts, parsing only lines that
     /// contain `text` as a JSON string (a job name or a run id).
-    fn newest(&self, text: &str, wanted: impl Fn(&Record) -> bool) -> io::Result<Option<Record>> {
+    fn newest(
+        &self,
+        text: &str,
+        tenants: Tenants<'_>,
+        wanted: impl Fn(&Record) -> bool,
+    ) -> io::Result<Option<Record>> {
         let needle = quoted(text)?;
         let mut found = None;
         self.scan(
+            tenants,
             |line| {
                 if line.contains(needle.as_str()) {
                     Pre::Parse
@@ -402,6 +570,7 @@ impl JsonlReader {
         let mut summaries: HashMap<String, (JobSummary, bool)> = HashMap::new();
         let mut open: usize = stop_when.map_or(usize::MAX, HashSet::len);
         self.scan(
+            Tenants::All,
             // Half of a log is `started` lines, which never count here: skip
             // them before the parse. The pattern cannot occur inside a string
             // value (its quotes would be escaped there).

@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -22,11 +23,13 @@ mod index;
 mod jsonl_reader;
 mod jsonl_writer;
 mod rev_lines;
+mod tenant_logs;
 
 pub use index::index_file;
 pub use jsonl_reader::JsonlReader;
 pub use jsonl_writer::JsonlHistory;
 pub use rev_lines::{ReadAt, RevLines};
+pub use tenant_logs::TenantLogs;
 
 /// What the daemon needs from a history backend: append one event, and say
 /// how writing goes. Kept this narrow on purpose (see the module doc).
@@ -62,6 +65,22 @@ pub struct WriterHealth {
 pub struct WriteFailure {
     pub at: DateTime<Utc>,
     pub message: String,
+}
+
+/// Where users' tenants keep their logs: `tenants/NAME/` in the state
+/// directory, each a log of its own (`history.jsonl`, rotated and indexed
+/// as the system's), so that a user's runs only ever rotate out her own
+/// records. The system's log stays in the state directory itself, with
+/// the records written before tenants had their own logs.
+pub const TENANTS_DIR: &str = "tenants";
+
+/// The directory of user `user`'s log in a state directory; `None` for a
+/// name that cannot be one directory (empty, `.`, `..`, a `/` or a NUL),
+/// whose records then stay in the system's log.
+pub fn tenant_dir(state_dir: &Path, user: &str) -> Option<PathBuf> {
+    let one_component =
+        !user.is_empty() && user != "." && user != ".." && !user.contains(['/', '\0']);
+    one_component.then(|| state_dir.join(TENANTS_DIR).join(user))
 }
 
 /// The path of the live log in a state directory.
@@ -176,6 +195,23 @@ pub type LastOccurrences = (HashMap<String, DateTime<Utc>>, Option<DateTime<Utc>
 pub trait HistoryReader {
     /// Matching records, newest first.
     fn query(&self, query: &Query) -> io::Result<Vec<Record>>;
+
+    /// [`Self::query`] handing each record to `visit` as it is read, until
+    /// `visit` breaks: what a streamed answer needs, so that a query's cost
+    /// never has to sit in memory whole. Backends that cannot stream
+    /// answer from [`Self::query`].
+    fn query_each(
+        &self,
+        query: &Query,
+        visit: &mut dyn FnMut(Record) -> ControlFlow<()>,
+    ) -> io::Result<()> {
+        for record in self.query(query)? {
+            if visit(record).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
 
     /// The newest line of a run: its final line, or its `started` line if
     /// it has not ended (`rea logs --run ID`).

@@ -971,3 +971,138 @@ mod jsonl {
         assert_eq!(fast_ts(""), None);
     }
 }
+
+/// Each user tenant's records in a log of her own (`tenants/NAME/`): her
+/// runs rotate out only her records, and every reader still sees every
+/// tenant's records merged in order, old single-file histories included.
+mod tenants {
+    use super::*;
+
+    fn run(job: &str, i: i64, output: usize) -> Record {
+        let t0 = DateTime::parse_from_rfc3339("2026-11-29T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut r = Record::new(Event::Run, t0 + chrono::Duration::milliseconds(i));
+        r.job = Some(job.into());
+        r.run = Some(format!("r{i}"));
+        r.attempt = Some(1);
+        r.status = Some(RunStatus::Succeeded);
+        r.output = Some("x".repeat(output));
+        r
+    }
+
+    #[test]
+    fn a_users_flood_rotates_out_only_her_own_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut logs = TenantLogs::open(dir.path(), 4096, 2).unwrap();
+        for i in 0..5 {
+            logs.append(&run("backup", i, 10)).unwrap();
+        }
+        // Far more than the three files of 4 KiB a tenant keeps.
+        for i in 5..500 {
+            logs.append(&run("alice/noisy", i, 1000)).unwrap();
+        }
+        logs.append(&run("backup", 500, 10)).unwrap();
+        let reader = JsonlReader::new(dir.path());
+        let system = reader
+            .query(&Query {
+                job: Some("backup".into()),
+                ..Query::default()
+            })
+            .unwrap();
+        assert_eq!(system.len(), 6, "every system record is still there");
+        let hers = reader
+            .query(&Query {
+                tenant: Some("alice".into()),
+                ..Query::default()
+            })
+            .unwrap();
+        assert!(
+            (3..20).contains(&hers.len()),
+            "alice keeps what her quota holds: {}",
+            hers.len()
+        );
+        assert_eq!(hers[0].run.as_deref(), Some("r499"));
+        // Her log is her directory's, root's alone; the system's is where
+        // it always was.
+        let her_dir = dir.path().join("tenants/alice");
+        assert!(her_dir.join("history.jsonl").is_file());
+        assert_eq!(fs::metadata(&her_dir).unwrap().mode() & 0o777, 0o700);
+        let system_log = fs::read_to_string(log_path(dir.path())).unwrap();
+        assert!(!system_log.contains("alice/"), "{system_log}");
+        // All of it, merged newest first.
+        let all = reader.query(&Query::default()).unwrap();
+        assert_eq!(all.len(), 6 + hers.len());
+        assert!(all.windows(2).all(|w| w[0].ts >= w[1].ts), "in ts order");
+        assert_eq!(all[0].run.as_deref(), Some("r500"));
+        assert_eq!(all[1].run.as_deref(), Some("r499"));
+    }
+
+    #[test]
+    fn a_name_that_cannot_be_a_directory_stays_in_the_system_log() {
+        assert_eq!(tenant_dir(Path::new("/s"), ".."), None);
+        assert_eq!(tenant_dir(Path::new("/s"), ""), None);
+        assert_eq!(
+            tenant_dir(Path::new("/s"), "alice"),
+            Some(PathBuf::from("/s/tenants/alice"))
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut logs = TenantLogs::open(dir.path(), 1 << 20, 2).unwrap();
+        assert!(logs.append(&run("../x", 1, 1)).is_err(), "said");
+        let kept = JsonlReader::new(dir.path()).find_run("r1").unwrap();
+        assert_eq!(kept.and_then(|r| r.job).as_deref(), Some("../x"), "kept");
+        assert!(!dir.path().join("x").exists());
+    }
+
+    /// A writer that appends the first `switch` records as the single-file
+    /// writer did (users' records in the system's log), then as tenants'
+    /// logs do: an upgraded daemon's state directory.
+    struct Upgraded {
+        old: JsonlHistory,
+        new: TenantLogs,
+        switch: usize,
+        seen: usize,
+    }
+
+    impl HistoryWriter for Upgraded {
+        fn append(&mut self, record: &Record) -> io::Result<()> {
+            self.seen += 1;
+            if self.seen <= self.switch {
+                self.old.append(record)
+            } else {
+                self.new.append(record)
+            }
+        }
+        fn health(&self) -> WriterHealth {
+            WriterHealth::default()
+        }
+    }
+
+    /// The conformance kit (its histories mix the system's jobs and two
+    /// users'), on tenants' logs rotated at different sizes, read in
+    /// chunks of different sizes, after a history of one file or not.
+    #[test]
+    fn tenants_logs_conform() {
+        let n = std::cell::Cell::new(0usize);
+        crate::conformance::history_backend(40, || {
+            let i = n.get();
+            n.set(i + 1);
+            let max_bytes = [300u64, 2_000, u64::MAX][i % 3];
+            let chunk = [7usize, 64, 1000][(i / 3) % 3];
+            let switch = [0usize, 10, 60][(i / 9) % 3];
+            let dir = tempfile::tempdir().expect("tempdir");
+            let writer = Upgraded {
+                old: JsonlHistory::open(dir.path(), max_bytes, 1000).expect("open"),
+                new: TenantLogs::open(dir.path(), max_bytes, 1000).expect("open"),
+                switch,
+                seen: 0,
+            };
+            let reader = JsonlReader::new(dir.path()).with_chunk_size(chunk);
+            crate::conformance::Fresh {
+                writer: Box::new(writer),
+                reader: Box::new(reader),
+                keep: Box::new(dir),
+            }
+        });
+    }
+}
