@@ -35,5 +35,6 @@ mod quotas;
 mod reload;
 mod status;
 mod supervision;
+mod tenants;
 mod torture;
 mod users;

@@ -133,17 +133,25 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
                         .trim()
                         .to_string()
                 }
-                (_, reason) => reason
-                    .unwrap_or("")
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
+                (_, Some(reason)) => reason.lines().next().unwrap_or("").to_string(),
+                (_, None) => waited_text(r),
             },
         ]);
     }
     print!("{}", table.render());
     failure::ok()
+}
+
+/// What a run waited for before it started, if it waited for a slot
+/// ("waited 2s for a free slot: alice's share is full ...").
+fn waited_text(r: &Record) -> String {
+    match (r.waited_ms, r.waited_for.as_deref()) {
+        (Some(ms), Some(what)) => format!(
+            "waited {} for {what}",
+            rea_core::duration::format(std::time::Duration::from_millis(ms))
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A run's CPU time (user + system), with a `*` when it is the leader's

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenant-query
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query
 //! ```
 
 use std::path::PathBuf;
@@ -24,6 +24,7 @@ mod queries;
 mod report;
 mod scale;
 mod tenant_query;
+mod tenants;
 mod throughput;
 mod util;
 
@@ -45,6 +46,7 @@ enum Part {
     Oneshots,
     Cluster,
     Governed,
+    Tenants,
     TenantQuery,
 }
 
@@ -164,6 +166,12 @@ fn main() {
     if std::env::args_os().nth(1).is_some_and(|a| a == "-c") {
         daemon_parts::probe(now);
     }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == tenants::CLIENT_FLAG)
+    {
+        tenants::client();
+    }
     let args = Args::parse();
     let s = Settings::from(&args);
     if let Some(path) = &args.dump_scale_file {
@@ -209,6 +217,9 @@ fn main() {
     }
     if want(Part::Governed) {
         figures.extend(governed::governed(&s));
+    }
+    if want(Part::Tenants) {
+        figures.extend(tenants::tenants(&s));
     }
     if want(Part::Queries) {
         figures.extend(queries::queries(&s));

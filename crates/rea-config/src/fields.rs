@@ -451,6 +451,30 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         },
     },
     SubField {
+        name: "max_concurrent_per_user",
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "max_concurrent_per_user", 1, 10_000) {
+                d.max_concurrent_per_user = Some(n as usize);
+            }
+        },
+    },
+    SubField {
+        name: "reserve_system",
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "reserve_system", 0, 10_000) {
+                d.reserve_system = n as usize;
+            }
+        },
+    },
+    SubField {
+        name: "max_queued_per_user",
+        apply: |ctx, v, d| {
+            if let Some(n) = ctx.integer(v, "max_queued_per_user", 1, 50_000) {
+                d.max_queued_per_user = n as usize;
+            }
+        },
+    },
+    SubField {
         name: "shutdown_grace",
         apply: |ctx, v, d| {
             if let Some(t) = ctx.duration(v, "shutdown_grace") {

@@ -99,6 +99,7 @@ impl Config {
             source: self.path.to_string_lossy(),
             jobs: &self.jobs,
             max_concurrent: self.daemon.max_concurrent,
+            shares: self.daemon.share_limits(),
         }
     }
 
@@ -138,6 +139,15 @@ impl Config {
 pub struct DaemonConfig {
     /// Runs allowed at once across all jobs. Default 8.
     pub max_concurrent: usize,
+    /// Slots one user's jobs may hold at once. Default (None): half of
+    /// `max_concurrent`, at least 1.
+    pub max_concurrent_per_user: Option<usize>,
+    /// Slots only the system's jobs (root's file and drop-ins) may take.
+    /// Default 1 (at most `max_concurrent - 1` applies).
+    pub reserve_system: usize,
+    /// Runs of one user that may wait for a slot before her manual
+    /// triggers and retries are refused. Default 100.
+    pub max_queued_per_user: usize,
     /// On SIGTERM, how long running jobs may finish before their groups are
     /// terminated. Default 30s.
     pub shutdown_grace: Duration,
@@ -161,6 +171,18 @@ pub struct DaemonConfig {
     pub monitor_group: Option<String>,
 }
 
+impl DaemonConfig {
+    /// How the engine shares the slots between tenants.
+    pub fn share_limits(&self) -> rea_core::engine::ShareLimits {
+        let defaults = rea_core::engine::ShareLimits::defaults(self.max_concurrent);
+        rea_core::engine::ShareLimits {
+            per_user: self.max_concurrent_per_user.unwrap_or(defaults.per_user),
+            reserve_system: self.reserve_system,
+            queued_per_user: self.max_queued_per_user,
+        }
+    }
+}
+
 /// `[daemon] job_output`: where each run's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum JobOutput {
@@ -176,6 +198,9 @@ impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
             max_concurrent: 8,
+            max_concurrent_per_user: None,
+            reserve_system: 1,
+            max_queued_per_user: rea_core::engine::DEFAULT_QUEUED_PER_USER,
             shutdown_grace: Duration::from_secs(30),
             history_max_bytes: 64 * 1024 * 1024,
             history_files: 5,

@@ -181,6 +181,9 @@ command = "date"
             config.daemon,
             DaemonConfig {
                 max_concurrent: 8,
+                max_concurrent_per_user: None,
+                reserve_system: 1,
+                max_queued_per_user: 100,
                 shutdown_grace: Duration::from_secs(30),
                 history_max_bytes: 64 << 20,
                 history_files: 5,
@@ -373,7 +376,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nmax_concurent = 3\n"),
-            "jobs.toml:2:1: unknown field \"max_concurent\"\n  hint: did you mean \"max_concurrent\"?\n"
+            "jobs.toml:2:1: unknown field \"max_concurent\"\n  hint: did you mean one of \"max_concurrent\", \"max_concurrent_per_user\"?\n"
         );
         assert_eq!(
             errors("[defaults]\nretry = { atempts = 3 }\n"),
@@ -381,7 +384,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group\n"
         );
     }
 

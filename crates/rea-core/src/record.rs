@@ -178,6 +178,11 @@ pub struct Record {
     /// Time spent waiting for a `max_concurrent` slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
+    /// What the run waited for when it could not start at once ("a free
+    /// slot: alice's share is full ..."); absent when it did not wait (and
+    /// in records written before tenants shared the slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_for: Option<String>,
     /// Random start delay applied (job `jitter`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
@@ -310,6 +315,7 @@ impl Record {
             ended: None,
             duration_ms: None,
             waited_ms: None,
+            waited_for: None,
             jitter_ms: None,
             pid: None,
             exit_code: None,

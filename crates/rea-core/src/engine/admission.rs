@@ -1,6 +1,7 @@
 //! Admission: whether a run that is due may start now. The job's overlap
-//! policy (`skip`, `queue`, `allow`, `replace`) first, then the global
-//! `max_concurrent` limit, in due order. Operator triggers enter here too.
+//! policy (`skip`, `queue`, `allow`, `replace`) first, then a slot of
+//! `max_concurrent` as its tenant's share allows (`shares.rs`). Operator
+//! triggers enter here too, capped per tenant.
 
 use super::*;
 
@@ -44,7 +45,8 @@ impl Engine {
                 out,
             );
         }
-        let waiting = self.ready.len() + self.jobs.get(name).map_or(0, |s| s.waiting.len());
+        let waiting =
+            self.shares.waiting_runs() + self.jobs.get(name).map_or(0, |s| s.waiting.len());
         if waiting >= MAX_WAITING_TRIGGERS {
             return (
                 TriggerResult::Skipped {
@@ -55,6 +57,10 @@ impl Engine {
                 },
                 out,
             );
+        }
+        let owner = shares::owner_of_job(self.jobs.get(name).and_then(|s| s.def.owner.as_deref()));
+        if let Some(reason) = self.queue_full(&owner) {
+            return (TriggerResult::Skipped { reason }, out);
         }
         let run = match self.arbiter {
             Arbiter::Store(_) => {
@@ -82,12 +88,48 @@ impl Engine {
         let result = match run {
             Some(run) if self.runs.contains_key(&run) => TriggerResult::Started { run },
             Some(run) => TriggerResult::Queued { run },
-            None => TriggerResult::Skipped {
-                reason: "a previous run is still running and the job's overlap policy is \"skip\" (use --force to run anyway)"
-                    .into(),
-            },
+            None => {
+                let previous = self.jobs.get(name).map_or_else(
+                    || "the previous run is still running".into(),
+                    |s| self.previous_run(s),
+                );
+                TriggerResult::Skipped {
+                    reason: format!(
+                        "{previous} and the job's overlap policy is \"skip\" (use --force to run anyway)"
+                    ),
+                }
+            }
         };
         (result, out)
+    }
+
+    /// Why a user's manual trigger or retry may not wait for a slot now:
+    /// she already has `max_queued_per_user` runs waiting. None for the
+    /// system (bounded by [`MAX_WAITING_TRIGGERS`] only).
+    pub(super) fn queue_full(&self, owner: &shares::Owner) -> Option<String> {
+        let user = owner.as_ref()?;
+        let cap = self.shares.limits().queued_per_user;
+        let mine = self.shares.waiting_runs_of(owner);
+        (mine >= cap).then(|| {
+            format!(
+                "{user} already has {mine} runs waiting for a free slot (max_queued_per_user = {cap}); \
+                 try again when fewer wait, or ask the administrator to raise max_queued_per_user in [daemon]"
+            )
+        })
+    }
+
+    /// Why a job's new run is skipped or queued behind its previous one:
+    /// that run runs, or (all its runs are still in the global queue) it
+    /// waits for a slot, and for whose.
+    fn previous_run(&self, state: &JobState) -> String {
+        if state.queued < state.active || state.queued == 0 {
+            return "the previous run is still running".into();
+        }
+        let owner = shares::owner_of_job(state.def.owner.as_deref());
+        match self.shares.blocker(&owner) {
+            Some(b) => format!("the previous run is still waiting for a free slot: {b}"),
+            None => "the previous run is still waiting to start".into(),
+        }
     }
 
     /// Applies the job's overlap policy to a new run. Returns the run id if
@@ -115,17 +157,24 @@ impl Engine {
             }
             Arbiter::Engine => {}
         }
-        let state = self.jobs.get_mut(name)?;
+        let state = self.jobs.get(name)?;
         if state.active == 0 {
             let run = pending.run.clone();
             self.enqueue(pending, now, out);
             return Some(run);
         }
+        // Said only when a run is skipped: what its predecessor is doing.
+        let previous = match state.def.overlap {
+            Overlap::Skip => self.previous_run(state),
+            Overlap::Queue if !state.waiting.is_empty() => self.previous_run(state),
+            _ => String::new(),
+        };
+        let state = self.jobs.get_mut(name)?;
         match state.def.overlap {
             Overlap::Skip => {
                 out.push(skip_record(
                     &pending,
-                    "the previous run is still running (overlap = \"skip\")",
+                    &format!("{previous} (overlap = \"skip\")"),
                     now,
                 ));
                 None
@@ -143,7 +192,7 @@ impl Engine {
                 } else {
                     out.push(skip_record(
                         &pending,
-                        "the previous run is still running and one run is already queued (overlap = \"queue\")",
+                        &format!("{previous} and one run is already queued (overlap = \"queue\")"),
                         now,
                     ));
                     None
@@ -159,19 +208,16 @@ impl Engine {
                 }
                 state.waiting.push_back(pending.clone());
                 // Not yet spawned: drop it from the global queue.
-                let mut i = 0;
-                while i < self.ready.len() {
-                    if self.ready[i].source.name() == name {
-                        if let Some(old) = self.ready.remove(i) {
-                            out.push(skip_record(
-                                &old,
-                                "replaced by a newer run (overlap = \"replace\")",
-                                now,
-                            ));
-                            state.active = state.active.saturating_sub(1);
-                        }
-                    } else {
-                        i += 1;
+                if state.queued > 0 {
+                    let owner = pending.owner.clone();
+                    for old in self.shares.remove_runs(&owner, |p| p.source.name() == name) {
+                        out.push(skip_record(
+                            &old,
+                            "replaced by a newer run (overlap = \"replace\")",
+                            now,
+                        ));
+                        state.active = state.active.saturating_sub(1);
+                        state.queued = state.queued.saturating_sub(1);
                     }
                 }
                 for (run, active) in self.runs.iter_mut() {
@@ -220,43 +266,67 @@ impl Engine {
     }
 
     /// Into the global queue (counts as active for the job's overlap).
+    /// A run that cannot start at once notes why, for its records.
     pub(super) fn enqueue(&mut self, mut p: Pending, now: DateTime<Utc>, out: &mut Vec<Action>) {
-        if let Some(state) = self.jobs.get_mut(p.source.name()) {
-            state.active += 1;
+        if let Source::Job(name) = &p.source {
+            if let Some(state) = self.jobs.get_mut(name.as_str()) {
+                state.active += 1;
+                state.queued += 1;
+            }
         }
         p.ready_at = now;
-        self.ready.push_back(p);
+        let owner = p.owner.clone();
+        let run = p.run.clone();
+        self.shares.push_run(p);
         self.fill_slots(now, out);
+        if let Some(blocker) = self.shares.blocker(&owner) {
+            if let Some(last) = self.shares.last_run_mut(&owner) {
+                if last.run == run {
+                    last.blocked = Some(blocker);
+                }
+            }
+        }
     }
 
-    /// Starts what waits for a global slot while one is free: finished
-    /// runs' hooks first (their run already waited its turn), then runs in
-    /// due order. Hooks and runs share `max_concurrent`.
+    /// Starts what waits for a slot while its tenant's share allows:
+    /// tenants in turn (`shares.rs`), within each its finished runs' hooks
+    /// first (their run already waited its turn), then its runs in due
+    /// order. Hooks and runs share `max_concurrent`.
     pub(super) fn fill_slots(&mut self, _now: DateTime<Utc>, out: &mut Vec<Action>) {
-        while !self.stopping && self.runs.len() + self.hooks.running() < self.max_concurrent {
-            if let Some((id, after)) = self.hooks.start_next() {
-                out.push(Action::StartHooks {
-                    id,
-                    after: Box::new(after),
-                });
-                continue;
-            }
-            let Some(p) = self.ready.pop_front() else {
+        while !self.stopping {
+            let Some((owner, granted)) = self.shares.next() else {
                 break;
             };
-            let def = match &p.source {
-                Source::OneShot(id) => {
-                    let Some(def) = self.shot_def(id) else {
-                        continue;
-                    };
-                    if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
-                        shot.running = true;
-                    }
-                    Def::OneShot(def)
+            let p = match granted {
+                Granted::Hooks(after) => {
+                    let id = self.hooks.start(owner);
+                    out.push(Action::StartHooks { id, after });
+                    continue;
                 }
-                Source::Job(name) => match self.jobs.get(name.as_str()) {
-                    Some(state) => Def::Job(state.def.clone()),
-                    None => continue,
+                Granted::Run(p) => p,
+            };
+            let def = match &p.source {
+                Source::OneShot(id) => match self.shot_def(id) {
+                    Some(def) => {
+                        if let Some(shot) = self.oneshots.get_mut(id.as_str()) {
+                            shot.running = true;
+                        }
+                        Def::OneShot(def)
+                    }
+                    None => {
+                        self.shares.release(&owner);
+                        continue;
+                    }
+                },
+                Source::Job(name) => match self.jobs.get_mut(name.as_str()) {
+                    Some(state) => {
+                        state.queued = state.queued.saturating_sub(1);
+                        Def::Job(state.def.clone())
+                    }
+                    None => {
+                        self.shares.release(&owner);
+                        continue;
+                    }
                 },
             };
             out.push(Action::Start(StartRun {

@@ -113,6 +113,7 @@ impl Engine {
                     rec.started = Some(started.at);
                     rec.pid = Some(started.pid);
                     rec.waited_ms = Some(ms(started.at - active.pending.ready_at));
+                    rec.waited_for = active.pending.waited_for();
                     out.push(Action::Record(Box::new(rec)));
                 }
             }
@@ -149,6 +150,7 @@ impl Engine {
         rec.ended = Some(outcome.ended);
         rec.duration_ms = Some(ms(outcome.ended - outcome.started.at));
         rec.waited_ms = Some(ms(outcome.started.at - active.pending.ready_at));
+        rec.waited_for = active.pending.waited_for();
         rec.pid = Some(outcome.started.pid);
         match outcome.termination {
             Termination::Exited(code) => rec.exit_code = Some(code),
@@ -187,6 +189,7 @@ impl Engine {
         now: DateTime<Utc>,
         out: &mut Vec<Action>,
     ) {
+        self.shares.release(&active.pending.owner);
         let name = active.pending.source.name().to_string();
         if active.pending.source.oneshot().is_some() {
             self.finish_oneshot(&active, rec, status, now, out);
@@ -252,7 +255,8 @@ impl Engine {
                         mail: true,
                     })));
                 }
-                self.hooks.push(AfterRun { mail: false, ..a });
+                let owner = shares::owner_of_job(a.job.owner.as_deref());
+                self.shares.push_hooks(owner, AfterRun { mail: false, ..a });
             } else {
                 out.push(Action::AfterRun(Box::new(a)));
             }

@@ -1,47 +1,37 @@
-//! Finished runs' hooks waiting for a slot and those holding one. A hook
-//! sequence (every hook of one finished run, one after the other) takes one
-//! of the `max_concurrent` slots ahead of waiting runs; the daemon reports
-//! it done by its id.
+//! Finished runs' hook sequences holding a slot. A hook sequence (every
+//! hook of one finished run, one after the other) takes one of the
+//! `max_concurrent` slots of its run's tenant, ahead of that tenant's
+//! waiting runs (it waits in `shares.rs`); the daemon reports it done by
+//! its id, and the slot goes back to its tenant.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 
-use super::AfterRun;
+use super::shares::Owner;
 
 #[derive(Debug, Default)]
 pub(super) struct HookQueue {
-    /// Waiting for a slot, in the order the runs ended.
-    ready: VecDeque<AfterRun>,
-    /// Started and not yet reported done (each holds a slot).
-    running: BTreeSet<u64>,
+    /// Started and not yet reported done (each holds a slot of its owner).
+    running: BTreeMap<u64, Owner>,
     /// The last id handed out.
     counter: u64,
 }
 
 impl HookQueue {
-    pub(super) fn push(&mut self, after: AfterRun) {
-        self.ready.push_back(after);
-    }
-
-    /// The next sequence to start, with its id; it holds a slot from now.
-    pub(super) fn start_next(&mut self) -> Option<(u64, AfterRun)> {
-        let after = self.ready.pop_front()?;
+    /// A sequence of `owner` starts: its id; it holds a slot from now.
+    pub(super) fn start(&mut self, owner: Owner) -> u64 {
         self.counter += 1;
-        self.running.insert(self.counter);
-        Some((self.counter, after))
+        self.running.insert(self.counter, owner);
+        self.counter
     }
 
-    /// `id` is done; false if it was not running.
-    pub(super) fn done(&mut self, id: u64) -> bool {
+    /// `id` is done: the owner of the slot it held, None if it was not
+    /// running.
+    pub(super) fn done(&mut self, id: u64) -> Option<Owner> {
         self.running.remove(&id)
     }
 
     /// Sequences holding a slot.
     pub(super) fn running(&self) -> usize {
         self.running.len()
-    }
-
-    /// Those never started (the daemon stops): handed back.
-    pub(super) fn drain_waiting(&mut self) -> impl Iterator<Item = AfterRun> + '_ {
-        self.ready.drain(..)
     }
 }

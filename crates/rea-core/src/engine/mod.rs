@@ -25,7 +25,8 @@
 //! | `completion.rs` | a run's end: status, retry (one helper for jobs and one-shots), hooks and mail |
 //! | `reload.rs` | a new job set, diffed by name |
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
-//! | `hook_queue.rs` | finished runs' hooks waiting for a slot, and those holding one |
+//! | `shares.rs` | the slots divided between tenants: who waits, whose turn, whose share is full |
+//! | `hook_queue.rs` | finished runs' hooks holding a slot |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
 //! | `arbiter.rs` | who decides whether a run starts: the engine, or a shared store |
@@ -57,6 +58,7 @@ use crate::run::{Outcome, Started, Termination};
 use arbiter::Arbiter;
 pub use arbiter::Decisions;
 use hook_queue::HookQueue;
+use shares::{Blocker, Granted, Owner, Shares};
 
 mod admission;
 mod arbiter;
@@ -67,11 +69,13 @@ mod hook_queue;
 mod occurrences;
 mod oneshots;
 mod reload;
+mod shares;
 mod status;
 
 pub use admission::{TriggerResult, MAX_WAITING_TRIGGERS};
 pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
 use oneshots::{ShotKey, ShotState};
+pub use shares::{ShareLimits, DEFAULT_QUEUED_PER_USER};
 pub use status::{JobStatus, LastRun, RunningRun};
 
 /// What the engine runs: the jobs in file order and the limits that apply
@@ -84,6 +88,8 @@ pub struct Plan<'a> {
     pub jobs: &'a [Arc<Job>],
     /// Runs allowed at once across all jobs (at least one is).
     pub max_concurrent: usize,
+    /// How the slots are shared between tenants.
+    pub shares: ShareLimits,
 }
 
 /// What the daemon must do.
@@ -270,8 +276,20 @@ struct Pending {
     jitter: Duration,
     /// When it entered the global queue (for `waited_ms`).
     ready_at: DateTime<Utc>,
+    /// Its tenant: whose share of the slots it takes.
+    owner: Owner,
+    /// Why it could not start when it entered the global queue (for
+    /// `waited_for`).
+    blocked: Option<Blocker>,
     /// Cluster mode: granted by the store.
     grant: Option<Grant>,
+}
+
+impl Pending {
+    /// What its record says it waited for, if it waited for a slot.
+    fn waited_for(&self) -> Option<String> {
+        self.blocked.as_ref().map(|b| format!("a free slot: {b}"))
+    }
 }
 
 /// A run that has been handed to the daemon to spawn.
@@ -302,6 +320,9 @@ struct JobState {
     retry: Option<EntryId>,
     /// Runs of this job in the global queue or spawned.
     active: usize,
+    /// Of those, the runs still waiting for a slot in the global queue
+    /// (so a skip can say the previous run waits, not that it runs).
+    queued: usize,
     /// Runs waiting for this job's active run to end (overlap = queue or
     /// replace, catch-up backlog).
     waiting: VecDeque<Pending>,
@@ -338,8 +359,9 @@ pub struct Engine {
     order: Vec<Arc<str>>,
     heap: DueQueue<Due>,
     runs: HashMap<String, Active>,
-    /// Runs waiting for a global slot, in due order.
-    ready: VecDeque<Pending>,
+    /// Runs and hooks waiting for a slot, by tenant, and the slots each
+    /// tenant holds.
+    shares: Shares,
     max_concurrent: usize,
     paused: BTreeSet<String>,
     stopping: bool,
@@ -353,7 +375,7 @@ pub struct Engine {
     dependents: HashMap<String, Vec<String>>,
     /// Pending and running one-shots by id.
     oneshots: HashMap<ShotKey, ShotState>,
-    /// Finished runs' hooks waiting for a slot, and those holding one.
+    /// Finished runs' hooks holding a slot.
     hooks: HookQueue,
     /// Who decides whether a run starts: this engine, or a shared store
     /// (cluster mode), with that store's claims in flight.
@@ -370,7 +392,7 @@ impl Engine {
             order: Vec::new(),
             heap: DueQueue::new(),
             runs: HashMap::new(),
-            ready: VecDeque::new(),
+            shares: Shares::new(plan.max_concurrent, plan.shares),
             max_concurrent: plan.max_concurrent.max(1),
             paused: BTreeSet::new(),
             stopping: false,
@@ -437,16 +459,18 @@ impl Engine {
     /// on until `terminate_all` (after the shutdown grace).
     pub fn shutdown(&mut self) -> Vec<Action> {
         self.stopping = true;
-        for p in self.ready.drain(..) {
+        let (runs, hooks) = self.shares.drain();
+        for p in runs {
             if let Some(s) = self.jobs.get_mut(p.source.name()) {
                 s.active = s.active.saturating_sub(1);
+                s.queued = s.queued.saturating_sub(1);
             }
         }
         for s in self.jobs.values_mut() {
             s.waiting.clear();
         }
-        self.hooks
-            .drain_waiting()
+        hooks
+            .into_iter()
             .map(|a| Action::AfterRun(Box::new(a)))
             .collect()
     }
@@ -455,7 +479,8 @@ impl Engine {
     /// [`Action::StartHooks`] `id`: their slot is free.
     pub fn hooks_done(&mut self, id: u64, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
-        if self.hooks.done(id) {
+        if let Some(owner) = self.hooks.done(id) {
+            self.shares.release(&owner);
             self.fill_slots(now, &mut out);
         }
         out
@@ -538,7 +563,13 @@ impl Engine {
 
     /// Runs waiting for a global slot.
     pub fn queued(&self) -> usize {
-        self.ready.len()
+        self.shares.waiting_runs()
+    }
+
+    /// How the slots are shared between tenants, as in force (the reserve
+    /// and the share clamped to what `max_concurrent` allows).
+    pub fn share_limits(&self) -> ShareLimits {
+        self.shares.limits()
     }
 
     // ---- internals -------------------------------------------------------
@@ -569,6 +600,19 @@ impl Engine {
                     if state.removed || self.stopping {
                         continue;
                     }
+                    let owner = shares::owner_of_job(state.def.owner.as_deref());
+                    if let Some(full) = self.queue_full(&owner) {
+                        let p = self.new_pending(
+                            &job,
+                            Trigger::Retry,
+                            attempt,
+                            scheduled,
+                            Duration::ZERO,
+                            now,
+                        );
+                        out.push(skip_record(&p, &format!("retry not queued: {full}"), now));
+                        continue;
+                    }
                     self.dispatch(
                         &job,
                         Trigger::Retry,
@@ -595,6 +639,7 @@ impl Engine {
     ) -> Pending {
         let mut p = self.new_pending(id, trigger, attempt, scheduled, Duration::ZERO, now);
         p.source = Source::OneShot(id.to_string());
+        p.owner = shares::owner_of_name(id);
         p
     }
 
@@ -608,6 +653,10 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> Pending {
         self.run_counter = self.run_counter.wrapping_add(1);
+        let owner = self.jobs.get(name).map_or_else(
+            || shares::owner_of_name(name),
+            |s| shares::owner_of_job(s.def.owner.as_deref()),
+        );
         Pending {
             run: run_id(now, self.run_counter),
             source: Source::Job(name.to_string()),
@@ -616,6 +665,8 @@ impl Engine {
             scheduled,
             jitter,
             ready_at: now,
+            owner,
+            blocked: None,
             grant: None,
         }
     }
@@ -632,6 +683,7 @@ impl JobState {
             last_occurrence: None,
             retry: None,
             active: 0,
+            queued: 0,
             waiting: VecDeque::new(),
             consecutive_failures: 0,
             last: None,

@@ -274,9 +274,9 @@ impl Engine {
         if let Some(e) = shot.entry {
             self.heap.cancel(e);
         }
-        if !self.ready.is_empty() {
-            self.ready.retain(|p| p.source.oneshot() != Some(&*def.id));
-        }
+        let owner = shares::owner_of_name(&def.id);
+        self.shares
+            .remove_runs(&owner, |p| p.source.oneshot() == Some(&*def.id));
         let mut rec = Record::new(Event::Run, now);
         rec.job = Some(def.id.to_string());
         rec.trigger = Some(Trigger::Oneshot);

@@ -82,6 +82,7 @@ impl Engine {
             .retain(|n| jobs.get(n.as_str()).is_some_and(|s| s.listed));
         self.rebuild_dependents();
         self.max_concurrent = plan.max_concurrent.max(1);
+        self.shares.set_limits(plan.max_concurrent, plan.shares);
         self.file = plan.source.to_string();
         let mut rec = Record::new(Event::ConfigLoaded, now);
         rec.count = Some(plan.jobs.len() as u64);
@@ -110,9 +111,15 @@ impl Engine {
             self.heap.cancel(id);
         }
         state.waiting.clear();
-        let before = self.ready.len();
-        self.ready.retain(|p| p.source.name() != name);
-        state.active = state.active.saturating_sub(before - self.ready.len());
+        if state.queued > 0 {
+            let owner = shares::owner_of_job(state.def.owner.as_deref());
+            let dropped = self
+                .shares
+                .remove_runs(&owner, |p| p.source.name() == name)
+                .len();
+            state.active = state.active.saturating_sub(dropped);
+            state.queued = state.queued.saturating_sub(dropped);
+        }
         if state.active == 0 {
             self.jobs.remove(name);
         }

@@ -54,7 +54,7 @@ impl Engine {
                 .push(running_run(id, a));
         }
         let mut queued: HashMap<&str, usize> = HashMap::new();
-        for p in &self.ready {
+        for p in self.shares.runs() {
             *queued.entry(p.source.name()).or_default() += 1;
         }
         self.order
@@ -75,9 +75,13 @@ impl Engine {
             .filter(|(_, a)| a.pending.source.name() == name)
             .map(|(id, a)| running_run(id, a))
             .collect();
+        let owner = self.jobs.get(name).map_or_else(
+            || shares::owner_of_name(name),
+            |s| shares::owner_of_job(s.def.owner.as_deref()),
+        );
         let in_ready = self
-            .ready
-            .iter()
+            .shares
+            .runs_of(&owner)
             .filter(|p| p.source.name() == name)
             .count();
         self.job_status_with(name, runs, in_ready)

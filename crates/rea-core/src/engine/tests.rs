@@ -5,6 +5,7 @@ use super::*;
 use crate::backoff::RetryPolicy;
 use crate::run::{Output, Usage};
 use crate::schedule::Schedule;
+use crate::tenant::Tenant;
 
 /// A job with every field at its default (`Job::default`, the same
 /// defaults the job file reader starts from), running `true`.
@@ -29,6 +30,7 @@ impl Jobs {
             source: "jobs.toml".into(),
             jobs: &self.jobs,
             max_concurrent: self.max_concurrent,
+            shares: ShareLimits::defaults(self.max_concurrent),
         }
     }
 }
@@ -1488,5 +1490,465 @@ fn cluster_a_claim_won_while_stopping_is_ended_not_run() {
         r[0].cluster_run,
         Some(5),
         "the store is told, so its run row ends"
+    );
+}
+
+// ---- shares: slots divided between tenants ---------------------------------
+
+/// A job of `user`'s file (None: the system's), named as the loader
+/// qualifies it.
+fn owned(user: Option<&str>, name: &str, expr: &str) -> Job {
+    let mut j = job(&Tenant::from_owner(user).qualify(name), expr);
+    j.owner = user.map(str::to_string);
+    j
+}
+
+/// Drives an engine second by second: runs of jobs for which `lasts`
+/// says Some end that long after they start, the others never end (long
+/// sleepers). Checks after every event that the slots held are the runs
+/// and hooks in progress.
+struct Tenants {
+    engine: Engine,
+    now: DateTime<Utc>,
+    /// (job, started)
+    started: Vec<(String, DateTime<Utc>)>,
+    /// (run, ends)
+    ending: Vec<(String, DateTime<Utc>)>,
+    records: Vec<Record>,
+    lasts: fn(&str) -> Option<chrono::Duration>,
+}
+
+impl Tenants {
+    fn new(
+        plan: &Plan,
+        now: DateTime<Utc>,
+        lasts: fn(&str) -> Option<chrono::Duration>,
+    ) -> Tenants {
+        let mut engine = Engine::new(plan, 7);
+        let a = engine.start(now, Recovered::default());
+        let mut t = Tenants {
+            engine,
+            now,
+            started: vec![],
+            ending: vec![],
+            records: vec![],
+            lasts,
+        };
+        t.apply(a);
+        t
+    }
+
+    fn apply(&mut self, actions: Vec<Action>) {
+        let mut queue: VecDeque<Action> = actions.into();
+        while let Some(a) = queue.pop_front() {
+            match a {
+                Action::Start(s) => {
+                    self.started.push((s.name.clone(), self.now));
+                    if let Some(d) = (self.lasts)(&s.name) {
+                        self.ending.push((s.run.clone(), self.now + d));
+                    }
+                    let at = self.now;
+                    queue.extend(self.engine.spawned(&s.run, Ok(Started { pid: 1, at }), at));
+                }
+                Action::Record(r) => self.records.push(*r),
+                Action::StartHooks { id, .. } => queue.extend(self.engine.hooks_done(id, self.now)),
+                _ => {}
+            }
+            assert_eq!(
+                self.engine.shares.held(),
+                self.engine.runs.len() + self.engine.hooks.running(),
+                "the slots held are the runs and hooks in progress"
+            );
+        }
+    }
+
+    /// Until `until`, ending runs when due and waking at every due instant.
+    fn run_until(&mut self, until: DateTime<Utc>) {
+        loop {
+            let next_end = self.ending.iter().map(|e| e.1).min();
+            let next = [next_end, self.engine.next_wake()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(next) = next.filter(|n| *n <= until) else {
+                break;
+            };
+            self.now = next.max(self.now);
+            if next_end == Some(next) {
+                let i = self
+                    .ending
+                    .iter()
+                    .position(|e| e.1 == next)
+                    .expect("ending run");
+                let (run, ends) = self.ending.remove(i);
+                let a = self
+                    .engine
+                    .finished(&run, &outcome(1, self.now, ends, 0), self.now);
+                self.apply(a);
+            } else {
+                let a = self.engine.wake(self.now, false);
+                self.apply(a);
+            }
+        }
+        self.now = until;
+    }
+
+    fn starts_of(&self, name: &str) -> usize {
+        self.started.iter().filter(|s| s.0 == name).count()
+    }
+
+    fn skips_of(&self, name: &str) -> Vec<String> {
+        self.records
+            .iter()
+            .filter(|r| r.job.as_deref() == Some(name) && r.status == Some(RunStatus::Skipped))
+            .map(|r| r.reason.clone().unwrap_or_default())
+            .collect()
+    }
+}
+
+fn flood_plan(jobs: Vec<Job>, max_concurrent: usize) -> Jobs {
+    config(jobs, max_concurrent)
+}
+
+#[test]
+fn a_users_flood_leaves_the_system_and_other_users_a_slot_every_second() {
+    // alice: 300 per-second jobs that never end. bob and the system: one
+    // per-second job each, that lasts 100 ms.
+    let mut jobs: Vec<Job> = (0..300)
+        .map(|i| owned(Some("alice"), &format!("flood{i}"), "* * * * * *"))
+        .collect();
+    jobs.push(owned(None, "tick", "* * * * * *"));
+    jobs.push(owned(Some("bob"), "tick", "* * * * * *"));
+    let cfg = flood_plan(jobs, 8);
+    let mut t = Tenants::new(&cfg.plan(), at("2026-11-29T00:00:00Z"), |name| {
+        (!name.starts_with("alice/")).then(|| chrono::Duration::milliseconds(100))
+    });
+    t.run_until(at("2026-11-29T00:00:10Z"));
+    assert_eq!(
+        t.starts_of("tick"),
+        10,
+        "the system's job runs every second"
+    );
+    assert_eq!(t.starts_of("bob/tick"), 10, "bob's job runs every second");
+    assert!(t.skips_of("tick").is_empty(), "{:?}", t.skips_of("tick"));
+    assert!(
+        t.skips_of("bob/tick").is_empty(),
+        "{:?}",
+        t.skips_of("bob/tick")
+    );
+    let limits = t.engine.share_limits();
+    assert_eq!((limits.per_user, limits.reserve_system), (4, 1));
+    let alice: Owner = Some("alice".into());
+    assert_eq!(
+        t.engine.shares.held_by(&alice),
+        4,
+        "alice holds her share, no more"
+    );
+    assert_eq!(
+        t.started
+            .iter()
+            .filter(|s| s.0.starts_with("alice/"))
+            .count(),
+        4
+    );
+    // Her waiting jobs' next occurrences are skipped for the true reason.
+    let skips = t.skips_of("alice/flood299");
+    assert_eq!(skips.len(), 9, "{skips:?}");
+    assert_eq!(
+        skips[0],
+        "the previous run is still waiting for a free slot: alice's share is full \
+         (4 running, max_concurrent_per_user = 4) (overlap = \"skip\")"
+    );
+    // No job that never got a slot is said to be running.
+    for r in &t.records {
+        let job = r.job.as_deref().unwrap_or_default();
+        if r.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("still running"))
+        {
+            assert!(t.starts_of(job) > 0, "{job}: {:?}", r.reason);
+        }
+    }
+}
+
+#[test]
+fn a_slot_that_frees_goes_round_robin_among_waiting_tenants() {
+    let cfg = config(
+        vec![
+            owned(None, "hold", "0 0 1 1 *"),
+            owned(Some("alice"), "a", "0 0 1 1 *"),
+            owned(Some("bob"), "b", "0 0 1 1 *"),
+        ],
+        3,
+    );
+    let mut plan = cfg.plan();
+    plan.shares.reserve_system = 0;
+    plan.shares.per_user = 3;
+    let mut engine = Engine::new(&plan, 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    let mut running = VecDeque::new();
+    for _ in 0..3 {
+        let (r, _) = engine.trigger("hold", true, now);
+        let TriggerResult::Started { run } = r else {
+            panic!("{r:?}")
+        };
+        running.push_back(run);
+    }
+    // alice queues 6 first, then bob 3: bob does not wait behind all of hers.
+    for _ in 0..6 {
+        assert!(matches!(
+            engine.trigger("alice/a", true, now).0,
+            TriggerResult::Queued { .. }
+        ));
+    }
+    for _ in 0..3 {
+        assert!(matches!(
+            engine.trigger("bob/b", true, now).0,
+            TriggerResult::Queued { .. }
+        ));
+    }
+    let mut order = Vec::new();
+    while let Some(run) = running.pop_front() {
+        for s in starts(&engine.finished(&run, &outcome(1, now, now, 0), now)) {
+            order.push(s.name.clone());
+            running.push_back(s.run);
+        }
+    }
+    assert_eq!(
+        order,
+        [
+            "alice/a", "bob/b", "alice/a", "bob/b", "alice/a", "bob/b", "alice/a", "alice/a",
+            "alice/a"
+        ]
+    );
+}
+
+#[test]
+fn the_reserve_is_the_systems_and_users_share_the_rest() {
+    // Users' jobs never end: alice (3, her share) and bob (1) fill the
+    // users' 4 slots of 5; the system's job still gets the reserved one.
+    let mut jobs: Vec<Job> = Vec::new();
+    for user in ["alice", "bob"] {
+        for i in 0..3 {
+            jobs.push(owned(Some(user), &format!("j{i}"), "* * * * * *"));
+        }
+    }
+    jobs.push(owned(None, "sys", "* * * * * *"));
+    let cfg = flood_plan(jobs, 5);
+    let mut plan = cfg.plan();
+    plan.shares.per_user = 3;
+    let mut t = Tenants::new(&plan, at("2026-11-29T00:00:00Z"), |_| None);
+    t.run_until(at("2026-11-29T00:00:01Z"));
+    let held = |t: &Tenants, u: Option<&str>| t.engine.shares.held_by(&u.map(Arc::from));
+    assert_eq!((held(&t, Some("alice")), held(&t, Some("bob"))), (3, 1));
+    assert_eq!(held(&t, None), 1, "the reserved slot is the system's");
+    t.run_until(at("2026-11-29T00:00:02Z"));
+    let skips = t.skips_of("bob/j2");
+    assert_eq!(
+        skips,
+        vec![
+            "the previous run is still waiting for a free slot: the users' slots are full \
+             (4 of max_concurrent = 5 running; reserve_system = 1 kept for the system's jobs) \
+             (overlap = \"skip\")"
+                .to_string()
+        ]
+    );
+    assert_eq!(
+        t.skips_of("sys"),
+        vec!["the previous run is still running (overlap = \"skip\")".to_string()],
+        "the system's run does run"
+    );
+    // One slot: nothing is reserved, or users would never run.
+    assert_eq!(
+        Shares::new(1, ShareLimits::defaults(1))
+            .limits()
+            .reserve_system,
+        0
+    );
+}
+
+#[test]
+fn a_run_that_waited_for_a_slot_records_what_it_waited_for() {
+    let cfg = config(
+        vec![owned(None, "a", "0 0 1 1 *"), owned(None, "b", "0 0 1 1 *")],
+        1,
+    );
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    let (r, a) = engine.trigger("a", false, now);
+    let TriggerResult::Started { run: first } = r else {
+        panic!("{r:?}")
+    };
+    let first_start = starts(&a);
+    let _ = engine.spawned(&first, Ok(Started { pid: 1, at: now }), now);
+    let (r, _) = engine.trigger("b", false, now);
+    let TriggerResult::Queued { run: second } = r else {
+        panic!("{r:?}")
+    };
+    // While b waits, its next trigger says b waits, not that b runs.
+    let (r, _) = engine.trigger("b", false, now);
+    assert_eq!(
+        r,
+        TriggerResult::Skipped {
+            reason: "the previous run is still waiting for a free slot: all 1 slots are in use \
+                     (max_concurrent = 1) and the job's overlap policy is \"skip\" (use --force to run anyway)"
+                .into()
+        }
+    );
+    let later = now + chrono::Duration::seconds(3);
+    let a = engine.finished(&first, &outcome(1, now, later, 0), later);
+    assert_eq!(starts(&a)[0].run, second);
+    let a = engine.spawned(&second, Ok(Started { pid: 2, at: later }), later);
+    let rec = &records(&a)[0];
+    assert_eq!(rec.status, Some(RunStatus::Started));
+    assert_eq!(rec.waited_ms, Some(3000));
+    assert_eq!(
+        rec.waited_for.as_deref(),
+        Some("a free slot: all 1 slots are in use (max_concurrent = 1)")
+    );
+    assert_eq!(first_start.len(), 1);
+}
+
+#[test]
+fn a_users_manual_triggers_and_retries_are_capped_but_the_systems_are_not() {
+    let cfg = config(
+        vec![
+            owned(Some("alice"), "t", "0 0 1 1 *"),
+            owned(None, "t", "0 0 1 1 *"),
+        ],
+        2,
+    );
+    let mut plan = cfg.plan();
+    plan.shares.queued_per_user = 10;
+    let mut engine = Engine::new(&plan, 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    let mut results = Vec::new();
+    for _ in 0..20 {
+        results.push(engine.trigger("alice/t", true, now).0);
+    }
+    // Her share of max 2 (reserve 1) is 1 slot: one starts, ten wait.
+    assert!(matches!(results[0], TriggerResult::Started { .. }));
+    assert!(results[1..11]
+        .iter()
+        .all(|r| matches!(r, TriggerResult::Queued { .. })));
+    for r in &results[11..] {
+        assert_eq!(
+            *r,
+            TriggerResult::Skipped {
+                reason: "alice already has 10 runs waiting for a free slot (max_queued_per_user = 10); \
+                         try again when fewer wait, or ask the administrator to raise max_queued_per_user in [daemon]"
+                    .into()
+            }
+        );
+    }
+    for _ in 0..20 {
+        let (r, _) = engine.trigger("t", true, now);
+        assert!(!matches!(r, TriggerResult::Skipped { .. }), "{r:?}");
+    }
+}
+
+#[test]
+fn a_users_retry_is_not_queued_past_her_cap() {
+    let mut flaky = owned(Some("alice"), "flaky", "0 0 1 1 *");
+    flaky.retry = RetryPolicy {
+        attempts: 3,
+        delay: Duration::from_secs(1),
+        ..flaky.retry.clone()
+    };
+    let cfg = config(vec![flaky, owned(Some("alice"), "t", "0 0 1 1 *")], 2);
+    let mut plan = cfg.plan();
+    plan.shares.queued_per_user = 2;
+    let mut engine = Engine::new(&plan, 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    let (r, _) = engine.trigger("alice/flaky", false, now);
+    let TriggerResult::Started { run } = r else {
+        panic!("{r:?}")
+    };
+    let _ = engine.spawned(&run, Ok(Started { pid: 1, at: now }), now);
+    // Her one slot is taken by flaky; t's forced runs fill her queue.
+    for _ in 0..2 {
+        assert!(matches!(
+            engine.trigger("alice/t", true, now).0,
+            TriggerResult::Queued { .. }
+        ));
+    }
+    let a = engine.finished(&run, &outcome(1, now, now, 1), now);
+    let mut recs = records(&a);
+    // flaky's slot went to a waiting t; its retry comes a second later.
+    for s in starts(&a) {
+        let _ = engine.spawned(&s.run, Ok(Started { pid: 2, at: now }), now);
+    }
+    let _ = engine.trigger("alice/t", true, now);
+    let later = now + chrono::Duration::seconds(5);
+    recs.extend(records(&engine.wake(later, false)));
+    let skipped: Vec<_> = recs
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Skipped))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{recs:?}");
+    assert_eq!(skipped[0].trigger, Some(Trigger::Retry));
+    assert_eq!(skipped[0].attempt, Some(2));
+    assert!(
+        skipped[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("retry not queued: alice already has 2 runs waiting")),
+        "{:?}",
+        skipped[0].reason
+    );
+}
+
+#[test]
+fn a_users_hooks_take_a_slot_of_her_share_ahead_of_her_runs() {
+    let mut failing = owned(Some("alice"), "f", "0 0 1 1 *");
+    failing.extras_mut().on_failure = Some("page".to_string());
+    let cfg = config(
+        vec![
+            failing,
+            owned(Some("alice"), "g", "0 0 1 1 *"),
+            owned(None, "s", "0 0 1 1 *"),
+        ],
+        2,
+    );
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:00Z");
+    engine.start(now, Recovered::default());
+    // max 2, one reserved: alice's share is one slot.
+    let TriggerResult::Started { run: f } = engine.trigger("alice/f", false, now).0 else {
+        panic!("f starts")
+    };
+    let _ = engine.spawned(&f, Ok(Started { pid: 1, at: now }), now);
+    let TriggerResult::Queued { run: g } = engine.trigger("alice/g", false, now).0 else {
+        panic!("g waits for her slot")
+    };
+    let a = engine.finished(&f, &outcome(1, now, now, 1), now);
+    let hooks: Vec<u64> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::StartHooks { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hooks.len(), 1, "f's hook takes her slot, ahead of g");
+    assert!(starts(&a).is_empty(), "g still waits");
+    assert_eq!(engine.shares.held_by(&Some("alice".into())), 1);
+    // The system's job has the reserved slot meanwhile.
+    assert!(matches!(
+        engine.trigger("s", false, now).0,
+        TriggerResult::Started { .. }
+    ));
+    let a = engine.hooks_done(hooks[0], now);
+    assert_eq!(
+        starts(&a)[0].run,
+        g,
+        "her slot goes to g once the hook is done"
+    );
+    assert_eq!(
+        engine.shares.held(),
+        engine.runs.len() + engine.hooks.running()
     );
 }
