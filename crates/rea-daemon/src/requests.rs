@@ -85,7 +85,7 @@ impl Loop {
             }
             Request::Status { job } => {
                 if let Some(name) = &job {
-                    let visible = self.config.jobs.iter().any(|j| &j.name == name && scope.sees(j));
+                    let visible = scope.owns(name) && self.engine.has_job(name);
                     if !visible || self.engine.job_status(name).is_none() {
                         if *scope == Scope::Admin {
                             if let Some(shot) = self.engine.oneshot(name) {
@@ -126,7 +126,7 @@ impl Loop {
             Request::Pause(sel) => self.pause_resume(sel, true, scope),
             Request::Resume(sel) => self.pause_resume(sel, false, scope),
             Request::Trigger { job, .. }
-                if !self.config.jobs.iter().any(|j| j.name == job && scope.sees(j)) =>
+                if !(scope.owns(&job) && self.engine.has_job(&job)) =>
             {
                 Reply::Done(self.unknown_job_in(&job, scope))
             }

@@ -52,6 +52,34 @@ impl Scope {
     }
 }
 
+/// How long a uid's name is taken from [`name_of`]'s cache: a user
+/// pipelining thousands of requests costs one user-database lookup (a read
+/// of /etc/passwd, or NSS) a few times a minute, not one per request.
+const NAME_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The user name of `uid` (None: not in the user database), cached for
+/// [`NAME_TTL`], at most 1,024 uids (the cache is emptied when full).
+fn name_of(uid: u32) -> Option<String> {
+    use std::collections::HashMap;
+    use std::time::Instant;
+    type Names = HashMap<u32, (Option<String>, Instant)>;
+    static NAMES: std::sync::Mutex<Option<Names>> = std::sync::Mutex::new(None);
+    let now = Instant::now();
+    let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let names = guard.get_or_insert_with(HashMap::new);
+    if let Some((name, at)) = names.get(&uid) {
+        if now.duration_since(*at) < NAME_TTL {
+            return name.clone();
+        }
+    }
+    let name = rea_host::user::user_by_uid(uid).map(|u| u.name);
+    if names.len() >= 1024 {
+        names.clear();
+    }
+    names.insert(uid, (name.clone(), now));
+    name
+}
+
 /// `name` as typed by `me`, qualified: her own names are bare (`backup`),
 /// and her own qualified spelling (`alice/backup`) is accepted too. Anyone
 /// else's qualified name becomes a name of hers that does not exist.
@@ -181,7 +209,7 @@ impl Loop {
         if peer.is_admin() {
             return Ok(Scope::Admin);
         }
-        let Some(user) = rea_host::user::user_by_uid(peer.uid).map(|u| u.name) else {
+        let Some(user) = name_of(peer.uid) else {
             return Err(Response::err(
                 "refused",
                 format!("uid {} is not in this machine's user database", peer.uid),

@@ -67,6 +67,11 @@ impl Engine {
             .collect()
     }
 
+    /// Whether a job of the file is named `name` (a map lookup).
+    pub fn has_job(&self, name: &str) -> bool {
+        self.jobs.contains_key(name)
+    }
+
     /// Live status of one job.
     pub fn job_status(&self, name: &str) -> Option<JobStatus> {
         let runs = self
