@@ -534,20 +534,41 @@ impl Daemon {
 
 impl Drop for Env {
     /// Runs of this sandbox's daemons get cgroups under the test process's
-    /// own (`rea/system/<run>`, and `<run>.<hook>`, `<run>.mail`); a daemon killed outright (or leftovers of
-    /// `kill_stragglers = false`) leaves them behind. The machine is left
-    /// as found: what is still in them is killed, and they are removed, as
-    /// are `rea/system` and `rea` once no other test's runs are in them.
+    /// own (`rea/<tenant>/<run>`, and `<run>.<hook>`, `<run>.mail`); a
+    /// daemon killed outright (or leftovers of `kill_stragglers = false`)
+    /// leaves them behind. The machine is left as found: what is still in
+    /// them is killed, and they are removed, as are the tenants'
+    /// directories and `rea` once no other test's runs are in them.
     fn drop(&mut self) {
         let Ok(hierarchy) = rea_host::cgroup::find() else {
             return;
         };
-        let system = hierarchy.own.join("rea").join("system");
-        if !system.is_dir() {
+        let root = hierarchy.own.join("rea");
+        if !root.is_dir() {
             return;
         }
-        // Every state directory of the sandbox (tests give some daemons
-        // their own), not only `state/`.
+        let runs = self.run_ids();
+        let tenants = fs::read_dir(&root).into_iter().flatten().flatten();
+        for tenant in tenants.filter(|t| t.file_type().is_ok_and(|t| t.is_dir())) {
+            for entry in fs::read_dir(tenant.path()).into_iter().flatten().flatten() {
+                // A run's own cgroup, or its hooks' and mail's (`<run>.on_failure`).
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let run = name.split('.').next().unwrap_or_default();
+                if runs.contains(run) {
+                    remove_cgroup(&entry.path());
+                }
+            }
+            // Refused while another test's runs are in it.
+            let _ = fs::remove_dir(tenant.path());
+        }
+        let _ = fs::remove_dir(&root);
+    }
+}
+
+impl Env {
+    /// The ids of every run in the sandbox's history logs: every state
+    /// directory (tests give some daemons their own), every tenant's log.
+    fn run_ids(&self) -> std::collections::HashSet<String> {
         let mut runs = std::collections::HashSet::new();
         let mut dirs = vec![self.dir.path().to_path_buf()];
         while let Some(dir) = dirs.pop() {
@@ -567,28 +588,21 @@ impl Drop for Env {
                 }
             }
         }
-        let entries = fs::read_dir(&system).into_iter().flatten().flatten();
-        for entry in entries {
-            // A run's own cgroup, or its hooks' and mail's (`<run>.on_failure`).
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let run = name.split('.').next().unwrap_or_default();
-            if !runs.contains(run) {
-                continue;
-            }
-            let leaf = entry.path();
-            let _ = fs::write(leaf.join("cgroup.kill"), "1");
-            for _ in 0..100 {
-                let events = fs::read_to_string(leaf.join("cgroup.events")).unwrap_or_default();
-                if !events.contains("populated 1") {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = fs::remove_dir(&leaf);
-        }
-        let _ = fs::remove_dir(&system);
-        let _ = fs::remove_dir(system.parent().unwrap_or(&system));
+        runs
     }
+}
+
+/// Kills what is in a leftover cgroup and removes it.
+fn remove_cgroup(leaf: &std::path::Path) {
+    let _ = fs::write(leaf.join("cgroup.kill"), "1");
+    for _ in 0..100 {
+        let events = fs::read_to_string(leaf.join("cgroup.events")).unwrap_or_default();
+        if !events.contains("populated 1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = fs::remove_dir(leaf);
 }
 
 impl Drop for Daemon {

@@ -10,16 +10,14 @@
 //!   enable) and what it cannot, as a sentence ([`Tree::mode`]).
 //! - `Leaf`: one run's cgroup, owned by the run's supervisor.
 //!
-//! How the child gets in. The parent opens the leaf's `cgroup.procs` before
-//! the clone; the child writes "0" to it before anything else (see
-//! `process.rs`), as root, before it switches users. `clone3` with
-//! `CLONE_INTO_CGROUP` would place it atomically, but glibc offers no
-//! clone3 that runs a function on a stack of our own (what the
-//! `CLONE_VM | CLONE_VFORK` child needs), so it would take assembly per
-//! architecture; measured here (Linux 6.18, 300 spawns each), the
-//! migration write costs no more than the clone into the cgroup (both
-//! within the noise of a spawn, ~0.5–0.8 ms), and the child executes no
-//! code of the job before it is in, so nothing escapes in between.
+//! How the child gets in. The parent opens the leaf's directory and its
+//! `cgroup.procs` before the clone. On x86_64 the child is created in the
+//! leaf (`clone3` with `CLONE_INTO_CGROUP`, `process/clone3.rs`); elsewhere,
+//! or where the kernel refuses that, the child writes "0" to `cgroup.procs`
+//! before anything else, as root, before it switches users. Either way the
+//! child executes no code of the job before it is in, so nothing escapes in
+//! between; the write costs a full RCU grace period whenever spawns are
+//! spaced out (see `clone_child` in `process.rs`, and BENCHMARKS.md).
 //!
 //! A process cannot leave its cgroup without write access to another
 //! cgroup's `cgroup.procs` (root jobs could; jobs as other users cannot),
@@ -28,7 +26,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -102,6 +100,7 @@ impl Containment {
             Ok(parent) => Some(CgroupSpec {
                 parent,
                 name: run.to_string(),
+                controllers: tree.enabled.clone().into(),
             }),
             Err(e) => {
                 tracing::warn!("run {run} is contained by its process group only: {e}");
@@ -284,7 +283,9 @@ impl Tree {
             .tenants
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, dir)) = made.iter().find(|(t, dir)| t == tenant && dir.is_dir()) {
+        // Not checked again: a tenant's directory removed meanwhile is made
+        // again by the leaf that finds it missing (`Leaf::create`).
+        if let Some((_, dir)) = made.iter().find(|(t, _)| t == tenant) {
             return Ok(dir.clone());
         }
         let dir = self.root.join(tenant);
@@ -378,6 +379,9 @@ pub struct CgroupSpec {
     pub parent: Arc<Path>,
     /// The leaf's name: the run's id.
     pub name: String,
+    /// The controllers the leaf gets ([`Tree::enabled`]): only their
+    /// figures are read at the run's end.
+    pub controllers: Arc<[String]>,
 }
 
 /// Whether this process may write to `path` (a cgroup directory or file).
@@ -503,6 +507,12 @@ fn limit_files(limits: &Limits) -> Vec<(&'static str, &'static str, String)> {
 #[derive(Debug)]
 pub(crate) struct Leaf {
     dir: PathBuf,
+    /// The directory, open (`O_PATH`): for `clone3`'s `CLONE_INTO_CGROUP`,
+    /// and every file of the leaf is opened relative to it (a path walk of
+    /// six kernfs components per file was a tenth of the daemon's time per
+    /// run in `rea-bench governed`).
+    dir_fd: OwnedFd,
+    controllers: Arc<[String]>,
     /// `cgroup.procs`, open for writing: the child writes "0" to it.
     procs: OwnedFd,
     /// `cgroup.events`, open and registered with the runtime for
@@ -544,42 +554,63 @@ impl Leaf {
             made = std::fs::create_dir(&dir);
         }
         made.map_err(|e| format!("cannot create the run's cgroup {}: {e}", dir.display()))?;
+        let dir_fd = open(
+            &dir,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+        );
+        let dir_fd = match dir_fd {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(format!("cannot open {}: {e}", dir.display()));
+            }
+        };
         // From here on, dropping the leaf removes the directory.
         let mut leaf = Leaf {
-            procs: open(&dir.join("cgroup.procs"), rustix::fs::OFlags::WRONLY)
+            procs: open_at(&dir_fd, "cgroup.procs", rustix::fs::OFlags::WRONLY)
                 .map_err(|e| format!("cannot open {}/cgroup.procs: {e}", dir.display()))?,
+            dir_fd,
+            controllers: spec.controllers.clone(),
             dir,
             events: None,
             removed: AtomicBool::new(false),
         };
         for (_, file, value) in limit_files(limits) {
-            let path = leaf.dir.join(file);
             // Without O_CREAT: a file the cgroup lacks (its controller is
             // not enabled) is ENOENT, not EACCES.
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| io::Write::write_all(&mut f, value.as_bytes()));
+            let written = open_at(&leaf.dir_fd, file, rustix::fs::OFlags::WRONLY)
+                .and_then(|fd| Ok(rustix::io::write(&fd, value.as_bytes())?))
+                .and_then(|n| {
+                    if n == value.len() {
+                        Ok(())
+                    } else {
+                        Err(io::Error::from(io::ErrorKind::WriteZero))
+                    }
+                });
             match written {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("cannot set {file} to {value}: {e}")),
             }
         }
-        leaf.events = watch_events(&leaf.dir).ok();
+        leaf.events = watch_events(&leaf.dir_fd).ok();
         Ok(leaf)
     }
 
-    /// The descriptor the child writes "0" to.
-    pub(crate) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// What the clone needs to put the child in the leaf: the directory
+    /// (created in it) and `cgroup.procs` (the child writes "0" to it).
+    pub(crate) fn fds(&self) -> crate::process::CgroupFds {
+        crate::process::CgroupFds {
+            dir: self.dir_fd.as_raw_fd(),
+            procs: self.procs.as_raw_fd(),
+        }
     }
 
     /// Whether any process is in the cgroup; `None` if that cannot be read.
     /// Reads the watched descriptor, which re-arms its change notification.
     pub(crate) fn populated(&self) -> Option<bool> {
         let Some(events) = &self.events else {
-            return populated_dir(&self.dir).ok();
+            return self.read("cgroup.events").map(|t| populated(&t));
         };
         let mut buf = [0u8; 256];
         let n = rustix::io::pread(events.get_ref().as_fd(), &mut buf, 0).ok()?;
@@ -614,10 +645,26 @@ impl Leaf {
         kill_dir(&self.dir);
     }
 
+    /// A small file of the leaf (at most 4 KiB is read: every file read
+    /// here is a few lines).
+    fn read(&self, file: &str) -> Option<String> {
+        let fd = open_at(&self.dir_fd, file, rustix::fs::OFlags::RDONLY).ok()?;
+        let mut buf = [0u8; 4096];
+        let n = rustix::io::read(&fd, &mut buf).ok()?;
+        Some(String::from_utf8_lossy(buf.get(..n)?).into_owned())
+    }
+
+    /// Whether the leaf has `controller` (only then are its files read).
+    fn has(&self, controller: &str) -> bool {
+        self.controllers.iter().any(|c| c == controller)
+    }
+
     /// What the cgroup measured.
     pub(crate) fn usage(&self, usage: &mut Usage) {
-        let read = |file: &str| std::fs::read_to_string(self.dir.join(file)).ok();
-        if let Some(stat) = read("cpu.stat") {
+        let read =
+            |controller: &str, file: &str| self.has(controller).then(|| self.read(file)).flatten();
+        // cpu.stat is there without the cpu controller (usage only).
+        if let Some(stat) = self.read("cpu.stat") {
             let field = |name: &str| keyed(&stat, name);
             if let (Some(user), Some(system)) = (field("user_usec"), field("system_usec")) {
                 usage.user_ms = user / 1000;
@@ -625,16 +672,16 @@ impl Leaf {
                 usage.from_cgroup = true;
             }
         }
-        usage.memory_peak_kb = read("memory.peak")
+        usage.memory_peak_kb = read("memory", "memory.peak")
             .and_then(|t| t.trim().parse::<u64>().ok())
             .map(|b| b / 1024);
-        usage.tasks_peak = read("pids.peak").and_then(|t| t.trim().parse().ok());
-        if let Some(io) = read("io.stat") {
+        usage.tasks_peak = read("pids", "pids.peak").and_then(|t| t.trim().parse().ok());
+        if let Some(io) = read("io", "io.stat") {
             let (r, w) = io_bytes(&io);
             usage.io_read_bytes = Some(r);
             usage.io_write_bytes = Some(w);
         }
-        if let Some(events) = read("memory.events") {
+        if let Some(events) = read("memory", "memory.events") {
             usage.oom_killed = keyed(&events, "oom_kill").is_some_and(|n| n > 0);
         }
     }
@@ -689,9 +736,19 @@ fn open(path: &Path, flags: rustix::fs::OFlags) -> io::Result<OwnedFd> {
     )?)
 }
 
+/// A file of the cgroup open as `dir`.
+fn open_at(dir: &OwnedFd, file: &str, flags: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        dir,
+        file,
+        flags | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// `cgroup.events`, open and registered with the runtime for `EPOLLPRI`.
-fn watch_events(dir: &Path) -> io::Result<AsyncFd<OwnedFd>> {
-    let fd = open(&dir.join("cgroup.events"), rustix::fs::OFlags::RDONLY)?;
+fn watch_events(dir: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    let fd = open_at(dir, "cgroup.events", rustix::fs::OFlags::RDONLY)?;
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
     // file) until the AsyncFd, and with it the registration, is dropped.
     unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(|e| e.into_parts().1)

@@ -267,7 +267,7 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
             output: out_write.as_fd(),
             fd3: spec.pass_fd.as_deref().map(AsFd::as_fd),
         },
-        leaf.as_deref().map(cgroup::Leaf::procs_fd),
+        leaf.as_deref().map(cgroup::Leaf::fds),
     )?;
     // The child has its copies: ours would keep the output pipe from
     // reaching EOF once the job's processes are gone.

@@ -41,6 +41,7 @@ impl Scratch {
         CgroupSpec {
             parent: self.tree.tenant("system").expect("tenant"),
             name: run.to_string(),
+            controllers: self.tree.enabled().to_vec().into(),
         }
     }
 }
@@ -128,6 +129,39 @@ async fn a_timeout_ends_every_escapee() {
         }
         assert!(!leaf.exists(), "{case}: the run's cgroup was not removed");
     }
+}
+
+/// The cgroup the job itself is in, from its `/proc/self/cgroup`.
+async fn cgroup_of_job(place: CgroupSpec) -> String {
+    let outcome = crate::spawn(sh("cat /proc/self/cgroup", Some(place)))
+        .expect("spawn")
+        .2
+        .await;
+    outcome
+        .output
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_job_is_in_its_cgroup_whichever_way_it_got_there() {
+    let Some(scratch) = Scratch::new("born") else {
+        return;
+    };
+    // clone3 with CLONE_INTO_CGROUP (where the kernel has it), then the
+    // child's own write to cgroup.procs (this thread only).
+    let born = cgroup_of_job(scratch.place("born")).await;
+    assert!(born.ends_with("/system/born"), "{born:?}");
+    if cfg!(target_arch = "x86_64") && crate::process::clone3::unavailable() {
+        eprintln!("NOTE: clone3 with CLONE_INTO_CGROUP is refused here; the write was used");
+    }
+    crate::process::clone3::force_off(true);
+    let moved = cgroup_of_job(scratch.place("moved")).await;
+    crate::process::clone3::force_off(false);
+    assert!(moved.ends_with("/system/moved"), "{moved:?}");
 }
 
 #[tokio::test]
