@@ -46,7 +46,7 @@ impl Loop {
                 Action::Start(start) => {
                     let run = start.run.clone();
                     let result = self.spawn(start);
-                    actions.extend(self.engine.spawned(&run, result, Utc::now()));
+                    actions.extend(self.engine.spawned(&run, result, rea_store::clock::now()));
                 }
             }
         }
@@ -105,7 +105,10 @@ impl Loop {
         match msg {
             Msg::Finished { run, outcome } => {
                 self.runs.ended(&run);
-                actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
+                actions.extend(
+                    self.engine
+                        .finished(&run, &outcome, rea_store::clock::now()),
+                );
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
         }

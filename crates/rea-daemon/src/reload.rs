@@ -92,7 +92,7 @@ impl Loop {
         actions: &mut VecDeque<Action>,
         cause: ReloadCause,
     ) -> Result<ReloadReply, Vec<String>> {
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
         if cause != ReloadCause::Settled {
             self.files.settling = None;
