@@ -1507,6 +1507,18 @@ fn cluster_nodes_with_skewed_clocks_schedule_on_the_databases_clock() {
     let from = now_ms() + 1_000;
     std::thread::sleep(Duration::from_secs(10));
     let to = now_ms() - 2_000;
+    // Every node asked for the occurrences at their instant and was
+    // answered (started here, or lost to another): a node whose clock runs
+    // ahead is not merely refused (`early`) while the others do the work.
+    for n in &nodes {
+        let claims = n.status_soon()["this_node"]["claims"].clone();
+        let count = |o: &str| claims[o].as_u64().unwrap_or(0);
+        assert!(
+            count("started") + count("lost") >= 8 && count("early") <= 2,
+            "{}: claims {claims}",
+            n.name
+        );
+    }
     // The skew is visible in status, text and check.
     let text = nodes[3].rea(&["status"]);
     assert!(
