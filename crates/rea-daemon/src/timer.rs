@@ -34,7 +34,7 @@ pub(crate) struct WallTimer {
     fd: AsyncFd<OwnedFd>,
     armed: Option<DateTime<Utc>>,
     /// The daemon clock's correction `armed` was armed under.
-    correction_ms: i64,
+    correction_us: i64,
     /// Armed 100 years out (nothing due): re-arming that on every loop
     /// iteration would be a syscall per event for nothing.
     parked: bool,
@@ -53,7 +53,7 @@ impl WallTimer {
         let mut timer = WallTimer {
             fd,
             armed: None,
-            correction_ms: 0,
+            correction_us: 0,
             parked: false,
         };
         timer.arm(None)?;
@@ -63,8 +63,8 @@ impl WallTimer {
     /// Arms the timer at `at` (None: far in the future, which still reports
     /// clock changes).
     pub(crate) fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
-        let correction_ms = rea_store::clock::correction_ms();
-        if (at.is_some() && self.armed == at && self.correction_ms == correction_ms)
+        let correction_us = rea_store::clock::correction_us();
+        if (at.is_some() && self.armed == at && self.correction_us == correction_us)
             || (at.is_none() && self.parked)
         {
             return Ok(());
@@ -97,7 +97,7 @@ impl WallTimer {
             &spec,
         )?;
         self.armed = at;
-        self.correction_ms = correction_ms;
+        self.correction_us = correction_us;
         self.parked = at.is_none();
         Ok(())
     }

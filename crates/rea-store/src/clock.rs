@@ -39,9 +39,9 @@ fn test_skew_ms() -> i64 {
     })
 }
 
-/// Milliseconds to add to the machine's clock to read the cluster
+/// Microseconds to add to the machine's clock to read the cluster
 /// database's (0 in local mode and until the first measurement).
-static CORRECTION_MS: AtomicI64 = AtomicI64::new(0);
+static CORRECTION_US: AtomicI64 = AtomicI64::new(0);
 
 /// The machine's clock, as the daemon sees it (the test skew applied): what
 /// the cluster node measures the database's clock against.
@@ -52,23 +52,24 @@ pub fn machine_now() -> DateTime<Utc> {
 /// The daemon's time: the machine's clock corrected to the cluster
 /// database's.
 pub fn now() -> DateTime<Utc> {
-    machine_now() + Duration::milliseconds(correction_ms())
+    machine_now() + Duration::microseconds(correction_us())
 }
 
-/// The correction in force, in milliseconds (database − machine).
-pub fn correction_ms() -> i64 {
-    CORRECTION_MS.load(Ordering::Relaxed)
+/// The correction in force, in microseconds (database − machine).
+pub fn correction_us() -> i64 {
+    CORRECTION_US.load(Ordering::Relaxed)
 }
 
-/// Sets the correction (database − machine, milliseconds); the previous one.
-pub fn set_correction_ms(ms: i64) -> i64 {
-    CORRECTION_MS.swap(ms, Ordering::Relaxed)
+/// Sets the correction (database − machine, microseconds); the previous
+/// one.
+pub fn set_correction_us(us: i64) -> i64 {
+    CORRECTION_US.swap(us, Ordering::Relaxed)
 }
 
 /// `at`, an instant of [`now`]'s clock, on the kernel's `CLOCK_REALTIME`
 /// (where a timer must be armed to wake when [`now`] reads `at`).
 pub fn kernel_instant(at: DateTime<Utc>) -> DateTime<Utc> {
-    at - Duration::milliseconds(test_skew_ms() + correction_ms())
+    at - Duration::milliseconds(test_skew_ms()) - Duration::microseconds(correction_us())
 }
 
 #[cfg(test)]
@@ -79,7 +80,7 @@ mod tests {
     /// of a time on it.
     #[test]
     fn the_correction_moves_now_and_the_kernel_instant() {
-        let before = set_correction_ms(-3000);
+        let before = set_correction_us(-3_000_000);
         let machine = machine_now();
         let corrected = now();
         let off = (corrected - machine).num_milliseconds();
@@ -89,6 +90,6 @@ mod tests {
             kernel_instant(at),
             at + Duration::milliseconds(3000 - test_skew_ms())
         );
-        set_correction_ms(before);
+        set_correction_us(before);
     }
 }

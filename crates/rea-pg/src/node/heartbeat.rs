@@ -91,9 +91,10 @@ const MAX_MEASURING_RTT_MS: i64 = 400;
 /// clock does not jitter by the round trip's noise).
 const CORRECTION_STEP_MS: i64 = 50;
 
-/// The database's clock read `db_now` while a statement sent at `sent` and
-/// answered at `received` (this machine's clock) was in flight: its offset,
-/// the round trip corrected (taken at the middle). It corrects the daemon's
+/// The database's clock read `db_now` (the middle of its work) while a
+/// statement sent at `sent` and answered at `received` (this machine's
+/// clock) was in flight: its offset, the round trip corrected (taken at the
+/// middle). It corrects the daemon's
 /// clock when it moved by more than the noise; the daemon hears of it.
 fn measured(
     shared: &Mutex<Shared>,
@@ -106,11 +107,16 @@ fn measured(
     if !(0..=MAX_MEASURING_RTT_MS).contains(&rtt) {
         return;
     }
-    let offset = (db_now - (sent + (received - sent) / 2)).num_milliseconds();
+    let Some(offset_us) = (db_now - (sent + (received - sent) / 2)).num_microseconds() else {
+        return;
+    };
+    // Rounded, not truncated: a node 2999.6 ms ahead is 3000 ms ahead.
+    let offset = (offset_us as f64 / 1000.0).round() as i64;
     lock(shared).clock_offset_ms = Some(offset);
-    let by = offset - rea_store::clock::correction_ms();
+    let by_us = offset_us - rea_store::clock::correction_us();
+    let by = (by_us as f64 / 1000.0).round() as i64;
     if by.abs() > CORRECTION_STEP_MS.max(rtt / 2) {
-        rea_store::clock::set_correction_ms(offset);
+        rea_store::clock::set_correction_us(offset_us);
         if offset.abs() > rea_store::clock::TOLERANCE_MS {
             warn!(
                 offset_ms = offset,
@@ -123,9 +129,16 @@ fn measured(
     }
 }
 
+/// The database's clock in the middle of a statement's work, from when it
+/// arrived to when it answered: the reading that faces the middle of the
+/// node's round trip (the work's own time is on neither side of it).
+fn middle(arrived: DateTime<Utc>, answered: DateTime<Utc>) -> DateTime<Utc> {
+    arrived + (answered - arrived) / 2
+}
+
 /// Registers (without an epoch) or renews the lease of `epoch`: the epoch
 /// held, the fences of this node's runs someone asked to stop and the
-/// database's clock when it answered; None
+/// database's clock in the middle of its work; None
 /// when the name is another host's (registering) or the epoch was
 /// declared dead or replaced (renewing: zero rows).
 async fn renew(
@@ -145,7 +158,9 @@ async fn renew(
             .map(|row| {
                 row.map(|row| {
                     let fences: Option<Vec<i64>> = row.get(3);
-                    (epoch, fences.unwrap_or_default(), row.get(2))
+                    let (arrived, answered): (DateTime<Utc>, DateTime<Utc>) =
+                        (row.get(4), row.get(2));
+                    (epoch, fences.unwrap_or_default(), middle(arrived, answered))
                 })
             }),
     }
@@ -240,7 +255,7 @@ pub(super) async fn register(
     let row = within(
         io,
         c.query_one(
-            "select outcome, epoch, clock_timestamp() from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
+            "select outcome, epoch, statement_timestamp(), clock_timestamp() from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
             &[
                 &s.cluster,
                 &s.node,
@@ -263,7 +278,7 @@ pub(super) async fn register(
             cluster = s.cluster.as_str(),
             "cluster: node registered"
         );
-        Ok(Some((epoch, row.get(2))))
+        Ok(Some((epoch, middle(row.get(2), row.get(3)))))
     } else {
         warn!(
             node = s.node.as_str(),
