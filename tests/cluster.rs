@@ -546,6 +546,21 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
         "{out:?}"
     );
     out.stderr_has("the cluster database");
+    // `--json` too prints the node's own view, beside the database's error.
+    let out = a.rea(&["status", "--json"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let v = out.json();
+    assert_eq!(
+        (&v["this_node"]["node"], &v["this_node"]["lease_live"]),
+        (&"a".into(), &false.into()),
+        "{v}"
+    );
+    assert!(
+        v["database_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the cluster database")),
+        "{v}"
+    );
     let text = scrape(&endpoint(a.daemon()));
     assert_eq!(value(&text, "rea_cluster_lease_live"), Some(0.0), "{text}");
     let age = value(&text, "rea_cluster_lease_age_seconds").expect("lease age");

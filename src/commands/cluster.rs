@@ -161,7 +161,18 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
         Ok(st) => st,
         Err(e) if args.check => return super::probe::unreachable(&e.to_string()),
         Err(e) => {
-            if !args.json {
+            // What this node knows of itself is printed all the same (with
+            // `--json`, as `this_node`, beside the database's error).
+            if args.json {
+                println!(
+                    "{}",
+                    json!({
+                        "cluster": s.cluster,
+                        "this_node": node,
+                        "database_error": e.to_string(),
+                    })
+                );
+            } else {
                 println!("{}", node_line(node.as_ref()));
             }
             return Err(e);
