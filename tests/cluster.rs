@@ -722,6 +722,67 @@ fn cluster_a_node_whose_job_file_differs_is_flagged() {
         .stdout_has("rea CRITICAL: no live node in cluster \"drift\"");
 }
 
+/// Issue 24: a job that only a dead (or departed) node defines never runs
+/// again; the probe says so (WARNING), naming it. A job no node defines any
+/// more (removed from every file) is not such a job.
+#[test]
+fn cluster_a_job_no_live_node_defines_is_a_warning() {
+    let Some(pg) = pg::shared("cluster_a_job_no_live_node_defines") else {
+        return;
+    };
+    let job = |name: &str| format!("[jobs.{name}]\nschedule = \"{YEARLY}\"\ncommand = \"true\"\n");
+    let both = cluster_file(&pg.url, "orphans", CALM, &job("shared"));
+    let only_a = cluster_file(
+        &pg.url,
+        "orphans",
+        CALM,
+        &format!("{}{}", job("shared"), job("lonely")),
+    );
+    let mut a = Node::new("a", &only_a);
+    let mut b = Node::new("b", &both);
+    a.start();
+    b.start();
+    wait_long("two live nodes with definitions", PATIENCE, || {
+        let st = b.status_soon();
+        st["nodes"].as_array().is_some_and(|n| {
+            n.len() == 2
+                && n.iter()
+                    .all(|n| n["state"] == "live" && n["digest"].is_string())
+        })
+    });
+    let check = b.rea(&["status", "--check"]);
+    assert!(!check.stdout.contains("no live node defines"), "{check:?}");
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+    let check = b.rea(&["status", "--check"]);
+    assert_eq!(check.code, 1, "{check:?}");
+    assert!(
+        check
+            .stdout
+            .contains("no live node defines lonely (its nodes died or left)"),
+        "{check:?}"
+    );
+    let st = b.status();
+    let orphaned: Vec<&str> = st["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| j["orphaned"] == true)
+        .filter_map(|j| j["job"].as_str())
+        .collect();
+    assert_eq!(orphaned, vec!["lonely"], "{st}");
+    // Back, then the job removed from its file: nobody defines it, which is
+    // no warning.
+    a.env.jobs(&both);
+    a.start();
+    wait_long("lonely defined by nobody", PATIENCE, || {
+        b.status_soon()["jobs"]
+            .as_array()
+            .is_some_and(|j| j.iter().all(|j| j["orphaned"] == false))
+    });
+    let check = b.rea(&["status", "--check"]);
+    assert!(!check.stdout.contains("no live node defines"), "{check:?}");
+}
+
 #[test]
 fn cluster_one_shots_and_pauses_are_cluster_wide() {
     let Some(pg) = pg::shared("cluster_one_shots_and_pauses") else {

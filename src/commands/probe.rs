@@ -282,6 +282,19 @@ pub(crate) fn cluster(
         verdict = verdict.max(Verdict::Warning);
         notes.push(format!("job definitions differ on {}", differ.join(", ")));
     }
+    let orphaned: Vec<&str> = st
+        .jobs
+        .iter()
+        .filter(|j| j.orphaned && counted.counts(&j.job))
+        .map(|j| j.job.as_str())
+        .collect();
+    if !orphaned.is_empty() {
+        verdict = verdict.max(Verdict::Warning);
+        notes.push(format!(
+            "no live node defines {} (its nodes died or left): it does not run",
+            orphaned.join(", ")
+        ));
+    }
     if let Some(ms) = clock_ms.filter(|ms| ms.abs() > rea_store::clock::TOLERANCE_MS) {
         let past_lease = u128::from(ms.unsigned_abs()) > lease.as_millis();
         verdict = verdict.max(if past_lease {
