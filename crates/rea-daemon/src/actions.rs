@@ -45,7 +45,12 @@ impl Loop {
                 }
                 Action::Start(start) => {
                     let run = start.run.clone();
-                    let result = self.spawn(start);
+                    // The executor reads the kernel's clock; the daemon
+                    // records on its own (in cluster mode, the database's).
+                    let result = self.spawn(start).map(|s| Started {
+                        at: rea_store::clock::from_kernel(s.at),
+                        ..s
+                    });
                     actions.extend(self.engine.spawned(&run, result, rea_store::clock::now()));
                 }
             }
@@ -103,8 +108,10 @@ impl Loop {
     /// A run or hook process ended.
     pub(super) fn on_finished(&mut self, msg: Msg, actions: &mut VecDeque<Action>) {
         match msg {
-            Msg::Finished { run, outcome } => {
+            Msg::Finished { run, mut outcome } => {
                 self.runs.ended(&run);
+                outcome.started.at = rea_store::clock::from_kernel(outcome.started.at);
+                outcome.ended = rea_store::clock::from_kernel(outcome.ended);
                 actions.extend(
                     self.engine
                         .finished(&run, &outcome, rea_store::clock::now()),

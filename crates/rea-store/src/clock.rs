@@ -66,6 +66,13 @@ pub fn set_correction_us(us: i64) -> i64 {
     CORRECTION_US.swap(us, Ordering::Relaxed)
 }
 
+/// `t`, read from the kernel's `CLOCK_REALTIME` (by code that knows no
+/// daemon: a run's start and end, taken by the executor), on [`now`]'s
+/// clock.
+pub fn from_kernel(t: DateTime<Utc>) -> DateTime<Utc> {
+    t + Duration::milliseconds(test_skew_ms()) + Duration::microseconds(correction_us())
+}
+
 /// `at`, an instant of [`now`]'s clock, on the kernel's `CLOCK_REALTIME`
 /// (where a timer must be armed to wake when [`now`] reads `at`).
 pub fn kernel_instant(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -90,6 +97,7 @@ mod tests {
             kernel_instant(at),
             at + Duration::milliseconds(3000 - test_skew_ms())
         );
+        assert_eq!(from_kernel(kernel_instant(at)), at);
         set_correction_us(before);
     }
 }
