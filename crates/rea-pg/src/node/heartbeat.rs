@@ -3,7 +3,9 @@
 //! connection of its own, and keeps a local deadline on the monotonic
 //! clock from the send time of its last renewal; past it the node claims
 //! nothing and says so. Stop requests for this node's runs come back with
-//! each renewal.
+//! each renewal, and the database's clock: each renewal measures this
+//! machine's offset to it and corrects the daemon's clock
+//! (`rea_store::clock`).
 //!
 //! Not here: anything sent on the main connection (the sweeper that
 //! declares other nodes dead is `sweeper.rs`).
