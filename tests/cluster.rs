@@ -151,6 +151,10 @@ struct Node {
     name: String,
     env: Env,
     daemon: Option<Daemon>,
+    /// How far its machine's clock is off, in milliseconds
+    /// (`REA_TEST_CLOCK_SKEW_MS`: the daemon's one reading of the wall
+    /// clock is shifted, so its schedule, claims and timer all see it).
+    skew_ms: i64,
 }
 
 /// Nodes a, b and c, each with `file`, started.
@@ -170,15 +174,25 @@ impl Node {
             name: name.to_string(),
             env,
             daemon: None,
+            skew_ms: 0,
         }
     }
 
     fn start(&mut self) -> &mut Node {
-        self.daemon = Some(
-            self.env
-                .daemon_with_env(&[], &[("REA_NODE", self.name.as_str())]),
-        );
+        let skew = self.skew_ms.to_string();
+        let mut vars = vec![("REA_NODE", self.name.as_str())];
+        if self.skew_ms != 0 {
+            vars.push(("REA_TEST_CLOCK_SKEW_MS", skew.as_str()));
+        }
+        self.daemon = Some(self.env.daemon_with_env(&[], &vars));
         self
+    }
+
+    /// [`Node::start`] with its machine's clock `skew_ms` off, now and at
+    /// every restart.
+    fn start_skewed(&mut self, skew_ms: i64) -> &mut Node {
+        self.skew_ms = skew_ms;
+        self.start()
     }
 
     fn daemon(&self) -> &Daemon {
@@ -532,6 +546,21 @@ fn cluster_a_database_restart_convicts_nobody_and_catches_up_once() {
         "{out:?}"
     );
     out.stderr_has("the cluster database");
+    // `--json` too prints the node's own view, beside the database's error.
+    let out = a.rea(&["status", "--json"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let v = out.json();
+    assert_eq!(
+        (&v["this_node"]["node"], &v["this_node"]["lease_live"]),
+        (&"a".into(), &false.into()),
+        "{v}"
+    );
+    assert!(
+        v["database_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the cluster database")),
+        "{v}"
+    );
     let text = scrape(&endpoint(a.daemon()));
     assert_eq!(value(&text, "rea_cluster_lease_live"), Some(0.0), "{text}");
     let age = value(&text, "rea_cluster_lease_age_seconds").expect("lease age");
@@ -691,6 +720,67 @@ fn cluster_a_node_whose_job_file_differs_is_flagged() {
         .rea(&["status", "--check"])
         .code(2)
         .stdout_has("rea CRITICAL: no live node in cluster \"drift\"");
+}
+
+/// Issue 24: a job that only a dead (or departed) node defines never runs
+/// again; the probe says so (WARNING), naming it. A job no node defines any
+/// more (removed from every file) is not such a job.
+#[test]
+fn cluster_a_job_no_live_node_defines_is_a_warning() {
+    let Some(pg) = pg::shared("cluster_a_job_no_live_node_defines") else {
+        return;
+    };
+    let job = |name: &str| format!("[jobs.{name}]\nschedule = \"{YEARLY}\"\ncommand = \"true\"\n");
+    let both = cluster_file(&pg.url, "orphans", CALM, &job("shared"));
+    let only_a = cluster_file(
+        &pg.url,
+        "orphans",
+        CALM,
+        &format!("{}{}", job("shared"), job("lonely")),
+    );
+    let mut a = Node::new("a", &only_a);
+    let mut b = Node::new("b", &both);
+    a.start();
+    b.start();
+    wait_long("two live nodes with definitions", PATIENCE, || {
+        let st = b.status_soon();
+        st["nodes"].as_array().is_some_and(|n| {
+            n.len() == 2
+                && n.iter()
+                    .all(|n| n["state"] == "live" && n["digest"].is_string())
+        })
+    });
+    let check = b.rea(&["status", "--check"]);
+    assert!(!check.stdout.contains("no live node defines"), "{check:?}");
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+    let check = b.rea(&["status", "--check"]);
+    assert_eq!(check.code, 1, "{check:?}");
+    assert!(
+        check
+            .stdout
+            .contains("no live node defines lonely (its nodes died or left)"),
+        "{check:?}"
+    );
+    let st = b.status();
+    let orphaned: Vec<&str> = st["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| j["orphaned"] == true)
+        .filter_map(|j| j["job"].as_str())
+        .collect();
+    assert_eq!(orphaned, vec!["lonely"], "{st}");
+    // Back, then the job removed from its file: nobody defines it, which is
+    // no warning.
+    a.env.jobs(&both);
+    a.start();
+    wait_long("lonely defined by nobody", PATIENCE, || {
+        b.status_soon()["jobs"]
+            .as_array()
+            .is_some_and(|j| j.iter().all(|j| j["orphaned"] == false))
+    });
+    let check = b.rea(&["status", "--check"]);
+    assert!(!check.stdout.contains("no live node defines"), "{check:?}");
 }
 
 #[test]
@@ -949,7 +1039,9 @@ fn epoch_of(pg: &Pg, cluster: &str, node: &str) -> i64 {
 /// interrupted): no (job, occurrence, attempt) started twice; every
 /// occurrence accounted for once; each killed node's runs recorded
 /// interrupted within 2 s (lease 1s); only harmed nodes declared dead
-/// (none across the stall or the restart). `REA_CHAOS_SEED` replays a run's
+/// (none across the stall or the restart); none claimed before its instant
+/// on the database's clock, though node c's clock runs 3 s ahead.
+/// `REA_CHAOS_SEED` replays a run's
 /// choices (the timing of the machine is not replayed).
 #[test]
 fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once() {
@@ -988,7 +1080,15 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
     ]
     .into_iter()
     .collect();
-    let mut nodes = three_started(&file);
+    // Node c's machine clock runs 3 s ahead (issue 24), at every restart.
+    let mut nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|n| Node::new(n, &file))
+        .collect();
+    for n in &mut nodes {
+        let skew = if n.name == "c" { 3_000 } else { 0 };
+        n.start_skewed(skew);
+    }
     let all_live = |pg: &Pg| wait_long("three live nodes", PATIENCE, || live_nodes(pg, c) == 3);
     all_live(&pg);
     wait_until("runs on the cluster", || w.of("slow").len() >= 2);
@@ -1284,6 +1384,14 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
     }
     let retries = starts.iter().filter(|s| s.attempt > 1).count();
 
+    // The node whose clock runs ahead claimed nothing before its instant
+    // on the database's clock (beyond the correction's error).
+    let early = pg.psql(&format!(
+        "select count(*) from rea.runs where cluster = '{c}' and trigger in ('schedule', 'catch_up')
+         and claimed_at < scheduled - interval '500 ms'"
+    ));
+    assert_eq!(early, "0", "occurrences claimed before their instant");
+
     // 4. A killed node's runs were interrupted within 2 s.
     for (name, took, n) in &detection {
         assert!(
@@ -1414,4 +1522,154 @@ fn cluster_cancel_never_says_cancelled_for_a_one_shot_a_node_claimed() {
         answers.len()
     );
     a.daemon.take().expect("running").stop();
+}
+
+/// This node's clock offset as its daemon measured it (`rea status --json`,
+/// `this_node`), if measured yet.
+fn clock_offset_ms(node: &Node) -> Option<i64> {
+    node.status_soon()["this_node"]["clock_offset_ms"].as_i64()
+}
+
+/// Issue 24: nodes whose clocks are 3 s and 30 s ahead and behind, beside a
+/// healthy one. Each measures its offset to the database's clock and
+/// schedules on the database's time: no occurrence of a `skip` job is lost
+/// (none recorded skipped or missed, each started once), none is claimed
+/// before its instant by the database's clock (beyond the correction's
+/// error: half a second here, where the database refuses claims more than
+/// 1 s early and an uncorrected node 3 s ahead claims each one 1 s early),
+/// and the offset is in `rea status`, `--json` and `--check` (WARNING past
+/// 1 s, CRITICAL past the lease).
+#[test]
+fn cluster_nodes_with_skewed_clocks_schedule_on_the_databases_clock() {
+    let name = "cluster_nodes_with_skewed_clocks_schedule_on_the_databases_clock";
+    let Some(pg) = pg::shared(name) else {
+        return;
+    };
+    let w = Witness::new();
+    let cluster = "skewed";
+    let file = cluster_file(
+        &pg.url,
+        cluster,
+        "lease = \"5s\"\nheartbeat = \"250ms\"\ngrace = \"1s\"\n",
+        &format!(
+            "[jobs.each]\nschedule = \"@every 1s\"\ncommand = \"{}\"\noverlap = \"skip\"\n\n\
+             [jobs.manual]\nschedule = \"{YEARLY}\"\ncommand = \"true\"\noverlap = \"allow\"\n",
+            w.run("sleep 0.3")
+        ),
+    );
+    let skews: [(&str, i64); 5] = [
+        ("healthy", 0),
+        ("ahead3", 3_000),
+        ("behind3", -3_000),
+        ("ahead30", 30_000),
+        ("behind30", -30_000),
+    ];
+    let mut nodes: Vec<Node> = skews
+        .iter()
+        .map(|(n, skew)| {
+            let mut node = Node::new(n, &file);
+            node.start_skewed(*skew);
+            node
+        })
+        .collect();
+    let names: Vec<&str> = skews.iter().map(|(n, _)| *n).collect();
+    wait_live(&nodes[0], &names);
+    // Each node measures minus its skew (the database is on this machine).
+    wait_long("every node's clock measured", PATIENCE, || {
+        nodes
+            .iter()
+            .zip(skews)
+            .all(|(n, (_, skew))| clock_offset_ms(n).is_some_and(|off| (off + skew).abs() < 300))
+    });
+    let from = now_ms() + 1_000;
+    std::thread::sleep(Duration::from_secs(10));
+    let to = now_ms() - 2_000;
+    // Every node asked for the occurrences at their instant and was
+    // answered (started here, or lost to another): a node whose clock runs
+    // ahead is not merely refused (`early`) while the others do the work.
+    for n in &nodes {
+        let claims = n.status_soon()["this_node"]["claims"].clone();
+        let count = |o: &str| claims[o].as_u64().unwrap_or(0);
+        assert!(
+            count("started") + count("lost") >= 8 && count("early") <= 2,
+            "{}: claims {claims}",
+            n.name
+        );
+    }
+    // The skew is visible in status, text and check.
+    let text = nodes[3].rea(&["status"]);
+    assert!(
+        text.stdout.contains("CLOCK 29.9") || text.stdout.contains("CLOCK 30.0"),
+        "{}",
+        text.stdout
+    );
+    for (node, want) in [(0, 0), (1, 1), (2, 1), (3, 2), (4, 2)] {
+        let check = nodes[node].rea(&["status", "--check"]);
+        assert_eq!(check.code, want, "{}: {}", nodes[node].name, check.stdout);
+    }
+    // A run on each node 30 s off, whatever the races above gave them.
+    for n in &nodes[3..] {
+        n.rea(&["trigger", "manual", "--wait"]).ok();
+    }
+    for n in &mut nodes {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
+    w.assert_no_duplicates();
+    // Each node's own history is on the database's time too, 30 s off or
+    // not (a run's start and end, taken by the executor on the kernel's
+    // clock, are put on the daemon's; within the correction's error).
+    let mut manual = 0;
+    for n in &nodes {
+        for r in n.env.history() {
+            let t = |k: &str| r[k].as_str().map(ms_of);
+            if let (Some("schedule" | "manual"), Some(scheduled), Some(started)) =
+                (r["trigger"].as_str(), t("scheduled"), t("started"))
+            {
+                manual += usize::from(r["trigger"] == "manual");
+                assert!(
+                    (-100..2_000).contains(&(started - scheduled)),
+                    "{}: started {} ms after its occurrence: {r}",
+                    n.name,
+                    started - scheduled
+                );
+                if let Some(ended) = t("ended") {
+                    assert!(ended >= started, "{}: {r}", n.name);
+                }
+            }
+        }
+    }
+    assert!(manual >= 2, "the triggered runs in the nodes' histories");
+    // Every second of the window started once, whoever ran it.
+    let started: BTreeSet<i64> = w.of("each").iter().map(|s| ms_of(&s.scheduled)).collect();
+    let window: Vec<i64> = ((from / 1000 + 1)..=(to / 1000))
+        .map(|s| s * 1000)
+        .collect();
+    let lost: Vec<i64> = window
+        .iter()
+        .copied()
+        .filter(|t| !started.contains(t))
+        .collect();
+    assert!(lost.is_empty(), "occurrences never started: {lost:?}");
+    let rows = pg.psql(&format!(
+        "select status, (extract(epoch from scheduled) * 1000)::bigint,
+                (extract(epoch from claimed_at - scheduled) * 1000)::bigint
+         from rea.runs where cluster = '{cluster}' and job = 'each' and trigger = 'schedule'"
+    ));
+    for row in rows.lines() {
+        let f: Vec<&str> = row.split('|').collect();
+        assert_eq!(f.len(), 3, "{row}");
+        let scheduled: i64 = f[1].parse().expect("scheduled");
+        let late: i64 = f[2].parse().expect("lateness");
+        assert!(
+            late > -500,
+            "claimed {}ms before its instant on the database's clock: {row}",
+            -late
+        );
+        if window.contains(&scheduled) {
+            assert!(
+                !["skipped", "missed"].contains(&f[0]),
+                "an occurrence lost: {row}"
+            );
+        }
+    }
 }

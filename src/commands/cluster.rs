@@ -127,7 +127,7 @@ fn node_line(node: Option<&ClusterNodeInfo>) -> String {
         None => "none".to_string(),
     };
     format!(
-        "this node: {}{}: {lease}; backlog {}{}; claims: {claims}; last database error: {error}",
+        "this node: {}{}: {lease}; backlog {}{}; {}; claims: {claims}; last database error: {error}",
         n.node,
         n.epoch.map(|e| format!(" (epoch {e})")).unwrap_or_default(),
         n.backlog,
@@ -135,17 +135,44 @@ fn node_line(node: Option<&ClusterNodeInfo>) -> String {
             0 => String::new(),
             d => format!(" ({d} dropped)"),
         },
+        clock_text(n.clock_offset_ms),
     )
 }
 
+/// This machine's clock beside the database's, as this node measured it.
+fn clock_text(offset_ms: Option<i64>) -> String {
+    let Some(ms) = offset_ms else {
+        return "clock not measured yet".to_string();
+    };
+    let secs = ms.abs() as f64 / 1000.0;
+    let side = if ms < 0 { "ahead of" } else { "behind" };
+    if ms.abs() > rea_store::clock::TOLERANCE_MS {
+        format!("CLOCK {secs:.3} s {side} the database's (scheduling on the database's)")
+    } else {
+        format!("clock {secs:.3} s {side} the database's")
+    }
+}
+
 pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -> CommandResult {
-    // Only shown: `--check` answers from the database alone.
-    let node = if args.check { None } else { this_node(global) };
+    // `--check` answers from the database, and from this node's daemon
+    // only for its clock.
+    let node = this_node(global);
     let st = match reader(s).and_then(|r| r.status(args.job.as_deref()).map_err(db_failure)) {
         Ok(st) => st,
         Err(e) if args.check => return super::probe::unreachable(&e.to_string()),
         Err(e) => {
-            if !args.json {
+            // What this node knows of itself is printed all the same (with
+            // `--json`, as `this_node`, beside the database's error).
+            if args.json {
+                println!(
+                    "{}",
+                    json!({
+                        "cluster": s.cluster,
+                        "this_node": node,
+                        "database_error": e.to_string(),
+                    })
+                );
+            } else {
                 println!("{}", node_line(node.as_ref()));
             }
             return Err(e);
@@ -160,7 +187,8 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
         }
     }
     if args.check {
-        return super::probe::cluster(&st, args.tenant.as_deref());
+        let clock = node.as_ref().and_then(|n| n.clock_offset_ms);
+        return super::probe::cluster(&st, args.tenant.as_deref(), clock, s.lease);
     }
     if args.json {
         let mut v = serde_json::to_value(&st).unwrap_or_default();

@@ -235,8 +235,16 @@ fn verdict(
 
 /// The probe in cluster mode, from the database: CRITICAL when no node is
 /// live or a job's last run (on whichever node) failed; WARNING when a
-/// node's job definitions differ from the others'.
-pub(crate) fn cluster(st: &rea_pg::ClusterStatus, tenant: Option<&str>) -> CommandResult {
+/// node's job definitions differ from the others'. This node's clock
+/// (`clock_ms`, the database's less this machine's, when its daemon
+/// measured it): WARNING past the claims' tolerance, CRITICAL past the
+/// `lease`.
+pub(crate) fn cluster(
+    st: &rea_pg::ClusterStatus,
+    tenant: Option<&str>,
+    clock_ms: Option<i64>,
+    lease: std::time::Duration,
+) -> CommandResult {
     let counted = Counted::from_arg(tenant);
     let failing: Vec<Failing> = st
         .jobs
@@ -273,6 +281,37 @@ pub(crate) fn cluster(st: &rea_pg::ClusterStatus, tenant: Option<&str>) -> Comma
     if !differ.is_empty() {
         verdict = verdict.max(Verdict::Warning);
         notes.push(format!("job definitions differ on {}", differ.join(", ")));
+    }
+    let orphaned: Vec<&str> = st
+        .jobs
+        .iter()
+        .filter(|j| j.orphaned && counted.counts(&j.job))
+        .map(|j| j.job.as_str())
+        .collect();
+    if !orphaned.is_empty() {
+        verdict = verdict.max(Verdict::Warning);
+        notes.push(format!(
+            "no live node defines {} (its nodes died or left): it does not run",
+            orphaned.join(", ")
+        ));
+    }
+    if let Some(ms) = clock_ms.filter(|ms| ms.abs() > rea_store::clock::TOLERANCE_MS) {
+        let past_lease = u128::from(ms.unsigned_abs()) > lease.as_millis();
+        verdict = verdict.max(if past_lease {
+            Verdict::Critical
+        } else {
+            Verdict::Warning
+        });
+        notes.push(format!(
+            "this machine's clock is {:.3} s {} the cluster database's{}",
+            ms.abs() as f64 / 1000.0,
+            if ms < 0 { "ahead of" } else { "behind" },
+            if past_lease {
+                " (more than the lease: fix its time synchronisation)"
+            } else {
+                ""
+            }
+        ));
     }
     if notes.is_empty() {
         notes.push(format!(

@@ -102,8 +102,8 @@ struct Args {
     /// Lines of generated history (a tenth of it is measured too) [default: 1000000, quick: 200000]
     #[arg(long)]
     history_lines: Option<usize>,
-    /// Cluster measurements to run, comma-separated: lateness claims kill
-    /// submit drain every history chaos [default: all]
+    /// Cluster measurements to run, comma-separated: lateness skew claims
+    /// kill submit drain every history chaos [default: all]
     #[arg(long, value_delimiter = ',')]
     cluster_parts: Vec<String>,
     /// Where to write the report [default: BENCHMARKS.md for `all`, nowhere otherwise]

@@ -177,10 +177,16 @@ pub(crate) struct Daemon {
 impl Daemon {
     /// Starts `rea run` on the scratch directory; logs go to `daemon.log`.
     pub(crate) fn spawn(dir: &TempDir) -> Daemon {
+        Daemon::spawn_with_env(dir, &[])
+    }
+
+    /// [`Daemon::spawn`] with `vars` added to its environment.
+    pub(crate) fn spawn_with_env(dir: &TempDir, vars: &[(&str, &str)]) -> Daemon {
         let log = fs::File::create(dir.path().join("daemon.log"))
             .unwrap_or_else(|e| die(format!("daemon.log: {e}")));
         let spawned_at = Instant::now();
         let child = rea(dir, &["run"])
+            .envs(vars.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

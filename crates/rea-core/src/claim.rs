@@ -87,6 +87,10 @@ pub enum ClaimOutcome {
     NoLease,
     /// The store could not answer (an error): as `NoLease`.
     Unavailable(String),
+    /// The occurrence is still in the future on the store's clock (this
+    /// node's clock is ahead of it by more than the store tolerates):
+    /// nothing was decided; the engine asks again at its instant.
+    Early,
 }
 
 impl ClaimOutcome {
@@ -111,6 +115,7 @@ impl ClaimOutcome {
             ClaimOutcome::Lost => "lost",
             ClaimOutcome::NoLease => "no_lease",
             ClaimOutcome::Unavailable(_) => "unavailable",
+            ClaimOutcome::Early => "early",
         }
     }
 }

@@ -58,8 +58,13 @@ impl Loop {
                 }
                 Action::Start(start) => {
                     let run = start.run.clone();
-                    let result = self.spawn(start);
-                    actions.extend(self.engine.spawned(&run, result, Utc::now()));
+                    // The executor reads the kernel's clock; the daemon
+                    // records on its own (in cluster mode, the database's).
+                    let result = self.spawn(start).map(|s| Started {
+                        at: rea_store::clock::from_kernel(s.at),
+                        ..s
+                    });
+                    actions.extend(self.engine.spawned(&run, result, rea_store::clock::now()));
                 }
             }
         }
@@ -116,9 +121,14 @@ impl Loop {
     /// A run or hook process ended.
     pub(super) fn on_finished(&mut self, msg: Msg, actions: &mut VecDeque<Action>) {
         match msg {
-            Msg::Finished { run, outcome } => {
+            Msg::Finished { run, mut outcome } => {
                 self.runs.ended(&run);
-                actions.extend(self.engine.finished(&run, &outcome, Utc::now()));
+                outcome.started.at = rea_store::clock::from_kernel(outcome.started.at);
+                outcome.ended = rea_store::clock::from_kernel(outcome.ended);
+                actions.extend(
+                    self.engine
+                        .finished(&run, &outcome, rea_store::clock::now()),
+                );
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
             Msg::MailEnded { tenant } => self.mail_ended(tenant),
@@ -237,7 +247,7 @@ impl Loop {
         else {
             return Ok(());
         };
-        let today = Utc::now().timestamp().div_euclid(86_400);
+        let today = rea_store::clock::now().timestamp().div_euclid(86_400);
         self.accounts.check(user, today).map_err(|refusal| {
             format!(
                 "refused: {refusal}; the jobs of an expired, locked or removed account do not run"

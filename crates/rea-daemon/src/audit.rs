@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use rea_core::audit::{Action, Entry, Outcome};
 use rea_core::tenant::Tenant;
 use rea_store::audit::AuditFile;
@@ -136,7 +135,7 @@ impl Pending {
         let user = (peer.uid == 0).then(|| "root".to_string());
         Some(Pending {
             entry: Entry {
-                ts: Utc::now(),
+                ts: rea_store::clock::now(),
                 uid: peer.uid,
                 user,
                 tenant: None,
@@ -173,7 +172,7 @@ impl Pending {
     /// stopped before it did).
     fn answered(mut self, answer: Option<&Reply>) -> Entry {
         let e = &mut self.entry;
-        e.ts = Utc::now();
+        e.ts = rea_store::clock::now();
         let first: Option<&Response> = match answer {
             Some(Reply::Done(r) | Reply::Wait(r, _) | Reply::Stream(r, _)) => Some(r),
             None => None,

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use chrono::Utc;
 use rea_config::Config;
 use rea_core::engine::Action;
 use rea_core::oneshot::OneShot;
@@ -85,7 +84,10 @@ impl Loop {
             )),
         };
         if let ClaimAnswer::Now(outcome) = answer {
-            actions.extend(self.engine.claimed(&c.run, outcome, Utc::now()));
+            actions.extend(
+                self.engine
+                    .claimed(&c.run, outcome, rea_store::clock::now()),
+            );
         }
     }
 
@@ -116,6 +118,7 @@ impl Loop {
             lease_left_ms: h.lease_left.as_millis() as u64,
             backlog: h.backlog,
             dropped: h.dropped,
+            clock_offset_ms: h.clock_offset_ms,
             last_error: h.last_error.map(|(at, message)| WriteError {
                 at: Ts(at),
                 message,
@@ -129,7 +132,7 @@ impl Loop {
     }
 
     pub(super) fn on_cluster_event(&mut self, ev: NodeEvent, actions: &mut VecDeque<Action>) {
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         match ev {
             NodeEvent::Claimed { run, outcome } => {
                 if let rea_store::claims::ClaimOutcome::Unavailable(e) = &outcome {
@@ -174,6 +177,26 @@ impl Loop {
                     "cluster: lease held; catching up what could not be claimed"
                 );
                 actions.extend(self.engine.cluster_back(now));
+            }
+            NodeEvent::ClockCorrected { by_ms } => {
+                // The clock the engine schedules on moved (the timer is
+                // re-armed on the next turn in any case). Forward, what
+                // it passed over goes through each job's catch-up policy,
+                // as after a step of the machine's clock; back, what was
+                // planned on the clock that was ahead is planned again.
+                let tolerance = rea_store::clock::TOLERANCE_MS;
+                if by_ms.abs() > tolerance {
+                    warn!(
+                        by_ms,
+                        "the clock was corrected to the cluster database's; re-planning every job"
+                    );
+                }
+                if by_ms > tolerance {
+                    actions.extend(self.engine.wake(now, true));
+                } else if by_ms < 0 {
+                    let settled = std::time::Duration::from_millis(2 * tolerance as u64);
+                    actions.extend(self.engine.clock_set_back(now, settled));
+                }
             }
         }
     }

@@ -91,7 +91,7 @@ impl Loop {
                     run = run.as_str(),
                     "cannot run hooks: {e}"
                 );
-                actions.extend(self.engine.hooks_done(id, Utc::now()));
+                actions.extend(self.engine.hooks_done(id, rea_store::clock::now()));
                 return;
             }
         };
@@ -234,7 +234,7 @@ impl Loop {
             }
         }
         self.hook_batches.remove(&id);
-        actions.extend(self.engine.hooks_done(id, Utc::now()));
+        actions.extend(self.engine.hooks_done(id, rea_store::clock::now()));
     }
 
     /// At shutdown, after the grace: running hooks are terminated (TERM,
@@ -323,7 +323,7 @@ impl Loop {
             timeout: Some(super::mail::TIMEOUT),
             kill_grace: super::mail::KILL_GRACE,
             output_limit: 4096,
-            stdin: Some(mail_message(job, rec, &from, Utc::now()).into_bytes()),
+            stdin: Some(mail_message(job, rec, &from, rea_store::clock::now()).into_bytes()),
             pass_fd: None,
             user,
             kill_stragglers: true,

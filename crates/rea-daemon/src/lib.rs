@@ -241,7 +241,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                 if let Err(e) = &wake {
                     error!("timer error: {e}");
                 }
-                actions.extend(d.engine.wake(Utc::now(), changed));
+                actions.extend(d.engine.wake(rea_store::clock::now(), changed));
             },
             Some(change) = inputs.changes.recv(), if watched => match change {
                 crate::watch::Change::Modified => {
@@ -297,7 +297,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             },
         }
     }
-    let mut rec = Record::new(Event::DaemonStopped, Utc::now());
+    let mut rec = Record::new(Event::DaemonStopped, rea_store::clock::now());
     rec.reason = Some("signal".into());
     d.append(&rec);
     if let Some(tree) = d.containment.tree() {

@@ -143,7 +143,7 @@ impl Loop {
         cause: ReloadCause,
         parts: Option<&[PathBuf]>,
     ) -> Result<ReloadReply, Vec<String>> {
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         let force = cause == ReloadCause::Signal || cause == ReloadCause::Settled;
         // A reload of the whole set decides about any held change; one of
         // some parts, about a held change of the same parts only.

@@ -32,7 +32,7 @@ impl Loop {
         actions: &mut VecDeque<Action>,
         scope: &Scope,
     ) -> Reply {
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         match request {
             Request::Ping => Reply::Done(Response::with(&PingReply {
                 pid: std::process::id(),
@@ -253,7 +253,7 @@ impl Loop {
         sub: control::Submission,
         batch: &[(OneShot, oneshot::Sender<Reply>)],
     ) -> Result<OneShot, Response> {
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         let bad = |m: String| Response::err("bad_request", m);
         if sub.argv.is_empty() || sub.argv[0].is_empty() {
             return Err(bad("nothing to run: give a command after --".into()));
@@ -334,7 +334,7 @@ impl Loop {
             }
             return;
         }
-        let now = Utc::now();
+        let now = rea_store::clock::now();
         for (shot, reply) in batch.drain(..) {
             let id = shot.id.to_string();
             let due = shot.due;

@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use chrono::Utc;
 use rea_config::Config;
 use rea_core::engine::{Action, Engine, LastRun, Recovered};
 use rea_core::record::{Event, Record};
@@ -116,7 +115,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     if let Some(tree) = containment.tree() {
         tree.sweep(std::time::Duration::from_secs(60));
     }
-    let started_at = Utc::now();
+    let started_at = rea_store::clock::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     engine.set_decisions(backend.decisions());
     for (name, s) in summaries {

@@ -8,6 +8,10 @@
 //! `ECANCELED` whenever the clock is set, which is how a step is noticed
 //! without any polling. With nothing due the timer is disarmed and the
 //! process makes no wakeups at all.
+//!
+//! Instants are on the daemon's clock (`rea_store::clock`: in cluster mode,
+//! the database's); the timer is armed at the same instant on the kernel's
+//! clock, and again whenever the correction between the two changes.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -29,6 +33,8 @@ pub(crate) enum Wake {
 pub(crate) struct WallTimer {
     fd: AsyncFd<OwnedFd>,
     armed: Option<DateTime<Utc>>,
+    /// The daemon clock's correction `armed` was armed under.
+    correction_us: i64,
     /// Armed 100 years out (nothing due): re-arming that on every loop
     /// iteration would be a syscall per event for nothing.
     parked: bool,
@@ -47,6 +53,7 @@ impl WallTimer {
         let mut timer = WallTimer {
             fd,
             armed: None,
+            correction_us: 0,
             parked: false,
         };
         timer.arm(None)?;
@@ -56,12 +63,18 @@ impl WallTimer {
     /// Arms the timer at `at` (None: far in the future, which still reports
     /// clock changes).
     pub(crate) fn arm(&mut self, at: Option<DateTime<Utc>>) -> io::Result<()> {
-        if (at.is_some() && self.armed == at) || (at.is_none() && self.parked) {
+        let correction_us = rea_store::clock::correction_us();
+        if (at.is_some() && self.armed == at && self.correction_us == correction_us)
+            || (at.is_none() && self.parked)
+        {
             return Ok(());
         }
         // "Disarmed" is a timer 100 years out: it costs no wakeups and keeps
         // CANCEL_ON_SET reporting clock steps.
-        let when = at.unwrap_or_else(|| Utc::now() + chrono::Duration::days(36_500));
+        let when = match at {
+            Some(at) => rea_store::clock::kernel_instant(at),
+            None => Utc::now() + chrono::Duration::days(36_500),
+        };
         let mut secs = when.timestamp();
         let mut nanos = when.timestamp_subsec_nanos() as i64;
         if secs <= 0 {
@@ -84,6 +97,7 @@ impl WallTimer {
             &spec,
         )?;
         self.armed = at;
+        self.correction_us = correction_us;
         self.parked = at.is_none();
         Ok(())
     }

@@ -23,6 +23,7 @@
 mod backlog;
 mod migrate;
 mod node;
+mod passfile;
 mod reader;
 mod settings;
 

@@ -70,6 +70,9 @@ pub struct JobRow {
     pub running: Vec<(i64, String, Option<i32>)>,
     /// Nodes whose definition of the job differs: node → digest.
     pub drift: Option<Value>,
+    /// Some node defines the job, but no live one does (its nodes died or
+    /// left): it will not run until one that defines it is back.
+    pub orphaned: bool,
 }
 
 /// `rea status` in cluster mode.
@@ -189,7 +192,12 @@ impl Reader {
         }
         let job_filter = only.map(str::to_string);
         let sql = format!(
-            "select j.job, j.paused, j.active, j.last_scheduled, {RUN_COLUMNS}
+            "select j.job, j.paused, j.active, j.last_scheduled,
+                    exists (select 1 from rea.node_jobs d where d.cluster = j.cluster and d.job = j.job)
+                    and not exists (select 1 from rea.node_jobs d join rea.nodes n using (cluster, node)
+                        where d.cluster = j.cluster and d.job = j.job and n.state = 'live'
+                          and n.lease_until > clock_timestamp()),
+                    {RUN_COLUMNS}
              from rea.jobs j
              left join lateral (select * from rea.runs x where x.cluster = j.cluster and x.job = j.job
                   and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted')
@@ -203,7 +211,7 @@ impl Reader {
             .iter()
             .map(|r| {
                 let job: String = r.get(0);
-                let last = r.get::<_, Option<i64>>(4).map(|_| record_of(r, 4));
+                let last = r.get::<_, Option<i64>>(5).map(|_| record_of(r, 5));
                 JobRow {
                     paused: r.get(1),
                     active: r.get(2),
@@ -211,6 +219,7 @@ impl Reader {
                     last,
                     running: running.remove(&job).unwrap_or_default(),
                     drift: drift.get(&job).cloned(),
+                    orphaned: r.get(4),
                     job,
                 }
             })

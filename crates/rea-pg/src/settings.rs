@@ -176,6 +176,10 @@ impl Settings {
         if cfg.get_dbname().is_none() {
             cfg.dbname("rea");
         }
+        // No password in the URL: libpq's password file, if one matches.
+        if let Some(warning) = crate::passfile::apply(&mut cfg) {
+            tracing::warn!("cluster: {warning}");
+        }
         let io = self.lease.max(Duration::from_secs(1));
         cfg.application_name(application)
             .connect_timeout(io)

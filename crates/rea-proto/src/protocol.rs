@@ -391,6 +391,11 @@ pub struct ClusterNodeInfo {
     pub dropped: u64,
     /// The last database error (it stays until the next one).
     pub last_error: Option<WriteError>,
+    /// The database's clock less this machine's, in milliseconds, as the
+    /// last heartbeat measured it (round trip corrected); absent before
+    /// the first. The node schedules on the database's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
     /// Claims answered since the daemon started, by outcome (`started`,
     /// `lost`, `skipped`, ...).
     pub claims: std::collections::BTreeMap<String, u64>,

@@ -54,6 +54,10 @@ pub enum NodeEvent {
     LeaseLost { why: String },
     /// The node holds a live lease (again).
     LeaseBack { epoch: i64 },
+    /// The daemon's clock ([`crate::clock::now`]) was corrected to the
+    /// database's by this many milliseconds: the loop re-plans if it moved
+    /// far (a step of the clock it schedules on).
+    ClockCorrected { by_ms: i64 },
 }
 
 /// How the node is doing, for `rea status` and the metrics.
@@ -74,6 +78,10 @@ pub struct NodeHealth {
     /// The last error from the database, and when (it stays until the
     /// next one: whether the node is fine now is `lease_live`).
     pub last_error: Option<(DateTime<Utc>, String)>,
+    /// How far the database's clock is from this machine's (database −
+    /// machine, milliseconds, corrected for the round trip), as the last
+    /// heartbeat measured it; None before the first.
+    pub clock_offset_ms: Option<i64>,
 }
 
 /// A job as this node defines it, for the store.

@@ -24,6 +24,7 @@ use rea_core::oneshot::OneShot;
 
 pub mod audit;
 pub mod claims;
+pub mod clock;
 pub mod cluster;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

@@ -92,6 +92,12 @@ impl Claims {
         self.parked.insert(job.to_string(), newest);
     }
 
+    /// Occurrences parked past `now` are forgotten (they were parked on a
+    /// clock that was ahead: they have not happened).
+    pub(super) fn forget_after(&mut self, now: DateTime<Utc>) {
+        self.parked.retain(|_, at| *at <= now);
+    }
+
     pub(super) fn any_parked(&self) -> bool {
         !self.parked.is_empty()
     }

@@ -11,6 +11,10 @@
 
 use super::*;
 
+/// The least wait before an occurrence the store found early is asked
+/// again.
+const EARLY_AGAIN: Duration = Duration::from_millis(100);
+
 impl Engine {
     /// Who decides whether runs start (before `start`): this engine (the
     /// default, which never emits a claim) or a shared store.
@@ -62,7 +66,7 @@ impl Engine {
         };
         let answered = !matches!(
             outcome,
-            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_)
+            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) | ClaimOutcome::Early
         );
         match outcome {
             ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => {
@@ -77,6 +81,7 @@ impl Engine {
                 out.push(occurrences_missed(p.source.name(), p.scheduled, count, now));
             }
             ClaimOutcome::Queued | ClaimOutcome::Lost => {}
+            ClaimOutcome::Early => self.requeue_early(&p, now),
             ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
                 if matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) {
                     if let Some(claims) = self.arbiter.claims() {
@@ -100,6 +105,85 @@ impl Engine {
             out.extend(self.cluster_back(now));
         }
         self.fill_slots(now, &mut out);
+        out
+    }
+
+    /// The store found `p`'s occurrence still in its clock's future: it
+    /// becomes the job's next occurrence again, due at its instant on this
+    /// engine's clock (at least [`EARLY_AGAIN`] from now, so a clock still
+    /// ahead asks again at that pace, not in a loop) — unless the job's
+    /// schedule reaches it anyway. No one waits for it: the engine goes on.
+    fn requeue_early(&mut self, p: &Pending, now: DateTime<Utc>) {
+        if !matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) || self.stopping {
+            return;
+        }
+        let Some(state) = self.jobs.get_mut(p.source.name()) else {
+            return;
+        };
+        if state.removed {
+            return;
+        }
+        if let Some(id) = state.next {
+            if matches!(self.heap.get(id), Some(Due::Occurrence { at, .. }) if *at <= p.scheduled) {
+                return;
+            }
+            self.heap.cancel(id);
+        }
+        let due = later(now, EARLY_AGAIN).max(p.scheduled);
+        let jitter = (due - p.scheduled).to_std().unwrap_or_default();
+        let id = self.heap.insert(
+            due,
+            Due::Occurrence {
+                job: state.name.clone(),
+                at: p.scheduled,
+                jitter,
+            },
+        );
+        state.next = Some(id);
+    }
+
+    /// The clock this engine is given was set back to the store's (this
+    /// node's clock was ahead of the database's, and is now corrected):
+    /// what it planned past `now` on the wrong clock has not happened.
+    /// Occurrences parked for catch-up past `now` are forgotten, a job's
+    /// last occurrence past `now + settled` is taken back there, and each
+    /// job is planned again from then. `settled`: how far ahead of the store's clock the store
+    /// grants a claim, with the correction's error — an occurrence up to
+    /// there may have been granted to this node, and is never asked again
+    /// (the store would answer "already yours" and it would start twice).
+    pub fn clock_set_back(&mut self, now: DateTime<Utc>, settled: Duration) -> Vec<Action> {
+        let mut out = Vec::new();
+        if let Some(claims) = self.arbiter.claims() {
+            claims.forget_after(now);
+        }
+        let from = later(now, settled);
+        let names: Vec<Arc<str>> = self.jobs.keys().cloned().collect();
+        for name in names {
+            let Some(s) = self.jobs.get_mut(&name) else {
+                continue;
+            };
+            if s.last_occurrence.is_some_and(|l| l > from) {
+                s.last_occurrence = Some(from);
+            }
+            // The next occurrence from the corrected clock, if it comes
+            // before the one planned (an early one re-queued comes first
+            // and is kept).
+            let after = s.last_occurrence.map_or(now, |l| l.max(now));
+            let Some(first) = s.def.next_after(after) else {
+                continue;
+            };
+            if let Some(id) = s.next {
+                match self.heap.get(id) {
+                    Some(Due::Occurrence { at, .. }) if *at > first => {
+                        self.heap.cancel(id);
+                        s.next = None;
+                    }
+                    _ => continue,
+                }
+            }
+            self.schedule_next(&name, now);
+        }
+        self.advance(now, &mut out);
         out
     }
 

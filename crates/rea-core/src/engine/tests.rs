@@ -1333,6 +1333,77 @@ fn cluster_without_a_lease_nothing_starts_and_the_newest_is_caught_up_once() {
     assert_eq!(r[0].event, Event::Missed);
 }
 
+/// An occurrence the store finds in its clock's future (this node's clock
+/// ahead) is not waited for: it is put back in the heap for its instant,
+/// the engine goes on, and it is claimed once more then, once.
+#[test]
+fn cluster_an_early_claim_is_requeued_for_its_instant() {
+    let cfg = config(vec![job("q", "* * * * *")], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let due = at("2026-11-29T00:01:00Z");
+    let c = claims(&e.wake(due, false));
+    // The store's clock reads 00:00:58: two seconds early.
+    let asked = at("2026-11-29T00:00:58Z");
+    let acts = e.claimed(&c[0].run, ClaimOutcome::Early, asked);
+    assert!(starts(&acts).is_empty() && records(&acts).is_empty());
+    assert_eq!(e.claims_in_flight(), 0);
+    assert_eq!(e.next_wake(), Some(due), "back in the heap at its instant");
+    assert!(claims(&e.wake(asked, false)).is_empty());
+    let again = claims(&e.wake(due, false));
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].scheduled, again[0].trigger),
+        (due, Trigger::Schedule)
+    );
+    assert_ne!(again[0].run, c[0].run);
+    let s = starts(&e.claimed(&again[0].run, grant(1), due));
+    assert_eq!(s.len(), 1);
+    // Then the schedule goes on from it.
+    assert_eq!(e.next_wake(), Some(at("2026-11-29T00:02:00Z")));
+    // Asked again while the store's clock is still behind: not before a
+    // short wait, never in a loop.
+    let t3 = at("2026-11-29T00:03:00Z");
+    let c = claims(&e.wake(t3, false));
+    e.claimed(&c[0].run, ClaimOutcome::Early, t3);
+    assert_eq!(
+        e.next_wake(),
+        Some(t3 + chrono::Duration::milliseconds(100))
+    );
+}
+
+/// The engine's clock was 30 s ahead (the node's machine), then corrected
+/// back to the store's: what it planned and parked on the wrong clock is
+/// planned again from the corrected time, but an occurrence the store may
+/// have granted (up to `settled` ahead) is never asked again.
+#[test]
+fn cluster_a_clock_set_back_replans_from_the_corrected_time() {
+    let mut j = job("s", "@every 10s");
+    j.catch_up = CatchUp::Once;
+    let cfg = config(vec![j], 8);
+    // The machine says 00:00:35; the store 00:00:05.
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:35Z"));
+    let skewed = at("2026-11-29T00:00:40Z");
+    for c in claims(&e.wake(skewed, false)) {
+        e.claimed(&c.run, ClaimOutcome::NoLease, skewed);
+    }
+    assert_eq!(e.unclaimed().len(), 1);
+    let now = at("2026-11-29T00:00:05Z");
+    let settled = Duration::from_secs(2);
+    let acts = e.clock_set_back(now, settled);
+    assert!(claims(&acts).is_empty());
+    assert!(e.unclaimed().is_empty(), "parked in the future: forgotten");
+    assert_eq!(e.next_wake(), Some(at("2026-11-29T00:00:10Z")));
+    let c = claims(&e.wake(at("2026-11-29T00:00:10Z"), false));
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].scheduled, at("2026-11-29T00:00:10Z"));
+    e.claimed(&c[0].run, grant(1), at("2026-11-29T00:00:10Z"));
+    // Set back again by less than `settled`: the granted occurrence is not
+    // asked again.
+    let acts = e.clock_set_back(at("2026-11-29T00:00:09Z"), settled);
+    assert!(claims(&acts).is_empty());
+    assert_eq!(e.next_wake(), Some(at("2026-11-29T00:00:20Z")));
+}
+
 #[test]
 fn cluster_retries_are_queued_in_the_store_and_adopted_by_any_node() {
     let mut j = job("r", "0 * * * *");

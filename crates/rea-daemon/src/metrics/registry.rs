@@ -80,7 +80,7 @@ struct NodeLabel {
 
 /// What a claim can come back as (`ClaimOutcome::as_str`), pre-created at
 /// zero like the runs.
-const CLAIM_OUTCOMES: [&str; 8] = [
+const CLAIM_OUTCOMES: [&str; 9] = [
     "started",
     "already_yours",
     "skipped",
@@ -89,6 +89,7 @@ const CLAIM_OUTCOMES: [&str; 8] = [
     "lost",
     "no_lease",
     "unavailable",
+    "early",
 ];
 
 /// Cluster mode's series (`[cluster]` in the job file).
@@ -100,6 +101,8 @@ struct ClusterSeries {
     claims: Family<OutcomeLabel, Counter>,
     /// Created on the first database error.
     last_error: Family<NodeLabel, F64Gauge>,
+    /// Created on the first measurement.
+    clock_offset: Family<NodeLabel, F64Gauge>,
 }
 
 impl ClusterSeries {
@@ -145,6 +148,13 @@ impl ClusterSeries {
             Unit::Seconds,
             last_error.clone(),
         );
+        let clock_offset = Family::<NodeLabel, F64Gauge>::default();
+        r.register_with_unit(
+            "cluster_clock_offset",
+            "The cluster database's clock less this machine's, as the last heartbeat measured it (round trip corrected; absent before the first); the node schedules on the database's clock, past 1 s `rea status` warns",
+            Unit::Seconds,
+            clock_offset.clone(),
+        );
         ClusterSeries {
             lease_live,
             lease_age,
@@ -152,6 +162,7 @@ impl ClusterSeries {
             dropped,
             claims,
             last_error,
+            clock_offset,
         }
     }
 }
@@ -681,6 +692,13 @@ impl Metrics {
                     node: node.to_string(),
                 })
                 .set(unix_seconds(*at));
+        }
+        if let Some(ms) = h.clock_offset_ms {
+            c.clock_offset
+                .get_or_create(&NodeLabel {
+                    node: node.to_string(),
+                })
+                .set(ms as f64 / 1000.0);
         }
     }
 

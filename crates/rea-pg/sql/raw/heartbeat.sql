@@ -3,7 +3,9 @@
 -- intervals old (a DB stall, a reconnect or this node's own freeze resets it).
 -- Renewal of an expired-but-not-convicted lease is allowed: nobody acted on it.
 -- Zero rows = this epoch was convicted (or superseded): re-register and apply
--- on_lease_lost to local runs. Also returns stop requests for this node's runs.
+-- on_lease_lost to local runs. Also returns stop requests for this node's runs,
+-- and the DB clock when the statement arrived and when it answered (the node
+-- measures its clock's offset against their middle).
 -- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch.
   with hb as (
     update rea.nodes n set
@@ -22,5 +24,6 @@
   select hb.lease_until, hb.responsive_since, clock_timestamp(),
     (select array_agg(s.fence) from rea.stop_requests s join rea.runs r on r.fence = s.fence
       where s.cluster = $1::text and r.cluster = $1::text and r.node = $2::text
-        and r.epoch = $3::bigint and r.status = 'started')
+        and r.epoch = $3::bigint and r.status = 'started'),
+    statement_timestamp()
   from hb

@@ -6,28 +6,25 @@
 //! Not here: runs the store hands out (retries, queued occurrences:
 //! `sweeper.rs`; one-shots: `oneshots.rs`).
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
 use rea_core::record::Trigger;
 use rea_store::cluster::NodeEvent;
 use serde_json::Value;
-use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use super::statements::{pipelined, retry_json, within, P};
 use super::task::Main;
 
 /// A claim more than this in the database clock's future is refused
-/// (`early`); the node asks again.
-pub(super) const MAX_EARLY_MS: i32 = 1000;
+/// (`early`): the daemon re-queues the occurrence for its instant.
+pub(super) const MAX_EARLY_MS: i32 = rea_store::clock::TOLERANCE_MS as i32;
 
 impl Main {
     /// Claims of scheduled occurrences that arrived together (8 jobs due
     /// in the same second): sent pipelined on the one connection, so the
-    /// last waits one round trip, not eight. Anything unusual (an error,
-    /// `early`) goes through [`Main::claim`] alone.
+    /// last waits one round trip, not eight. Anything unusual (an error)
+    /// goes through [`Main::claim`] alone.
     pub(super) async fn claims(&mut self, batch: Vec<ClaimRequest>) {
         let together = batch.len() > 1
             && batch
@@ -113,8 +110,7 @@ impl Main {
         }
     }
 
-    /// A claim's answer; None for `early` and unknown answers (asked again
-    /// alone).
+    /// A claim's answer; None for unknown answers (asked again alone).
     pub(super) fn outcome(
         &mut self,
         epoch: i64,
@@ -146,6 +142,7 @@ impl Main {
             ("missed", _) => ClaimOutcome::Missed,
             ("lost", _) => ClaimOutcome::Lost,
             ("no_lease", _) => ClaimOutcome::NoLease,
+            ("early", _) => ClaimOutcome::Early,
             _ => return None,
         })
     }
@@ -168,7 +165,6 @@ impl Main {
             mode,
         } = ClaimParams::of(req);
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
-        let deadline = Instant::now() + Duration::from_secs(5);
         // A connection that broke while idle (the server restarted) fails
         // its next statement at once: one more try on a fresh one.
         let mut fresh = self.conn.is_none();
@@ -220,11 +216,6 @@ impl Main {
                     return ClaimOutcome::Unavailable(m);
                 }
             };
-            if outcome == "early" && Instant::now() < deadline {
-                // This node's clock is ahead of the database's: ask again.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
             return self
                 .outcome(epoch, &outcome, run_id, fence, prev, reason)
                 .unwrap_or_else(|| {

@@ -3,7 +3,9 @@
 //! connection of its own, and keeps a local deadline on the monotonic
 //! clock from the send time of its last renewal; past it the node claims
 //! nothing and says so. Stop requests for this node's runs come back with
-//! each renewal.
+//! each renewal, and the database's clock: each renewal measures this
+//! machine's offset to it and corrects the daemon's clock
+//! (`rea_store::clock`).
 //!
 //! Not here: anything sent on the main connection (the sweeper that
 //! declares other nodes dead is `sweeper.rs`).
@@ -11,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use rea_store::cluster::NodeEvent;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -51,8 +54,11 @@ pub(super) async fn heartbeat_loop(
         }
         if let Some((c, hb)) = &client {
             let epoch = lock(&shared).epoch;
+            let sent = rea_store::clock::machine_now();
             match renew(c, hb, &s, &hostname, io, epoch).await {
-                Ok(Some((epoch, fences))) => {
+                Ok(Some((epoch, fences, db_now))) => {
+                    let received = rea_store::clock::machine_now();
+                    measured(&shared, &events, sent, received, db_now);
                     let deadline = t0 + s.lease.saturating_sub(margin);
                     renewed(&shared, &events, &s, epoch, t0, deadline);
                     for fence in fences {
@@ -79,8 +85,62 @@ pub(super) async fn heartbeat_loop(
     }
 }
 
+/// Round trips slower than this measure nothing: half of one is the error
+/// of the measurement.
+const MAX_MEASURING_RTT_MS: i64 = 400;
+
+/// A correction this much nearer the last is not applied (the daemon's
+/// clock does not jitter by the round trip's noise).
+const CORRECTION_STEP_MS: i64 = 50;
+
+/// The database's clock read `db_now` (the middle of its work) while a
+/// statement sent at `sent` and answered at `received` (this machine's
+/// clock) was in flight: its offset, the round trip corrected (taken at the
+/// middle). It corrects the daemon's
+/// clock when it moved by more than the noise; the daemon hears of it.
+fn measured(
+    shared: &Mutex<Shared>,
+    events: &mpsc::UnboundedSender<NodeEvent>,
+    sent: DateTime<Utc>,
+    received: DateTime<Utc>,
+    db_now: DateTime<Utc>,
+) {
+    let rtt = (received - sent).num_milliseconds();
+    if !(0..=MAX_MEASURING_RTT_MS).contains(&rtt) {
+        return;
+    }
+    let Some(offset_us) = (db_now - (sent + (received - sent) / 2)).num_microseconds() else {
+        return;
+    };
+    // Rounded, not truncated: a node 2999.6 ms ahead is 3000 ms ahead.
+    let offset = (offset_us as f64 / 1000.0).round() as i64;
+    lock(shared).clock_offset_ms = Some(offset);
+    let by_us = offset_us - rea_store::clock::correction_us();
+    let by = (by_us as f64 / 1000.0).round() as i64;
+    if by.abs() > CORRECTION_STEP_MS.max(rtt / 2) {
+        rea_store::clock::set_correction_us(offset_us);
+        if offset.abs() > rea_store::clock::TOLERANCE_MS {
+            warn!(
+                offset_ms = offset,
+                "cluster: this machine's clock is {:.3} s {} the database's; scheduling on the database's",
+                offset.abs() as f64 / 1000.0,
+                if offset < 0 { "ahead of" } else { "behind" }
+            );
+        }
+        let _ = events.send(NodeEvent::ClockCorrected { by_ms: by });
+    }
+}
+
+/// The database's clock in the middle of a statement's work, from when it
+/// arrived to when it answered: the reading that faces the middle of the
+/// node's round trip (the work's own time is on neither side of it).
+fn middle(arrived: DateTime<Utc>, answered: DateTime<Utc>) -> DateTime<Utc> {
+    arrived + (answered - arrived) / 2
+}
+
 /// Registers (without an epoch) or renews the lease of `epoch`: the epoch
-/// held and the fences of this node's runs someone asked to stop; None
+/// held, the fences of this node's runs someone asked to stop and the
+/// database's clock in the middle of its work; None
 /// when the name is another host's (registering) or the epoch was
 /// declared dead or replaced (renewing: zero rows).
 async fn renew(
@@ -90,17 +150,19 @@ async fn renew(
     hostname: &str,
     io: Duration,
     epoch: Option<i64>,
-) -> Result<Option<(i64, Vec<i64>)>, String> {
+) -> Result<Option<(i64, Vec<i64>, DateTime<Utc>)>, String> {
     match epoch {
         None => register(c, s, hostname, io)
             .await
-            .map(|r| r.map(|e| (e, Vec::new()))),
+            .map(|r| r.map(|(e, at)| (e, Vec::new(), at))),
         Some(epoch) => within(io, c.query_opt(hb, &[&s.cluster, &s.node, &epoch]))
             .await
             .map(|row| {
                 row.map(|row| {
                     let fences: Option<Vec<i64>> = row.get(3);
-                    (epoch, fences.unwrap_or_default())
+                    let (arrived, answered): (DateTime<Utc>, DateTime<Utc>) =
+                        (row.get(4), row.get(2));
+                    (epoch, fences.unwrap_or_default(), middle(arrived, answered))
                 })
             }),
     }
@@ -181,21 +243,21 @@ pub(super) async fn connect_heartbeat(s: &Settings) -> Result<(Client, Statement
     Ok((c, hb))
 }
 
-/// Registers the node: Some(epoch), or None if the name is held by a live
-/// node of another host (logged).
+/// Registers the node: Some(epoch and the database's clock), or None if the
+/// name is held by a live node of another host (logged).
 pub(super) async fn register(
     c: &Client,
     s: &Settings,
     hostname: &str,
     io: Duration,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<(i64, DateTime<Utc>)>, String> {
     let lease_ms = s.lease.as_millis().min(i32::MAX as u128) as i32;
     let heartbeat_ms = s.heartbeat.as_millis().min(i32::MAX as u128) as i32;
     let pid = std::process::id() as i32;
     let row = within(
         io,
         c.query_one(
-            "select outcome, epoch from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
+            "select outcome, epoch, statement_timestamp(), clock_timestamp() from rea.register($1, $2, $3, $4, $5, $6, $7, $8)",
             &[
                 &s.cluster,
                 &s.node,
@@ -218,7 +280,7 @@ pub(super) async fn register(
             cluster = s.cluster.as_str(),
             "cluster: node registered"
         );
-        Ok(Some(epoch))
+        Ok(Some((epoch, middle(row.get(2), row.get(3)))))
     } else {
         warn!(
             node = s.node.as_str(),

@@ -85,6 +85,8 @@ struct Shared {
     /// One-shots this node has granted to the daemon, ever: what the
     /// daemon has not yet taken still counts against its free slots.
     oneshots_granted: u64,
+    /// The database's clock less this machine's, as last measured.
+    clock_offset_ms: Option<i64>,
 }
 
 impl Shared {
@@ -145,6 +147,7 @@ impl Node {
             stopping: false,
             free_slots: ONESHOT_BATCH,
             oneshots_granted: 0,
+            clock_offset_ms: None,
         }));
         let slots = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -311,6 +314,7 @@ impl ClusterNode for Node {
                 backlog: s.backlog,
                 dropped: s.dropped,
                 last_error: s.last_error.clone(),
+                clock_offset_ms: s.clock_offset_ms,
             },
             Err(_) => NodeHealth::default(),
         }
