@@ -35,7 +35,7 @@ pub(crate) fn tenant_query(s: &Settings) -> Vec<Figure> {
             "not run: needs root (it runs rea as a throwaway user)",
         )];
     }
-    let Some((uid, gid)) = throwaway_user() else {
+    let Some((uid, gid)) = util::throwaway_user(USER) else {
         return vec![Figure::info(
             PART,
             "a user's history query through the daemon",
@@ -152,34 +152,4 @@ fn write_history(dir: &TempDir, records: usize) -> u64 {
     }
     out.flush().unwrap_or_else(|e| util::die(e));
     fs::metadata(&path).map_or(0, |m| m.len())
-}
-
-/// The bench's user, created without a home or a login shell.
-fn throwaway_user() -> Option<(u32, u32)> {
-    let ids = || {
-        let id = |flag: &str| {
-            let out = Command::new("id").args([flag, USER]).output().ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .parse::<u32>()
-                .ok()
-        };
-        Some((id("-u")?, id("-g")?))
-    };
-    if let Some(found) = ids() {
-        return Some(found);
-    }
-    let created = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--home-dir",
-            "/nonexistent",
-            "--shell",
-            "/usr/sbin/nologin",
-            USER,
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    created.then(ids).flatten()
 }

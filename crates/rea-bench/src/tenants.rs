@@ -44,7 +44,7 @@ pub(crate) fn tenants(s: &Settings) -> Vec<Figure> {
             "not measured: needs root",
         )];
     }
-    let (Some(alice), Some(_)) = (throwaway_user(ALICE), throwaway_user(BOB)) else {
+    let (Some(alice), Some(_)) = (util::throwaway_user(ALICE), util::throwaway_user(BOB)) else {
         return vec![Figure::info(
             "tenants",
             "fair share between tenants",
@@ -377,35 +377,4 @@ fn victim(history: &[Value], job: &str, from: DateTime<Utc>, until: DateTime<Utc
         worst,
         latest: String::new(),
     }
-}
-
-/// `name`'s (uid, gid), creating it as a system user without a home or a
-/// login shell on first use, as the integration tests do.
-fn throwaway_user(name: &str) -> Option<(u32, u32)> {
-    let ids = || {
-        let out = Command::new("id").arg(name).output().ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |k: &str| -> Option<u32> {
-            let rest = text.split(&format!("{k}=")).nth(1)?;
-            rest.split('(').next()?.parse().ok()
-        };
-        out.status.success().then_some(())?;
-        Some((field("uid")?, field("gid")?))
-    };
-    if let Some(found) = ids() {
-        return Some(found);
-    }
-    let made = Command::new("useradd")
-        .args([
-            "--system",
-            "--no-create-home",
-            "--home-dir",
-            "/nonexistent",
-            "--shell",
-            "/usr/sbin/nologin",
-            name,
-        ])
-        .status()
-        .ok()?;
-    made.success().then(ids).flatten()
 }

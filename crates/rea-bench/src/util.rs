@@ -433,3 +433,34 @@ pub(crate) fn count_history_lines(state: &Path, needles: &[&str]) -> usize {
         .filter(|l| needles.iter().all(|n| l.contains(n)))
         .count()
 }
+
+/// `name`'s (uid, gid), creating it as a system user without a home or a
+/// login shell on first use, as the integration tests do.
+pub(crate) fn throwaway_user(name: &str) -> Option<(u32, u32)> {
+    let ids = || {
+        let out = Command::new("id").arg(name).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |k: &str| -> Option<u32> {
+            let rest = text.split(&format!("{k}=")).nth(1)?;
+            rest.split('(').next()?.parse().ok()
+        };
+        out.status.success().then_some(())?;
+        Some((field("uid")?, field("gid")?))
+    };
+    if let Some(found) = ids() {
+        return Some(found);
+    }
+    let made = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            "/usr/sbin/nologin",
+            name,
+        ])
+        .status()
+        .ok()?;
+    made.success().then(ids).flatten()
+}
