@@ -353,6 +353,51 @@ fn history_where<'a>(
     h.iter().filter(|r| f(r)).collect()
 }
 
+/// One run id everywhere (#24): the id `rea trigger` prints (its node's
+/// engine's) finds the run in the cluster's database too, from any node.
+#[test]
+fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
+    let Some(pg) = pg::shared("cluster_the_run_id_trigger_prints") else {
+        return;
+    };
+    let file = cluster_file(
+        &pg.url,
+        "runid",
+        FAST,
+        &format!("[jobs.hello]\nschedule = \"{YEARLY}\"\ncommand = \"echo hello-from-the-run\"\n"),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    let out = a.rea(&["trigger", "hello", "--wait"]);
+    out.ok();
+    // "run RUN-ID of hello succeeded …", as `rea trigger --wait` prints it.
+    let id = out
+        .stdout
+        .split_whitespace()
+        .skip_while(|w| *w != "run")
+        .nth(1)
+        .expect("a run id")
+        .to_string();
+    assert!(
+        id.parse::<i64>().is_err(),
+        "the engine's id, not the database's: {id}"
+    );
+    for n in [&a, &b] {
+        n.rea(&["logs", "hello", "--run", &id])
+            .ok()
+            .stdout_is("hello-from-the-run\n");
+    }
+    // An unknown id is not looked for in a local state directory.
+    a.rea(&["logs", "hello", "--run", "nope"])
+        .code(5)
+        .stderr_is("rea: no run \"nope\" in cluster \"runid\"'s history\n");
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+    assert_eq!(b.daemon.take().expect("running").stop(), 0);
+}
+
 #[test]
 fn cluster_a_node_killed_mid_run_is_interrupted_and_retried_elsewhere_only_with_retry() {
     let Some(pg) = pg::shared("cluster_a_node_killed_mid_run") else {

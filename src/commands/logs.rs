@@ -20,6 +20,12 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
     }
     let dir = super::state_dir(global)?;
     let reader = super::history_reader(global, &dir)?;
+    // Where the history was read: the cluster's database, or this
+    // machine's state directory.
+    let place = match super::cluster::settings(global)? {
+        Some(s) => format!("cluster {:?}'s history", s.cluster),
+        None => format!("the history in {}", dir.display()),
+    };
     let found = match &args.run {
         Some(id) => reader.find_run(id),
         None => reader.latest_final_run(&args.job),
@@ -30,11 +36,10 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
             return Err(Failure::new(
                 exit::NOT_FOUND,
                 match &args.run {
-                    Some(id) => format!("no run {id:?} in the history in {}", dir.display()),
+                    Some(id) => format!("no run {id:?} in {place}"),
                     None => format!(
-                        "no finished run of {:?} in the history in {} (see `rea history`)",
-                        args.job,
-                        dir.display()
+                        "no finished run of {:?} in {place} (see `rea history`)",
+                        args.job
                     ),
                 },
             ))

@@ -532,12 +532,23 @@ impl HistoryReader for Reader {
         )
     }
 
+    /// A run by the database's id, or by the id its node's engine gave
+    /// it (what `rea trigger` prints and the node's own history holds).
     fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
-        let Ok(id) = run_id.parse::<i64>() else {
-            return Ok(None);
-        };
+        if let Ok(id) = run_id.parse::<i64>() {
+            if let Some(found) = self
+                .runs("r.id = $2", &[&self.cluster, &id], Some(1))?
+                .pop()
+            {
+                return Ok(Some(found));
+            }
+        }
         Ok(self
-            .runs("r.id = $2", &[&self.cluster, &id], Some(1))?
+            .runs(
+                "r.detail ->> 'run' = $2",
+                &[&self.cluster, &run_id],
+                Some(1),
+            )?
             .pop())
     }
 
