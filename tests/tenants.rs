@@ -152,20 +152,38 @@ fn a_run_that_waited_for_a_slot_says_for_what() {
     }
     let env = Env::new();
     fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs("[daemon]\nmax_concurrent = 2\nshutdown_grace = \"1s\"\n");
+    env.jobs("[daemon]\nmax_concurrent = 2\nshutdown_grace = \"1s\"\nmetrics = \"127.0.0.1:0\"\n");
     throwaway_user(ALICE).expect("user");
     let f = env.write(
         "users/rea-alice.toml",
-        "[jobs.slow]\nschedule = \"@yearly\"\ncommand = \"sleep 1\"\n\n\
+        "[jobs.slow]\nschedule = \"@yearly\"\ncommand = \"sleep 3\"\n\n\
          [jobs.next]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
     );
     fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
-    let _d = env.daemon();
+    let d = env.daemon();
     // max 2, one reserved for the system: alice's share is one slot.
     rea_as(&env, ALICE, &["trigger", "slow"], None).ok();
     rea_as(&env, ALICE, &["trigger", "next"], None)
         .ok()
         .stdout_has("queued");
+    // The shares as the metrics show them, while "slow" runs.
+    let text = crate::metrics::scrape(&crate::metrics::endpoint(&d));
+    let v = |s: &str| crate::metrics::value(&text, s);
+    assert_eq!(
+        v("rea_tenant_slots{tenant=\"user-rea-alice\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        v("rea_tenant_waiting{tenant=\"user-rea-alice\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        v("rea_tenant_slots{tenant=\"system\"}"),
+        Some(0.0),
+        "{text}"
+    );
     env.wait_until("next ran", || {
         !with_status(&lines_of(&env.history(), "next"), "succeeded").is_empty()
     });

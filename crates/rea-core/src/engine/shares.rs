@@ -186,6 +186,12 @@ impl Shares {
         self.tenants.get(owner).map_or(0, |t| t.held)
     }
 
+    /// Each tenant the shares know (holding or waiting now, or lately),
+    /// with the slots it holds and its runs waiting.
+    pub(super) fn per_tenant(&self) -> impl Iterator<Item = (&Owner, usize, usize)> {
+        self.tenants.iter().map(|(o, t)| (o, t.held, t.runs.len()))
+    }
+
     /// A run waits for a slot, behind its tenant's earlier ones.
     pub(super) fn push_run(&mut self, p: Pending) {
         let owner = p.owner.clone();

@@ -67,6 +67,21 @@ impl Engine {
             .collect()
     }
 
+    /// Per tenant (`None`: the system), the slots it holds and its runs
+    /// waiting for one; the system is always listed.
+    pub fn tenant_slots(&self) -> Vec<(Option<String>, usize, usize)> {
+        let mut out: Vec<(Option<String>, usize, usize)> = self
+            .shares
+            .per_tenant()
+            .map(|(o, held, waiting)| (o.as_deref().map(str::to_string), held, waiting))
+            .collect();
+        if !out.iter().any(|(o, _, _)| o.is_none()) {
+            out.push((None, 0, 0));
+        }
+        out.sort();
+        out
+    }
+
     /// Whether a job of the file is named `name` (a map lookup).
     pub fn has_job(&self, name: &str) -> bool {
         self.jobs.contains_key(name)

@@ -230,6 +230,8 @@ pub(crate) struct Metrics {
     running: Gauge,
     running_hooks: Gauge,
     queued: Gauge,
+    tenant_slots: Family<TenantLabel, Gauge>,
+    tenant_waiting: Family<TenantLabel, Gauge>,
     max_concurrent: Gauge,
     oneshots_pending: Gauge,
     config_valid: Gauge,
@@ -343,6 +345,18 @@ impl Metrics {
             "Finished runs' hooks in progress (they take max_concurrent slots too)",
         );
         let queued = gauge(&mut r, "queued", "Runs waiting for a max_concurrent slot");
+        let tenant_slots = Family::<TenantLabel, Gauge>::default();
+        r.register(
+            "tenant_slots",
+            "max_concurrent slots a tenant's runs and hooks hold (system, or user-NAME)",
+            tenant_slots.clone(),
+        );
+        let tenant_waiting = Family::<TenantLabel, Gauge>::default();
+        r.register(
+            "tenant_waiting",
+            "A tenant's runs waiting for a max_concurrent slot",
+            tenant_waiting.clone(),
+        );
         let max_concurrent = gauge(&mut r, "max_concurrent", "[daemon] max_concurrent in force");
         let oneshots_pending = gauge(
             &mut r,
@@ -424,6 +438,8 @@ impl Metrics {
             running,
             running_hooks,
             queued,
+            tenant_slots,
+            tenant_waiting,
             max_concurrent,
             oneshots_pending,
             config_valid,
@@ -707,6 +723,16 @@ impl Metrics {
         self.running.set(int(engine.running()));
         self.running_hooks.set(int(engine.hooks_running()));
         self.queued.set(int(engine.queued()));
+        // Tenants come and go with users' files: rebuilt each refresh.
+        self.tenant_slots.clear();
+        self.tenant_waiting.clear();
+        for (owner, held, waiting) in engine.tenant_slots() {
+            let label = TenantLabel {
+                tenant: rea_core::tenant::Tenant::from_owner(owner.as_deref()).key(),
+            };
+            self.tenant_slots.get_or_create(&label).set(int(held));
+            self.tenant_waiting.get_or_create(&label).set(int(waiting));
+        }
         self.max_concurrent.set(int(engine.max_concurrent()));
         self.oneshots_pending.set(int(engine.oneshot_count()));
         self.config_valid.set(i64::from(config_valid));
@@ -973,6 +999,8 @@ mod tests {
         // The @reboot run was handed out at start.
         has(&text, "rea_running 1");
         has(&text, "rea_queued 0");
+        has(&text, "rea_tenant_slots{tenant=\"system\"} 1");
+        has(&text, "rea_tenant_waiting{tenant=\"system\"} 0");
         has(&text, "rea_oneshots_pending 0");
         has(&text, "rea_config_valid 0");
         has(&text, "rea_history_backlog_records 7");
