@@ -246,6 +246,55 @@ fn the_cpu_of_a_runs_children_agrees_with_proc() {
     assert_eq!(d.stop(), 0);
 }
 
+/// `rea status` shows what a running run has used so far, from its cgroup:
+/// a run that has burnt CPU in a child says so while it still runs.
+#[test]
+fn status_shows_the_cpu_a_running_run_has_used_so_far() {
+    let env = Env::new();
+    // A child burns a fixed amount of CPU, then the run waits (for the
+    // test to look) until a file appears.
+    let go = env.path("go");
+    env.write(
+        "burn.sh",
+        &format!(
+            "sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done'\nwhile [ ! -e {} ]; do sleep 0.05; done\n",
+            go.display()
+        ),
+    );
+    env.jobs(&format!(
+        "[jobs.burn]\nschedule = \"@yearly\"\ncommand = \"sh {}\"\n",
+        env.path("burn.sh").display()
+    ));
+    let d = env.daemon();
+    if !contained(&env) {
+        return;
+    }
+    env.rea(&["trigger", "burn"]).ok();
+    let cpu = || {
+        env.rea(&["status", "--json"]).json()["jobs"][0]["running"][0]["cpu_ms"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    // The burning child is done once the run has used this much.
+    wait_until("the run's CPU so far to show", || cpu() >= 200);
+    let text = env.rea(&["status"]).ok().stdout.clone();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("burn"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("running") && line.contains(", cpu "),
+        "{text}"
+    );
+    std::fs::write(&go, "").expect("go");
+    wait_until("the run to end", || !env.finals("burn").is_empty());
+    let rec = env.finals("burn").remove(0);
+    let total = rec["user_cpu_ms"].as_u64().unwrap_or(0) + rec["sys_cpu_ms"].as_u64().unwrap_or(0);
+    assert!(total >= 200, "{rec}");
+    assert_eq!(d.stop(), 0);
+}
+
 /// Plants a process of our own at `pid` (its own group leader, as the
 /// adversary's was) through ns_last_pid; None if other processes took the
 /// number first every time (or ns_last_pid is not writable).

@@ -42,6 +42,19 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
     }
 }
 
+/// `, cpu 1.20s, mem 35.2 MiB`: what a running run has used so far, as
+/// far as its cgroup tells.
+fn used_so_far(r: &rea_proto::protocol::RunningInfo) -> String {
+    let mut out = String::new();
+    if let Some(ms) = r.cpu_ms {
+        out.push_str(&format!(", cpu {:.2}s", ms as f64 / 1000.0));
+    }
+    if let Some(kb) = r.memory_peak_kb {
+        out.push_str(&format!(", mem {:.1} MiB", kb as f64 / 1024.0));
+    }
+    out
+}
+
 fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
     t.map(|t| super::relative(t.0, now)).unwrap_or_default()
 }
@@ -113,11 +126,12 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
         let state = match j.state.as_str() {
             "running" => match j.running.first() {
                 Some(r) => format!(
-                    "running {} (pid {}){}",
+                    "running {} (pid {}{}){}",
                     ago(r.since, now).trim_end_matches(" ago"),
                     r.pid
                         .map(|p| p.to_string())
                         .unwrap_or_else(|| "null".into()),
+                    used_so_far(r),
                     match j.running.len() {
                         0 | 1 => String::new(),
                         n => format!(" +{} more", n - 1),

@@ -54,6 +54,12 @@ impl Runs {
         });
     }
 
+    /// What the running `run` has used so far (None: no such run, or no
+    /// cgroup to ask).
+    pub(super) fn usage_now(&self, run: &str) -> Option<rea_core::run::Usage> {
+        self.handles.get(run)?.0.usage_now()
+    }
+
     /// A sendmail of `tenant` started, for `job`'s run `run`: its failure
     /// is logged, and its end arrives as [`Msg::MailEnded`].
     pub(super) fn mail_spawned(&self, tenant: String, job: String, run: String, running: Running) {

@@ -78,6 +78,13 @@ impl Loop {
                 .map(|s| {
                     let mut info = job_info(s);
                     info.hooks = self.hooks_of(&s.name);
+                    // What each running run has used so far (its cgroup).
+                    for r in &mut info.running {
+                        if let Some(u) = self.runs.usage_now(&r.run) {
+                            r.cpu_ms = Some(u.user_ms + u.sys_ms);
+                            r.memory_peak_kb = u.memory_peak_kb;
+                        }
+                    }
                     info
                 })
                 .collect(),
@@ -174,6 +181,8 @@ fn job_info(s: &JobStatus) -> JobInfo {
                 run: run.clone(),
                 pid: *pid,
                 since: since.map(Ts),
+                cpu_ms: None,
+                memory_peak_kb: None,
             })
             .collect(),
         queued: s.queued,

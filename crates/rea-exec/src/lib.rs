@@ -168,9 +168,21 @@ pub const PASSED_FD: i32 = 3;
 pub struct RunHandle {
     control: mpsc::UnboundedSender<Control>,
     tap: tap::Tap,
+    /// The run's cgroup, while it has one: what it has used so far.
+    leaf: Option<Arc<cgroup::Leaf>>,
 }
 
 impl RunHandle {
+    /// What the run has used so far, from its cgroup (CPU always, memory
+    /// and the rest where their controllers are on); None in process-group
+    /// mode. A few small reads: for `rea status`, not for a hot path.
+    pub fn usage_now(&self) -> Option<Usage> {
+        let leaf = self.leaf.as_ref()?;
+        let mut usage = Usage::default();
+        leaf.usage(&mut usage);
+        usage.from_cgroup.then_some(usage)
+    }
+
     /// Follows the run's output: what was captured so far, then what comes.
     pub fn follow(&self) -> Follower {
         self.tap.follow()
@@ -306,6 +318,7 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         stop_rx,
     ));
     let (control, control_rx) = mpsc::unbounded_channel();
+    let live_leaf = leaf.clone();
     let supervisor = tokio::spawn(supervise(Supervised {
         pid,
         pidfd,
@@ -339,7 +352,11 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
             },
         }
     };
-    let handle = RunHandle { control, tap };
+    let handle = RunHandle {
+        control,
+        tap,
+        leaf: live_leaf,
+    };
     Ok((started, handle, Box::pin(outcome)))
 }
 

@@ -446,6 +446,13 @@ pub struct RunningInfo {
     pub run: String,
     pub pid: Option<u32>,
     pub since: Option<Ts>,
+    /// CPU (user + system) the run's processes have used so far, from its
+    /// cgroup; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    /// The run's memory peak so far, where the memory controller is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_kb: Option<u64>,
 }
 
 /// A hook process: which hook, of which run.
