@@ -53,21 +53,7 @@ fn one<'a>(entries: &'a [Value], user: &str, action: &str, target: &[&str]) -> &
 /// A root daemon with a system job `sys` and one job per user (`hers`,
 /// `his`), each a long sleep.
 fn setup() -> Env {
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    let hung = |name: &str| {
-        format!(
-            "[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
-        )
-    };
-    env.jobs(&hung("sys"));
-    throwaway_user(ALICE).expect("user");
-    throwaway_user(BOB).expect("user");
-    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
-        let f = env.write(&format!("users/{user}.toml"), &hung(job));
-        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
-    }
-    env
+    crate::users::hung_jobs_env()
 }
 
 #[test]

@@ -100,6 +100,35 @@ pub(crate) fn editor(env: &Env, name: &str, versions: &[&str]) -> String {
     script.display().to_string()
 }
 
+/// A sandbox other users can reach (its directory 0711, so the socket and
+/// the editor scripts), with `main` as root's job file and a `users`
+/// directory beside it.
+pub(crate) fn shared_env(main: &str) -> Env {
+    let env = Env::new();
+    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    env.jobs(main);
+    fs::create_dir_all(env.path("users")).expect("mkdir users");
+    env
+}
+
+/// [`shared_env`] with a system job `sys` and one job per user (`hers` for
+/// rea-alice, `his` for rea-bob), each a long sleep.
+pub(crate) fn hung_jobs_env() -> Env {
+    let hung = |name: &str| {
+        format!(
+            "[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
+        )
+    };
+    let env = shared_env(&hung("sys"));
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
+        let f = env.write(&format!("users/{user}.toml"), &hung(job));
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    env
+}
+
 pub(crate) fn job_names(status: &serde_json::Value) -> Vec<String> {
     status["jobs"]
         .as_array()
@@ -220,10 +249,9 @@ fn a_name_taken_after_root_used_it_shows_none_of_roots_runs() {
     if skip_unless_root("a_name_taken_after_root_used_it_shows_none_of_roots_runs") {
         return;
     }
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs("[jobs.deploy]\nschedule = \"@yearly\"\ncommand = \"echo --password=hunter2\"\n");
-    fs::create_dir(env.path("users")).expect("mkdir users");
+    let env = shared_env(
+        "[jobs.deploy]\nschedule = \"@yearly\"\ncommand = \"echo --password=hunter2\"\n",
+    );
     throwaway_user(ALICE).expect("user");
     let d = env.daemon();
     env.rea(&["trigger", "deploy", "--wait"]).ok();
@@ -277,10 +305,7 @@ fn a_pause_a_user_left_behind_pauses_no_job_of_roots() {
     if skip_unless_root("a_pause_a_user_left_behind_pauses_no_job_of_roots") {
         return;
     }
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    fs::create_dir(env.path("users")).expect("mkdir users");
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     throwaway_user(ALICE).expect("user");
     let d = env.daemon();
     let hers = "[jobs.nightly]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
@@ -315,14 +340,12 @@ fn names_are_per_tenant_so_no_file_can_take_a_users_name() {
     if skip_unless_root("names_are_per_tenant_so_no_file_can_take_a_users_name") {
         return;
     }
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    fs::create_dir(env.path("users")).expect("mkdir users");
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     throwaway_user(ALICE).expect("user");
     throwaway_user(BOB).expect("user");
     let d = env.daemon();
-    let shared = "[jobs.shared]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+    // Each run is told its name as its file writes it, and whose it is.
+    let shared = "[jobs.shared]\nschedule = \"@yearly\"\ncommand = \"echo $REA_JOB $REA_TENANT\"\n";
     rea_as(&env, BOB, &["edit"], Some(&editor(&env, "bob", &[shared]))).ok();
     let hers = format!("{shared}[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     let out = rea_as(
@@ -358,6 +381,10 @@ fn names_are_per_tenant_so_no_file_can_take_a_users_name() {
     // Each "shared" is its owner's: alice's trigger runs hers.
     rea_as(&env, ALICE, &["trigger", "shared", "--wait"], None).ok();
     assert_eq!(env.finals("rea-alice/shared").len(), 1);
+    assert_eq!(
+        env.finals("rea-alice/shared")[0]["output"],
+        "shared rea-alice\n"
+    );
     assert!(env.finals("shared").is_empty() && env.finals("rea-bob/shared").is_empty());
     assert_eq!(d.stop(), 0);
 }
@@ -537,10 +564,7 @@ fn a_user_imports_their_crontab_into_their_own_file() {
     if skip_unless_root("a_user_imports_their_crontab_into_their_own_file") {
         return;
     }
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    fs::create_dir(env.path("users")).expect("mkdir users");
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     let d = env.daemon();
     rea_as_with_input(
         &env,
@@ -577,20 +601,7 @@ fn a_user_kills_only_the_runs_of_her_own_jobs() {
     if skip_unless_root("a_user_kills_only_the_runs_of_her_own_jobs") {
         return;
     }
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    let hung = |name: &str| {
-        format!(
-            "[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
-        )
-    };
-    env.jobs(&hung("sys"));
-    throwaway_user(ALICE).expect("user");
-    throwaway_user(BOB).expect("user");
-    for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
-        let f = env.write(&format!("users/{user}.toml"), &hung(job));
-        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
-    }
+    let env = hung_jobs_env();
     let _d = env.daemon();
     let run_of = |job: &str| {
         let out = env.rea(&["trigger", job]).ok().stdout.clone();

@@ -108,9 +108,13 @@ impl<'a> Counted<'a> {
     }
 
     fn counts(&self, name: &str) -> bool {
+        self.includes(Tenant::of(name))
+    }
+
+    fn includes(&self, tenant: Tenant<'_>) -> bool {
         match self {
             Counted::All => true,
-            Counted::One(t) => Tenant::of(name) == *t,
+            Counted::One(t) => tenant == *t,
         }
     }
 
@@ -166,7 +170,7 @@ pub(crate) fn live(data: &StatusReply, tenant: Option<&str>) -> CommandResult {
         data.jobs.iter().partition(|j| counted.counts(&j.name));
     let broken = errors
         .iter()
-        .filter(|e| counted.counts(&refusal_tenant(e).qualify("x")))
+        .filter(|e| counted.includes(refusal_tenant(e)))
         .count();
     // Whose jobs count goes without saying on a machine of one tenant.
     let whose = (tenant.is_some() || !others.is_empty()).then(|| counted.whose());

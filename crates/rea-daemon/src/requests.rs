@@ -368,10 +368,7 @@ impl Loop {
         now: chrono::DateTime<Utc>,
     ) -> Response {
         // A user names her own jobs bare; a run id is no job name.
-        let qualified = match scope.tenant() {
-            Some(me) if !me.owns(target) => me.qualify(target),
-            _ => target.to_string(),
-        };
+        let qualified = scope.qualify(target);
         let job = self
             .config
             .jobs

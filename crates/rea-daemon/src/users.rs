@@ -43,6 +43,16 @@ impl Scope {
         }
     }
 
+    /// `name` as this scope means it: a user's bare names are hers
+    /// (see [`qualified`]); root's are as typed.
+    pub(super) fn qualify(&self, name: &str) -> String {
+        let mut name = name.to_string();
+        if let Scope::User(me) = self {
+            qualified(me, &mut name);
+        }
+        name
+    }
+
     /// The user's tenant; None for root, who sees every tenant.
     pub(super) fn tenant(&self) -> Option<Tenant<'_>> {
         match self {
