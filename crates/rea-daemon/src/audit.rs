@@ -130,7 +130,10 @@ impl Pending {
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
             | Request::EditGet { .. }
-            | Request::Audit { .. } => return None,
+            | Request::Audit { .. }
+            | Request::Overview
+            | Request::Jobs(_)
+            | Request::Subscribe(_) => return None,
         };
         let user = (peer.uid == 0).then(|| "root".to_string());
         Some(Pending {

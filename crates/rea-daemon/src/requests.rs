@@ -106,6 +106,9 @@ impl Loop {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
+            Request::Overview | Request::Jobs(_) | Request::Subscribe(_) => Reply::Done(
+                Response::err("bad_request", "this daemon does not answer live views yet"),
+            ),
             Request::EditPut { .. } => Reply::Done(Response::err(
                 "bad_request",
                 "an edit is answered apart",

@@ -17,6 +17,7 @@
 //! daemon's: `rea_daemon`'s `server` module.
 
 mod client;
+pub mod live;
 pub mod protocol;
 mod remote;
 

@@ -115,6 +115,15 @@ pub enum Request {
     Audit {
         query: rea_core::audit::Query,
     },
+    /// Counts, runs in progress, failing jobs and the next fires: a bounded
+    /// answer ([`crate::live::Overview`]) whatever the number of jobs.
+    Overview,
+    /// A page of job summaries, filtered and sorted by the daemon
+    /// ([`crate::live::JobsPage`]).
+    Jobs(crate::live::JobsQuery),
+    /// An overview, then [`crate::live::Event`] lines as things happen,
+    /// until the client hangs up.
+    Subscribe(crate::live::Subscription),
 }
 
 /// `rea submit` on the wire. Exactly one of `at` and `in_ms` says when.
