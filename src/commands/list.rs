@@ -19,7 +19,8 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> CommandResult {
                 json!({
                     "name": j.name,
                     "schedule": j.schedule_text(),
-                    "after": j.after,
+                    "after": j.after_names(),
+                    "dependencies": j.after,
                     "timezone": &*j.timezone_name,
                     "command": j.command,
                     "next": next.map(|t| super::rfc3339_in(t, j.timezone)),

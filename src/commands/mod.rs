@@ -120,7 +120,9 @@ fn own_file(global: &Global) -> Result<Option<Config>, Failure> {
     for job in &mut cfg.jobs {
         let mut j = (**job).clone();
         j.name = local(&j.name);
-        j.after = j.after.iter().map(|a| local(a)).collect();
+        for dep in &mut j.after {
+            dep.job = local(&dep.job);
+        }
         *job = std::sync::Arc::new(j);
     }
     Ok(Some(cfg))

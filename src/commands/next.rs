@@ -68,13 +68,13 @@ pub(crate) fn run(global: &Global, args: &NextArgs) -> CommandResult {
             if args.json {
                 println!(
                     "{}",
-                    json!({ "job": job.name, "after": job.after, "timezone": &*job.timezone_name, "fires": [] })
+                    json!({ "job": job.name, "after": job.after_names(), "dependencies": job.after, "timezone": &*job.timezone_name, "fires": [] })
                 );
             } else {
                 eprintln!(
                     "rea: job {:?} has no schedule of its own: it runs after {}",
                     job.name,
-                    job.after.join(", ")
+                    rea_core::job::after_text(&job.after)
                 );
             }
             return failure::ok();

@@ -160,7 +160,7 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
         let next = if j.paused || !j.enabled {
             "-".to_string()
         } else if j.next_fire.is_none() && !j.after.is_empty() {
-            format!("after {}", j.after.join(", "))
+            after_text(j)
         } else {
             ago(j.next_fire, now)
         };
@@ -284,7 +284,7 @@ fn offline(global: &Global, args: &StatusArgs, dir: &std::path::Path) -> Command
         } else if j.is_reboot() {
             "at daemon start".to_string()
         } else if j.schedule.is_none() {
-            format!("after {}", j.after.join(", "))
+            format!("after {}", rea_core::job::after_text(&j.after))
         } else {
             next_fire(j, now)
                 .map(|t| super::relative(t, now))
@@ -308,4 +308,14 @@ fn next_fire(j: &Job, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         return None;
     }
     j.next_after(now)
+}
+
+/// `after a, b (on failure)` from a daemon's answer; an older daemon's,
+/// without conditions, as names.
+fn after_text(j: &rea_proto::protocol::JobInfo) -> String {
+    if j.dependencies.is_empty() {
+        format!("after {}", j.after.join(", "))
+    } else {
+        format!("after {}", rea_core::job::after_text(&j.dependencies))
+    }
 }

@@ -371,30 +371,103 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
     Field {
         name: "after",
         inheritable: false,
-        apply: |ctx, v, d| {
-            let DeValue::Array(items) = v.get_ref() else {
-                ctx.type_error(v, "an array of job names like [\"extract\"]", None);
-                return;
-            };
-            let mut names = Vec::new();
-            for item in items {
-                if let Some(s) = ctx.string(item, "a job name") {
-                    if !names.iter().any(|n| n == s) {
-                        names.push(s.to_string());
-                    }
-                }
-            }
-            if names.is_empty() {
-                ctx.error(
-                    v.span().start,
-                    "\"after\" lists no job",
-                    Some("write after = [\"extract\"], or remove the field".into()),
-                );
-            }
-            d.job.after = names;
-        },
+        apply: apply_after,
     },
 ];
+
+/// `after = ["extract", { job = "load", on = "failure" }]`: a plain name
+/// means `on = "success"`; both forms mix in one list. A job listed twice
+/// with the same condition counts once; with two conditions it is refused
+/// (a join would wait for both ends of one run, which never comes).
+fn apply_after(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    const EXPECTED: &str =
+        "an array of job names or tables, like [\"extract\", { job = \"load\", on = \"failure\" }]";
+    let DeValue::Array(items) = v.get_ref() else {
+        ctx.type_error(v, EXPECTED, None);
+        return;
+    };
+    let mut deps: Vec<rea_core::job::Dependency> = Vec::new();
+    for item in items {
+        let dep = match item.get_ref() {
+            DeValue::String(s) => Some(rea_core::job::Dependency {
+                job: s.to_string(),
+                on: rea_core::job::On::Success,
+            }),
+            DeValue::Table(t) => after_entry(ctx, item, t),
+            _ => {
+                ctx.type_error(
+                    item,
+                    "a job name, or a table like { job = \"extract\", on = \"failure\" }",
+                    None,
+                );
+                None
+            }
+        };
+        let Some(dep) = dep else { continue };
+        match deps.iter().find(|d| d.job == dep.job) {
+            Some(d) if d.on == dep.on => {}
+            Some(d) => ctx.error(
+                item.span().start,
+                format!(
+                    "\"after\" lists {:?} twice, on {} and on {}",
+                    dep.job,
+                    d.on.as_str(),
+                    dep.on.as_str()
+                ),
+                Some(format!(
+                    "list it once: {{ job = {:?}, on = \"always\" }} runs after either end",
+                    dep.job
+                )),
+            ),
+            None => deps.push(dep),
+        }
+    }
+    if deps.is_empty() && items.is_empty() {
+        ctx.error(
+            v.span().start,
+            "\"after\" lists no job",
+            Some("write after = [\"extract\"], or remove the field".into()),
+        );
+    }
+    d.job.after = deps;
+}
+
+/// `{ job = "extract", on = "failure" }`; `on` defaults to success.
+fn after_entry(
+    ctx: &mut Ctx,
+    item: &Value,
+    table: &toml::de::DeTable,
+) -> Option<rea_core::job::Dependency> {
+    let mut job = None;
+    let mut on = rea_core::job::On::Success;
+    let mut ok = true;
+    for (key, value) in in_file_order(table) {
+        match key.get_ref().as_ref() {
+            "job" => job = ctx.string(value, "a job name").map(str::to_string),
+            "on" => match ctx.choice(value, "on", &rea_core::job::On::ALL) {
+                Some(o) => on = o,
+                None => ok = false,
+            },
+            _ => {
+                ctx.unknown_field(
+                    key,
+                    ["job", "on"].into_iter(),
+                    "fields of an \"after\" entry",
+                    None,
+                );
+                ok = false;
+            }
+        }
+    }
+    if job.is_none() && ok {
+        ctx.error(
+            item.span().start,
+            "an \"after\" entry names no job",
+            Some("write { job = \"extract\", on = \"failure\" }".into()),
+        );
+    }
+    Some(rea_core::job::Dependency { job: job?, on }).filter(|_| ok)
+}
 
 /// `mailto = "ops@example.com"` or a list; `""` (as cron's MAILTO="") = none.
 fn apply_mailto(ctx: &mut Ctx, v: &Value, d: &mut Draft) {

@@ -1170,3 +1170,87 @@ mod proptests {
         }
     }
 }
+
+/// `after` entries with a condition, and `params`.
+mod conditions_and_params {
+    use super::unit::{errors, ok};
+    use rea_core::job::{Dependency, On};
+
+    const EXTRACT: &str = "[jobs.extract]\nschedule = \"@daily\"\ncommand = \"x\"\n";
+
+    #[test]
+    fn after_mixes_names_and_tables_and_defaults_to_success() {
+        let c = ok(&format!(
+            "{EXTRACT}[jobs.load]\nschedule = \"@daily\"\ncommand = \"x\"\n\
+             [jobs.tidy]\ncommand = \"x\"\n\
+             after = [\"load\", {{ job = \"extract\", on = \"failure\" }}, {{ job = \"load\" }}]\n\
+             [jobs.audit]\ncommand = \"x\"\nafter = [{{ job = \"extract\", on = \"always\" }}]\n"
+        ));
+        let dep = |job: &str, on| Dependency {
+            job: job.into(),
+            on,
+        };
+        assert_eq!(
+            c.jobs[2].after,
+            vec![dep("load", On::Success), dep("extract", On::Failure)]
+        );
+        assert_eq!(
+            c.jobs[2].schedule_text(),
+            "after load, extract (on failure)"
+        );
+        assert_eq!(c.jobs[3].after, vec![dep("extract", On::Always)]);
+    }
+
+    #[test]
+    fn bad_after_entries_are_located_with_a_hint() {
+        assert_eq!(
+            errors(&format!(
+                "{EXTRACT}[jobs.t]\ncommand = \"x\"\nafter = [{{ job = \"extract\", on = \"failed\" }}]\n"
+            )),
+            "jobs.toml:6:34: \"on\" must be one of \"success\", \"failure\", \"always\", found \"failed\"\n  hint: did you mean \"failure\"?\n"
+        );
+        assert_eq!(
+            errors(&format!(
+                "{EXTRACT}[jobs.t]\ncommand = \"x\"\nafter = [{{ on = \"failure\" }}]\n"
+            )),
+            "jobs.toml:6:10: an \"after\" entry names no job\n  hint: write { job = \"extract\", on = \"failure\" }\n"
+        );
+        let e = errors(&format!(
+            "{EXTRACT}[jobs.t]\ncommand = \"x\"\nafter = [{{ job = \"extract\", when = \"failure\" }}]\n"
+        ));
+        assert!(
+            e.starts_with("jobs.toml:6:29: unknown field \"when\""),
+            "{e}"
+        );
+        assert_eq!(
+            errors(&format!(
+                "{EXTRACT}[jobs.t]\ncommand = \"x\"\nafter = [\"extract\", {{ job = \"extract\", on = \"failure\" }}]\n"
+            )),
+            "jobs.toml:6:21: \"after\" lists \"extract\" twice, on success and on failure\n  hint: list it once: { job = \"extract\", on = \"always\" } runs after either end\n"
+        );
+        assert_eq!(
+            errors(&format!("{EXTRACT}[jobs.t]\ncommand = \"x\"\nafter = [3]\n")),
+            "jobs.toml:6:10: expected a job name, or a table like { job = \"extract\", on = \"failure\" }, found an integer\n"
+        );
+    }
+
+    #[test]
+    fn a_cycle_through_conditional_entries_is_refused_where_it_starts() {
+        let e = errors(
+            "[jobs.a]\ncommand = \"x\"\nafter = [{ job = \"b\", on = \"failure\" }]\n\
+             [jobs.b]\ncommand = \"x\"\nafter = [{ job = \"a\", on = \"always\" }]\n",
+        );
+        assert_eq!(
+            e,
+            "jobs.toml:3:1: jobs depend on each other in a cycle: a → b → a\n  hint: remove one of these \"after\" entries\n"
+        );
+        let e =
+            errors("[jobs.a]\ncommand = \"x\"\nafter = [{ job = \"nope\", on = \"failure\" }]\n");
+        assert!(
+            e.starts_with(
+                "jobs.toml:3:1: job \"a\" runs after \"nope\", which is not a job of this file"
+            ),
+            "{e}"
+        );
+    }
+}

@@ -452,7 +452,7 @@ impl<'a> Ctx<'a> {
             self.check_jitter(&draft, name, key.span().start);
             // `after` names jobs of this file, so of this tenant.
             for dep in &mut draft.job.after {
-                *dep = tenant.qualify(dep);
+                dep.job = tenant.qualify(&dep.job);
             }
             if let Some(job) = draft.into_job(&qualified) {
                 // Equal as written: schedules compare by meaning, and the
@@ -561,7 +561,7 @@ impl<'a> Ctx<'a> {
                 .map_or(name, |(_, local)| local)
         }
         for job in jobs {
-            for dep in &job.after {
+            for dep in job.after.iter().map(|d| &d.job) {
                 let problem = if dep == &job.name {
                     Some((
                         format!("job {:?} cannot run after itself", shown(&job.name)),
@@ -615,7 +615,7 @@ impl<'a> Ctx<'a> {
             state.insert(name, 1);
             path.push(name);
             if let Some(job) = index.get(name) {
-                for dep in &job.after {
+                for dep in job.after.iter().map(|d| &d.job) {
                     if dep != name && index.contains_key(dep.as_str()) {
                         if let Some(c) = visit(dep, index, state, path) {
                             return Some(c);

@@ -106,9 +106,9 @@ pub struct Job {
     /// have their defaults, as for most jobs. Read it with
     /// [`Job::extras`].
     pub extras: Option<Box<JobExtras>>,
-    /// Run when each of these jobs has succeeded (since this job's last
-    /// run so triggered).
-    pub after: Vec<String>,
+    /// Run when each of these jobs has ended as its entry's `on` asks
+    /// (succeeded, by default), since this job's last run so triggered.
+    pub after: Vec<Dependency>,
     /// The user whose own job file this job is in (`users/NAME.toml`):
     /// that user may see, trigger, pause and edit it through the daemon,
     /// and it always runs as them. None for the system's job files.
@@ -116,6 +116,74 @@ pub struct Job {
     /// Cluster mode: what happens to a running run when its node loses its
     /// lease. Default keep.
     pub on_lease_lost: crate::claim::OnLeaseLost,
+}
+
+/// Which end of a job's run starts the jobs that run `after` it with this
+/// condition (`after = [{ job = "extract", on = "failure" }]`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum On {
+    /// The run succeeded (any attempt).
+    #[default]
+    Success,
+    /// The run failed or timed out and will not be retried: its last
+    /// attempt (or its only one, without `retry`). A killed run is not a
+    /// failure (someone decided it should stop), as for `on_failure`.
+    Failure,
+    /// The run ended, whichever way (succeeded, failed or timed out after
+    /// its last attempt, killed). A skipped or missed occurrence did not
+    /// run, so it starts nothing.
+    Always,
+}
+
+impl On {
+    /// Every condition, as the job file names it.
+    pub const ALL: [(&'static str, On); 3] = [
+        ("success", On::Success),
+        ("failure", On::Failure),
+        ("always", On::Always),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            On::Success => "success",
+            On::Failure => "failure",
+            On::Always => "always",
+        }
+    }
+}
+
+/// One entry of `after`: a job of the same file, and which end of its run
+/// counts. In JSON (`rea list --json`, `rea status --json`):
+/// `{"job": "extract", "on": "failure"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Dependency {
+    /// The job's name (qualified with its tenant, as every name).
+    pub job: String,
+    #[serde(default)]
+    pub on: On,
+}
+
+impl Dependency {
+    /// `extract`, or `extract (on failure)` for another condition than
+    /// success: how lists and messages show it.
+    pub fn shown(&self, name: &str) -> String {
+        match self.on {
+            On::Success => name.to_string(),
+            on => format!("{name} (on {})", on.as_str()),
+        }
+    }
+}
+
+/// `after` as people read it: `a, b (on failure)`.
+pub fn after_text(after: &[Dependency]) -> String {
+    after
+        .iter()
+        .map(|d| d.shown(&d.job))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The fields of a job that most jobs leave unset (a description, mail,
@@ -187,6 +255,11 @@ impl Job {
         }
     }
 
+    /// The names of the jobs it runs after, in the order written.
+    pub fn after_names(&self) -> Vec<&str> {
+        self.after.iter().map(|d| d.job.as_str()).collect()
+    }
+
     /// The first fire strictly after `after`; None for `@reboot`, jobs
     /// without a schedule, and schedules that never fire again.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -201,8 +274,8 @@ impl Job {
     pub fn schedule_text(&self) -> String {
         match &self.schedule {
             Some(s) if self.after.is_empty() => s.source().to_string(),
-            Some(s) => format!("{} + after {}", s.source(), self.after.join(", ")),
-            None => format!("after {}", self.after.join(", ")),
+            Some(s) => format!("{} + after {}", s.source(), after_text(&self.after)),
+            None => format!("after {}", after_text(&self.after)),
         }
     }
 }

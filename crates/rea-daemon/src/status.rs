@@ -189,7 +189,8 @@ fn job_info(s: &JobStatus) -> JobInfo {
         retry_at: s.retry_at.map(Ts),
         next_fire: s.next_fire.map(Ts),
         consecutive_failures: s.consecutive_failures,
-        after: s.after.clone(),
+        after: s.after.iter().map(|d| d.job.clone()).collect(),
+        dependencies: s.after.clone(),
         last: s.last.as_ref().map(|l| LastInfo {
             run: l.run.clone(),
             status: l.status.as_str().to_string(),

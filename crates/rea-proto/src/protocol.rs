@@ -446,7 +446,12 @@ pub struct JobInfo {
     pub retry_at: Option<Ts>,
     pub next_fire: Option<Ts>,
     pub consecutive_failures: u32,
+    /// The names of the jobs it runs after (whatever their condition).
     pub after: Vec<String>,
+    /// The same entries with their condition (`{"job": .., "on":
+    /// "success" | "failure" | "always"}`); absent from older daemons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<rea_core::job::Dependency>,
     pub last: Option<LastInfo>,
 }
 

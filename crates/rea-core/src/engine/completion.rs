@@ -216,6 +216,8 @@ impl Engine {
             });
         }
         let mut exhausted = false;
+        // A failure is final unless a retry follows, here or elsewhere.
+        let mut retried = false;
         if is_failure(status) && !state.removed && !self.stopping {
             let retry = Due::Retry {
                 job: state.name.clone(),
@@ -232,12 +234,14 @@ impl Engine {
                 &mut rec,
             ) {
                 Retry::Scheduled(id) => {
+                    retried = true;
                     if let Some(old) = state.retry.replace(id) {
                         self.heap.cancel(old);
                     }
                 }
                 Retry::Exhausted => exhausted = true,
-                Retry::NotAllowed | Retry::Elsewhere => {}
+                Retry::Elsewhere => retried = true,
+                Retry::NotAllowed => {}
             }
         }
         let after_run = after_run(&state.def, &rec, status, exhausted);
@@ -261,8 +265,14 @@ impl Engine {
                 out.push(Action::AfterRun(Box::new(a)));
             }
         }
-        if status == RunStatus::Succeeded {
-            self.dependents_of(&name, now, out);
+        let end = match status {
+            RunStatus::Succeeded => Some(dependencies::End::Succeeded),
+            s if is_failure(s) && !retried => Some(dependencies::End::FailedForGood),
+            RunStatus::Killed => Some(dependencies::End::Killed),
+            _ => None,
+        };
+        if let Some(end) = end {
+            self.dependents_of(&name, end, now, out);
         }
         let Some(state) = self.jobs.get_mut(name.as_str()) else {
             return;

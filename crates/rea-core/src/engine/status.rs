@@ -27,8 +27,9 @@ pub struct JobStatus {
     pub queued: usize,
     pub consecutive_failures: u32,
     pub last: Option<LastRun>,
-    /// Jobs it runs after (its `after` list).
-    pub after: Vec<String>,
+    /// Jobs it runs after, and on which end of their runs (its `after`
+    /// list).
+    pub after: Vec<crate::job::Dependency>,
 }
 
 /// (run id, pid, since) of a run in progress.

@@ -92,6 +92,8 @@ struct Sim {
     running: Vec<(String, DateTime<Utc>)>,
     records: Vec<Record>,
     max_seen_running: usize,
+    /// Exit codes by job, over `run_until`'s own.
+    codes: HashMap<String, i32>,
 }
 
 impl Sim {
@@ -105,6 +107,7 @@ impl Sim {
             running: vec![],
             records: vec![],
             max_seen_running: 0,
+            codes: HashMap::new(),
         };
         sim.apply(actions);
         sim
@@ -161,6 +164,13 @@ impl Sim {
                     .position(|(_, s)| *s + run_for == next)
                     .expect("finishing run");
                 let (run, started) = self.running.remove(idx);
+                let code = self
+                    .started
+                    .iter()
+                    .find(|s| s.0 == run)
+                    .and_then(|s| self.codes.get(&s.1))
+                    .copied()
+                    .unwrap_or(code);
                 let actions =
                     self.engine
                         .finished(&run, &outcome(100, started, self.now, code), self.now);
@@ -401,6 +411,122 @@ fn the_global_limit_is_never_exceeded_and_queues_in_due_order() {
         .collect();
     assert_eq!(waited.iter().filter(|w| **w == 180_000).count(), 1);
     assert_eq!(waited.iter().filter(|w| **w == 0).count(), 3);
+}
+
+/// `extract` every hour with two retries, and three jobs after it: on
+/// success (a plain name), on failure, always.
+fn pipeline() -> Jobs {
+    let mut extract = job("extract", "0 * * * *");
+    extract.retry = RetryPolicy {
+        attempts: 2,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(10),
+        factor: 1.0,
+        jitter: 0.0,
+    };
+    let after = |name: &str, on: crate::job::On| {
+        let mut j = job(name, "@hourly");
+        j.schedule = None;
+        j.after = vec![crate::job::Dependency {
+            job: "extract".into(),
+            on,
+        }];
+        j
+    };
+    config(
+        vec![
+            extract,
+            after("report", crate::job::On::Success),
+            after("cleanup", crate::job::On::Failure),
+            after("audit", crate::job::On::Always),
+        ],
+        8,
+    )
+}
+
+#[test]
+fn on_failure_dependents_run_once_after_the_last_attempt() {
+    let cfg = pipeline();
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
+    sim.codes.insert("extract".into(), 1);
+    sim.run_until(at("2026-11-29T01:30:00Z"), chrono::Duration::seconds(1), 0);
+    // 01:00:00 fails at :01, retried at :11 (fails at :12), at :22 (fails
+    // at :23): only then, once, do the failure and always dependents run.
+    assert_eq!(sim.starts_of("extract").len(), 3);
+    assert_eq!(sim.starts_of("cleanup"), vec![at("2026-11-29T01:00:23Z")]);
+    assert_eq!(sim.starts_of("audit"), vec![at("2026-11-29T01:00:23Z")]);
+    assert!(sim.starts_of("report").is_empty());
+    assert!(sim
+        .started
+        .iter()
+        .filter(|s| s.1 != "extract")
+        .all(|s| s.4 == Trigger::Dependency));
+}
+
+#[test]
+fn on_success_and_always_dependents_run_after_a_success_and_failure_ones_do_not() {
+    let cfg = pipeline();
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
+    sim.run_until(at("2026-11-29T02:30:00Z"), chrono::Duration::seconds(1), 0);
+    assert_eq!(
+        sim.starts_of("report"),
+        vec![at("2026-11-29T01:00:01Z"), at("2026-11-29T02:00:01Z")]
+    );
+    assert_eq!(sim.starts_of("audit"), sim.starts_of("report"));
+    assert!(sim.starts_of("cleanup").is_empty());
+}
+
+#[test]
+fn a_killed_run_starts_only_always_dependents_and_a_skipped_one_nothing() {
+    let mut cfg = pipeline();
+    let mut extract = (*cfg.jobs[0]).clone();
+    extract.retry = RetryPolicy::default();
+    cfg.jobs[0] = Arc::new(extract);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:59:59Z"));
+    sim.run_until(at("2026-11-29T01:00:00Z"), chrono::Duration::hours(2), 0);
+    let (run, started) = sim.running[0].clone();
+    // The next occurrence finds it running: skipped, and nothing follows.
+    sim.run_until(at("2026-11-29T02:00:00Z"), chrono::Duration::hours(2), 0);
+    assert!(sim
+        .records
+        .iter()
+        .any(|r| r.status == Some(RunStatus::Skipped)));
+    assert_eq!(sim.started.len(), 1);
+    let mut o = outcome(100, started, sim.now, -1);
+    o.terminated = true;
+    sim.running.clear();
+    let actions = sim.engine.finished(&run, &o, sim.now);
+    sim.apply(actions);
+    let names: Vec<_> = sim.started.iter().map(|s| s.1.as_str()).collect();
+    assert_eq!(names, vec!["extract", "audit"]);
+}
+
+#[test]
+fn a_join_waits_for_each_entry_on_its_own_condition() {
+    let mut a = job("a", "0 * * * *");
+    a.command = "false".into();
+    let b = job("b", "0 * * * *");
+    let mut join = job("join", "@hourly");
+    join.schedule = None;
+    join.after = vec![
+        crate::job::Dependency {
+            job: "a".into(),
+            on: crate::job::On::Failure,
+        },
+        crate::job::Dependency {
+            job: "b".into(),
+            on: crate::job::On::Success,
+        },
+    ];
+    let cfg = config(vec![a, b, join], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:30:00Z"));
+    sim.codes.insert("a".into(), 1);
+    sim.run_until(at("2026-11-29T01:30:00Z"), chrono::Duration::seconds(1), 0);
+    assert_eq!(sim.starts_of("join"), vec![at("2026-11-29T01:00:01Z")]);
+    // b failing next hour: a's failure alone does not start the join.
+    sim.codes.insert("b".into(), 1);
+    sim.run_until(at("2026-11-29T02:30:00Z"), chrono::Duration::seconds(1), 0);
+    assert_eq!(sim.starts_of("join").len(), 1);
 }
 
 #[test]
