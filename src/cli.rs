@@ -262,9 +262,23 @@ pub(crate) struct TriggerArgs {
     /// Run even if the job's overlap policy would skip or queue it
     #[arg(long)]
     pub(crate) force: bool,
+    /// Pass a value of one of the job's declared parameters (its `params`)
+    /// to the run as an environment variable; repeat for each. The daemon
+    /// refuses undeclared names, values that do not match the parameter's
+    /// pattern, and missing parameters that have no default
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    pub(crate) params: Vec<(String, String)>,
     /// Machine-readable output
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `--param NAME=VALUE`: split at the first `=` (the value may hold more).
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err("expected NAME=VALUE, e.g. --param DATE=2026-11-30".into()),
+    }
 }
 
 #[derive(Debug, Args)]

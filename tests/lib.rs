@@ -30,6 +30,7 @@ mod next;
 mod notify;
 mod oneshot;
 mod package;
+mod params;
 mod pg_history;
 mod quotas;
 mod reload;

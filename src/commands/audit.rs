@@ -56,7 +56,7 @@ pub(crate) fn run(global: &Global, args: &AuditArgs) -> CommandResult {
             e.tenant().to_string(),
             e.source.clone(),
             e.action.as_str().to_string(),
-            e.target.join(" "),
+            target(e),
             result(e),
         ]);
     }
@@ -96,6 +96,15 @@ fn action(a: AuditAction) -> Action {
 }
 
 /// `alice`, or `uid 1234` when the user database had no name.
+/// What it named, and a trigger's parameters: `report DATE=2026-11-30`.
+fn target(e: &Entry) -> String {
+    let mut parts = e.target.clone();
+    if let Some(p) = &e.params {
+        parts.extend(p.iter().map(|(k, v)| format!("{k}={v:?}")));
+    }
+    parts.join(" ")
+}
+
 fn user(e: &Entry) -> String {
     e.user.clone().unwrap_or_else(|| format!("uid {}", e.uid))
 }

@@ -63,6 +63,7 @@ fn audit(
         },
         code: error.map(|_| "refused".to_string()),
         message: error.cloned(),
+        params: None,
         node: None,
     }
     .bounded();

@@ -126,20 +126,56 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
                 .unwrap_or_default(),
             cpu_text(r),
             exit_text,
-            match (r.oom_killed, r.reason.as_deref()) {
-                (Some(true), reason) => {
-                    let first = reason.unwrap_or("").lines().next().unwrap_or("");
-                    format!("out of memory (OOM killer) {first}")
-                        .trim()
-                        .to_string()
-                }
-                (_, Some(reason)) => reason.lines().next().unwrap_or("").to_string(),
-                (_, None) => waited_text(r),
-            },
+            note_with_params(
+                match (r.oom_killed, r.reason.as_deref()) {
+                    (Some(true), reason) => {
+                        let first = reason.unwrap_or("").lines().next().unwrap_or("");
+                        format!("out of memory (OOM killer) {first}")
+                            .trim()
+                            .to_string()
+                    }
+                    (_, Some(reason)) => reason.lines().next().unwrap_or("").to_string(),
+                    (_, None) => waited_text(r),
+                },
+                r,
+            ),
         ]);
     }
     print!("{}", table.render());
     failure::ok()
+}
+
+/// The NOTE column: what it says, then the run's parameters.
+fn note_with_params(note: String, r: &Record) -> String {
+    match (note.is_empty(), params_text(r)) {
+        (_, None) => note,
+        (true, Some(p)) => p,
+        (false, Some(p)) => format!("{note}; {p}"),
+    }
+}
+
+/// A run's parameters as `DATE=2026-11-30 REGION=eu` (a value with a
+/// space, a quote or a control character quoted and escaped, so one run
+/// stays one line), or None for a job that declares none.
+pub(super) fn params_text(r: &Record) -> Option<String> {
+    let params = r.params.as_ref().filter(|p| !p.is_empty())?;
+    let shown = |v: &str| {
+        if v.is_empty()
+            || v.chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '"')
+        {
+            format!("{v:?}")
+        } else {
+            v.to_string()
+        }
+    };
+    Some(
+        params
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shown(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// What a run waited for before it started, if it waited for a slot

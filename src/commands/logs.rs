@@ -94,6 +94,9 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
     if let Some(usage) = usage_line(&record) {
         eprintln!("rea: {usage}");
     }
+    if let Some(params) = super::history::params_text(&record) {
+        eprintln!("rea: params {params}");
+    }
     let output = record.output.as_deref().unwrap_or("");
     if !args.raw && std::io::stdout().is_terminal() {
         print!("{}", crate::terminal::printable(output));

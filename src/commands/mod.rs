@@ -248,6 +248,8 @@ fn refusal(resp: Response) -> Failure {
         // Idempotent submitters: "already pending" has its own status.
         Some("duplicate") => exit::DUPLICATE,
         Some("invalid_config") => exit::INVALID,
+        // Parameters the job does not take: the command line is wrong.
+        Some("bad_params") => exit::INVALID,
         _ => exit::FAILURE,
     };
     let mut msg = resp

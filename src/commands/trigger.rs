@@ -13,6 +13,14 @@ use rea_proto::protocol::TriggerReply;
 use rea_proto::Request;
 
 pub(crate) fn run(global: &Global, args: &TriggerArgs) -> CommandResult {
+    let mut params = std::collections::BTreeMap::new();
+    for (name, value) in &args.params {
+        if params.insert(name.clone(), value.clone()).is_some() {
+            return Err(failure::Failure::invalid(format!(
+                "--param {name} is given twice"
+            )));
+        }
+    }
     let mut client = super::connect(global)?;
     let wait = args.wait || args.follow;
     let request = Request::Trigger {
@@ -20,6 +28,7 @@ pub(crate) fn run(global: &Global, args: &TriggerArgs) -> CommandResult {
         force: args.force,
         wait,
         follow: args.follow,
+        params,
     };
     let first = super::ask::<TriggerReply>(&mut client, &request)?;
     let TriggerReply { run, state, .. } = &first.data;

@@ -373,6 +373,11 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         inheritable: false,
         apply: apply_after,
     },
+    Field {
+        name: "params",
+        inheritable: false,
+        apply: apply_params,
+    },
 ];
 
 /// `after = ["extract", { job = "load", on = "failure" }]`: a plain name
@@ -467,6 +472,114 @@ fn after_entry(
         );
     }
     Some(rea_core::job::Dependency { job: job?, on }).filter(|_| ok)
+}
+
+/// `params = ["DATE", "REGION"]`, or
+/// `params = { DATE = { default = "today", pattern = "[0-9-]+" }, REGION = {} }`:
+/// what `rea trigger --param` may pass ([`rea_core::params`]).
+fn apply_params(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    use rea_core::params::{name_problem, value_problem, Param, Pattern, MAX_PARAMS};
+    const EXAMPLE: &str =
+        "write params = [\"DATE\"] or params = { DATE = { default = \"today\", pattern = \"[0-9-]+\" } }";
+    let mut params: Vec<Param> = Vec::new();
+    let mut declare = |ctx: &mut Ctx, at: usize, param: Param| {
+        if let Some(problem) = name_problem(&param.name) {
+            ctx.error(
+                at,
+                format!("invalid parameter name: {problem}"),
+                Some(EXAMPLE.into()),
+            );
+        } else if params.iter().any(|p| p.name == param.name) {
+            ctx.error(
+                at,
+                format!("parameter {:?} is declared twice", param.name),
+                None,
+            );
+        } else if params.len() == MAX_PARAMS {
+            ctx.error(at, format!("more than {MAX_PARAMS} parameters"), None);
+        } else {
+            params.push(param);
+        }
+    };
+    match v.get_ref() {
+        DeValue::Array(items) => {
+            for item in items {
+                if let Some(name) = ctx.string(item, "a parameter name like \"DATE\"") {
+                    let param = Param {
+                        name: name.to_string(),
+                        default: None,
+                        pattern: None,
+                    };
+                    declare(ctx, item.span().start, param);
+                }
+            }
+        }
+        DeValue::Table(table) => {
+            for (key, value) in in_file_order(table) {
+                let Some(spec) = ctx.table(
+                    value,
+                    "a table like { default = \"today\", pattern = \"[0-9-]+\" }",
+                ) else {
+                    continue;
+                };
+                let mut param = Param {
+                    name: key.get_ref().to_string(),
+                    default: None,
+                    pattern: None,
+                };
+                let mut default_at = value.span().start;
+                for (k, field) in in_file_order(spec) {
+                    match k.get_ref().as_ref() {
+                        "default" => {
+                            if let Some(s) = ctx.string(field, "a string") {
+                                param.default = Some(s.to_string());
+                                default_at = field.span().start;
+                            }
+                        }
+                        "pattern" => {
+                            if let Some(s) = ctx.string(field, "a regular expression") {
+                                match Pattern::new(s) {
+                                    Ok(p) => param.pattern = Some(p),
+                                    Err(e) => ctx.error(
+                                        field.span().start,
+                                        format!("invalid pattern for {:?}: {e}", param.name),
+                                        Some("the whole value must match; write e.g. pattern = \"[0-9]{4}-[0-9]{2}-[0-9]{2}\"".into()),
+                                    ),
+                                }
+                            }
+                        }
+                        _ => ctx.unknown_field(
+                            k,
+                            ["default", "pattern"].into_iter(),
+                            "fields of a parameter",
+                            None,
+                        ),
+                    }
+                }
+                if let Some(problem) = param
+                    .default
+                    .as_deref()
+                    .and_then(|dv| value_problem(&param, dv))
+                {
+                    ctx.error(
+                        default_at,
+                        format!(
+                            "the default of {:?} is not a value it accepts: {problem}",
+                            param.name
+                        ),
+                        None,
+                    );
+                }
+                declare(ctx, key.span().start, param);
+            }
+        }
+        _ => ctx.type_error(
+            v,
+            "an array of names or a table of parameters",
+            Some(EXAMPLE.into()),
+        ),
+    }
+    d.job.extras_mut().params = params;
 }
 
 /// `mailto = "ops@example.com"` or a list; `""` (as cron's MAILTO="") = none.

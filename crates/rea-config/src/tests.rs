@@ -1253,4 +1253,67 @@ mod conditions_and_params {
             "{e}"
         );
     }
+
+    #[test]
+    fn params_are_a_list_of_names_or_a_table_with_defaults_and_patterns() {
+        let c = ok("[jobs.a]\ncommand = \"x\"\nschedule = \"@daily\"\nparams = [\"DATE\", \"REGION\"]\n\
+                    [jobs.b]\ncommand = \"x\"\nschedule = \"@daily\"\n\
+                    params = { DATE = { default = \"2026-01-01\", pattern = \"[0-9]{4}-[0-9]{2}-[0-9]{2}\" }, REGION = { default = \"eu\" } }\n");
+        let names = |i: usize| -> Vec<String> {
+            c.jobs[i]
+                .extras()
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .collect()
+        };
+        assert_eq!(names(0), ["DATE", "REGION"]);
+        assert_eq!(names(1), ["DATE", "REGION"]);
+        let date = &c.jobs[1].extras().params[0];
+        assert_eq!(date.default.as_deref(), Some("2026-01-01"));
+        assert_eq!(
+            date.pattern.as_ref().map(|p| p.as_str()),
+            Some("[0-9]{4}-[0-9]{2}-[0-9]{2}")
+        );
+        // Job a runs on a schedule with two parameters that have no default.
+        assert_eq!(
+            c.warnings.iter().map(|w| format!("{w}\n")).collect::<String>(),
+            "jobs.toml:4:1: warning: job \"a\" runs without a trigger (schedule or after), and then parameters DATE, REGION are unset\n  hint: give it a default: params = { DATE = { default = \"…\" } }\n"
+        );
+    }
+
+    #[test]
+    fn bad_params_are_located_with_a_hint() {
+        let job = "[jobs.a]\ncommand = \"x\"\nschedule = \"@daily\"\n";
+        assert_eq!(
+            errors(&format!("{job}params = [\"REA_JOB\", \"1X\"]\n")),
+            "jobs.toml:4:11: invalid parameter name: names starting with \"REA_\" are reserved (rea's own variables, the loader's)\n  hint: write params = [\"DATE\"] or params = { DATE = { default = \"today\", pattern = \"[0-9-]+\" } }\n\
+             jobs.toml:4:22: invalid parameter name: \"1X\" is not an environment variable name (letters, digits and \"_\", not starting with a digit)\n  hint: write params = [\"DATE\"] or params = { DATE = { default = \"today\", pattern = \"[0-9-]+\" } }\n"
+        );
+        assert_eq!(
+            errors(&format!("{job}params = {{ PATH = {{}} }}\n")),
+            "jobs.toml:4:12: invalid parameter name: \"PATH\" is set by rea or the shell for every run and cannot be a parameter\n  hint: write params = [\"DATE\"] or params = { DATE = { default = \"today\", pattern = \"[0-9-]+\" } }\n"
+        );
+        let e = errors(&format!(
+            "{job}params = {{ D = {{ pattern = \"[0-9\" }} }}\n"
+        ));
+        assert!(
+            e.starts_with("jobs.toml:4:28: invalid pattern for \"D\": "),
+            "{e}"
+        );
+        assert_eq!(
+            errors(&format!("{job}params = {{ D = {{ default = \"x\", pattern = \"[0-9]+\" }} }}\n")),
+            "jobs.toml:4:28: the default of \"D\" is not a value it accepts: D=\"x\" does not match its pattern \"[0-9]+\"\n"
+        );
+        let e = errors(&format!("{job}params = {{ D = {{ defualt = \"x\" }} }}\n"));
+        assert!(
+            e.starts_with("jobs.toml:4:18: unknown field \"defualt\""),
+            "{e}"
+        );
+        assert!(e.contains("did you mean \"default\""), "{e}");
+        assert_eq!(
+            errors(&format!("{job}params = \"DATE\"\n")),
+            "jobs.toml:4:10: expected an array of names or a table of parameters, found a string\n  hint: write params = [\"DATE\"] or params = { DATE = { default = \"today\", pattern = \"[0-9-]+\" } }\n"
+        );
+    }
 }

@@ -450,6 +450,34 @@ impl<'a> Ctx<'a> {
                 draft.job.owner = Some(owner.clone());
             }
             self.check_jitter(&draft, name, key.span().start);
+            // A run no trigger started gets the defaults: one without is
+            // unset there, which a job that runs on its own should know.
+            if draft.job.schedule.is_some() || !draft.job.after.is_empty() {
+                let missing: Vec<&str> = draft
+                    .job
+                    .extras()
+                    .params
+                    .iter()
+                    .filter(|p| p.default.is_none())
+                    .map(|p| p.name.as_str())
+                    .collect();
+                if let (false, Some(at)) = (missing.is_empty(), draft.offsets.get("params")) {
+                    self.warning(
+                        *at,
+                        format!(
+                            "job {name:?} runs without a trigger (schedule or after), and then {} unset",
+                            match missing.as_slice() {
+                                [one] => format!("parameter {one:?} is"),
+                                more => format!("parameters {} are", more.join(", ")),
+                            }
+                        ),
+                        Some(format!(
+                            "give it a default: params = {{ {} = {{ default = \"…\" }} }}",
+                            missing[0]
+                        )),
+                    );
+                }
+            }
             // `after` names jobs of this file, so of this tenant.
             for dep in &mut draft.job.after {
                 dep.job = tenant.qualify(&dep.job);

@@ -113,7 +113,15 @@ pub struct Entry {
     /// The cluster node that answered (cluster mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// A trigger's parameters, as it passed them (accepted or refused),
+    /// cut to [`crate::params::MAX_PARAMS`] values of at most
+    /// [`MAX_PARAM_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<crate::params::Values>,
 }
+
+/// Bytes of a parameter's value an entry keeps.
+pub const MAX_PARAM_BYTES: usize = 256;
 
 impl Entry {
     /// The tenant the entry belongs to.
@@ -136,6 +144,17 @@ impl Entry {
         }
         if let Some(m) = &mut self.message {
             cut(m, MAX_MESSAGE_BYTES);
+        }
+        if let Some(p) = &mut self.params {
+            *p = std::mem::take(p)
+                .into_iter()
+                .take(crate::params::MAX_PARAMS)
+                .map(|(mut k, mut v)| {
+                    cut(&mut k, MAX_PARAM_BYTES);
+                    cut(&mut v, MAX_PARAM_BYTES);
+                    (k, v)
+                })
+                .collect();
         }
         self.source = source_name(Some(&self.source));
         self
@@ -271,6 +290,7 @@ mod tests {
             code: None,
             message: None,
             node: None,
+            params: None,
         }
     }
 

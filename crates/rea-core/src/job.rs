@@ -167,12 +167,13 @@ pub struct Dependency {
 }
 
 impl Dependency {
-    /// `extract`, or `extract (on failure)` for another condition than
-    /// success: how lists and messages show it.
+    /// `extract`, `extract (on failure)` or `extract (always)`: how lists
+    /// and messages show it.
     pub fn shown(&self, name: &str) -> String {
         match self.on {
             On::Success => name.to_string(),
-            on => format!("{name} (on {})", on.as_str()),
+            On::Failure => format!("{name} (on failure)"),
+            On::Always => format!("{name} (always)"),
         }
     }
 }
@@ -203,6 +204,8 @@ pub struct JobExtras {
     pub hook_timeout: Duration,
     /// What the run's cgroup and process are limited to (none by default).
     pub limits: crate::run::Limits,
+    /// What a trigger may pass to a run (`params`), in the order written.
+    pub params: Vec<crate::params::Param>,
 }
 
 /// Every extra at its default.
@@ -215,6 +218,7 @@ static NO_EXTRAS: JobExtras = JobExtras {
     on_retry_exhausted: None,
     hook_timeout: Duration::from_secs(300),
     limits: crate::run::Limits::NONE,
+    params: Vec::new(),
 };
 
 impl Default for JobExtras {

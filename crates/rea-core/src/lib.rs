@@ -62,6 +62,7 @@ pub mod duration;
 pub mod engine;
 pub mod job;
 pub mod oneshot;
+pub mod params;
 pub mod record;
 pub mod run;
 pub mod schedule;

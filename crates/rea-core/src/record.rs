@@ -146,6 +146,10 @@ pub struct Record {
     pub event: Event,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// The values of the job's parameters this run got (a trigger's
+    /// `--param`, else the defaults); absent for a job that declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<crate::params::Values>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,6 +310,7 @@ impl Record {
             ts,
             event,
             job: None,
+            params: None,
             run: None,
             attempt: None,
             trigger: None,

@@ -191,6 +191,11 @@ impl Loop {
             &start.name,
             &start.run,
         );
+        // The job declared them (none is a REA_ or PATH-like name) and
+        // the engine checked their values; they come after its `env`.
+        if let Some(params) = &start.params {
+            env.extend(params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         env.push((
             "REA_SCHEDULED_AT".into(),
             start.scheduled.to_rfc3339_opts(SecondsFormat::Secs, true),

@@ -136,6 +136,10 @@ impl Pending {
             | Request::Subscribe(_) => return None,
         };
         let user = (peer.uid == 0).then(|| "root".to_string());
+        let params = match request {
+            Request::Trigger { params, .. } if !params.is_empty() => Some(params.clone()),
+            _ => None,
+        };
         Some(Pending {
             entry: Entry {
                 ts: rea_store::clock::now(),
@@ -149,6 +153,7 @@ impl Pending {
                 code: None,
                 message: None,
                 node: None,
+                params,
             },
         })
     }
@@ -343,12 +348,18 @@ mod tests {
             force: false,
             wait: false,
             follow: false,
+            params: [("DATE".to_string(), "2026-11-30".to_string())].into(),
         };
         let refusal = Response::err("unknown_job", "no job named \"alice/x\"");
         let e = finished(&trigger, 1001, &Scope::User("alice".into()), Some(refusal));
         assert_eq!(
             (e.tenant.as_deref(), e.result, e.code.as_deref()),
             (Some("alice"), Outcome::Refused, Some("unknown_job"))
+        );
+        assert_eq!(
+            e.params,
+            Some([("DATE".to_string(), "2026-11-30".to_string())].into()),
+            "a trigger's parameters are kept, refused or not"
         );
 
         let reload = finished(&Request::Reload, 0, &Scope::Admin, None);

@@ -139,8 +139,9 @@ impl Loop {
                 force,
                 wait,
                 follow,
+                params,
             } => {
-                let (result, acts) = self.engine.trigger(&job, force, now);
+                let (result, acts) = self.engine.trigger(&job, force, &params, now);
                 actions.extend(acts);
                 match result {
                     TriggerResult::UnknownJob { suggestions } => Reply::Done(
@@ -150,6 +151,10 @@ impl Loop {
                     TriggerResult::Skipped { reason } => {
                         Reply::Done(Response::err("refused", format!("not started: {reason}")))
                     }
+                    TriggerResult::BadParams { reason } => Reply::Done(Response::err(
+                        "bad_params",
+                        format!("not started: {reason}"),
+                    )),
                     TriggerResult::Started { run } | TriggerResult::Queued { run } => {
                         let state = if self.engine.running_run(&run) {
                             "started"

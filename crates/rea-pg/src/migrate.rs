@@ -26,6 +26,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (2, 1, &[include_str!("../sql/003_audit.sql")]),
     // An index: runs found by their engine's id too.
     (3, 1, &[include_str!("../sql/004_engine_run.sql")]),
+    // A column: the parameters of a trigger's audit entry.
+    (4, 1, &[include_str!("../sql/005_audit_params.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

@@ -652,7 +652,7 @@ impl rea_store::audit::AuditReader for Reader {
             .map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let rows = self
             .rows(
-                "select ts, uid, \"user\", tenant, source, action, target, result, code, message, node
+                "select ts, uid, \"user\", tenant, source, action, target, result, code, message, node, params
                  from rea.audit
                  where cluster = $1
                    and ($2::timestamptz is null or ts >= $2)
@@ -700,6 +700,9 @@ impl rea_store::audit::AuditReader for Reader {
                     code: r.get(8),
                     message: r.get(9),
                     node: r.get(10),
+                    params: r
+                        .get::<_, Option<Value>>(11)
+                        .and_then(|p| serde_json::from_value(p).ok()),
                 })
             })
             .collect()

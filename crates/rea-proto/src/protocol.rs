@@ -47,6 +47,11 @@ pub enum Request {
         wait: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         follow: bool,
+        /// Values of the job's declared parameters (`--param NAME=VALUE`),
+        /// passed to the run as environment variables; the daemon refuses
+        /// undeclared, missing or non-matching ones (`bad_params`).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        params: std::collections::BTreeMap<String, String>,
     },
     /// A job's output as it comes: its running run (the newest, if
     /// several), or else its next run once it starts. The answer
@@ -705,6 +710,7 @@ mod tests {
                 force: false,
                 wait: true,
                 follow: false,
+                params: Default::default(),
             },
         };
         let text = serde_json::to_string(&env).unwrap();

@@ -268,6 +268,7 @@ mod tests {
             code: None,
             message: None,
             node: None,
+            params: None,
         }
     }
 

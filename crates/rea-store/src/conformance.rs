@@ -568,6 +568,12 @@ fn arb_entry() -> impl Strategy<Value = Entry> {
             code: refused.then(|| "unknown_job".to_string()),
             message: refused.then(|| "no job named \"x\"".to_string()),
             node: None,
+            // A trigger's parameters are kept, refused or not.
+            params: (action == Action::Trigger).then(|| {
+                [("DATE".to_string(), "2026-11-30".to_string())]
+                    .into_iter()
+                    .collect()
+            }),
         })
 }
 

@@ -8,10 +8,23 @@ use super::*;
 /// What the operator's `trigger` achieved.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TriggerResult {
-    Started { run: String },
-    Queued { run: String },
-    Skipped { reason: String },
-    UnknownJob { suggestions: Vec<String> },
+    Started {
+        run: String,
+    },
+    Queued {
+        run: String,
+    },
+    Skipped {
+        reason: String,
+    },
+    UnknownJob {
+        suggestions: Vec<String>,
+    },
+    /// Its parameters are not the job's (undeclared, missing, not
+    /// matching, too large): nothing was started or recorded.
+    BadParams {
+        reason: String,
+    },
 }
 
 /// Manual runs accepted while fewer than this many runs wait for a slot (or
@@ -23,10 +36,13 @@ impl Engine {
     /// Runs a job now (trigger `manual`), subject to its overlap policy
     /// unless `force`. Paused and disabled jobs can still be triggered: a
     /// trigger is an explicit human decision, pause only stops the schedule.
+    /// `params` are checked against what the job declares
+    /// ([`crate::params::resolve`]) before anything else is decided.
     pub fn trigger(
         &mut self,
         name: &str,
         force: bool,
+        params: &Values,
         now: DateTime<Utc>,
     ) -> (TriggerResult, Vec<Action>) {
         let mut out = Vec::new();
@@ -37,6 +53,17 @@ impl Engine {
             let suggestions = crate::suggest::closest(name, names, 3);
             return (TriggerResult::UnknownJob { suggestions }, out);
         }
+        let declared = self
+            .jobs
+            .get(name)
+            .map(|s| s.def.clone())
+            .expect("known job");
+        let declared = &declared.extras().params;
+        let values = match crate::params::resolve(declared, params, name) {
+            Ok(_) if declared.is_empty() => None,
+            Ok(v) => Some(Arc::new(v)),
+            Err(reason) => return (TriggerResult::BadParams { reason }, out),
+        };
         if self.stopping {
             return (
                 TriggerResult::Skipped {
@@ -64,7 +91,9 @@ impl Engine {
         }
         let run = match self.arbiter {
             Arbiter::Store(_) => {
-                let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                let mut pending =
+                    self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                pending.params = values;
                 let run = pending.run.clone();
                 let overlap = if force {
                     Overlap::Allow
@@ -75,13 +104,18 @@ impl Engine {
                 Some(run)
             }
             Arbiter::Engine if force => {
-                let pending = self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                let mut pending =
+                    self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                pending.params = values;
                 let run = pending.run.clone();
                 self.enqueue(pending, now, &mut out);
                 Some(run)
             }
             Arbiter::Engine => {
-                self.dispatch(name, Trigger::Manual, 1, now, Duration::ZERO, now, &mut out)
+                let mut pending =
+                    self.new_pending(name, Trigger::Manual, 1, now, Duration::ZERO, now);
+                pending.params = values;
+                self.dispatch_pending(pending, now, &mut out)
             }
         };
         self.fill_slots(now, &mut out);
@@ -146,6 +180,19 @@ impl Engine {
         out: &mut Vec<Action>,
     ) -> Option<String> {
         let pending = self.new_pending(name, trigger, attempt, scheduled, jitter, now);
+        self.dispatch_pending(pending, now, out)
+    }
+
+    /// [`Engine::dispatch`] of a run already made (a trigger's, with its
+    /// parameters; a retry's, with the failed run's).
+    pub(super) fn dispatch_pending(
+        &mut self,
+        pending: Pending,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) -> Option<String> {
+        let name = pending.source.name().to_string();
+        let name = name.as_str();
         match self.arbiter {
             // The store takes the overlap and pause decisions on the job's
             // shared row; this node only asks.
@@ -337,6 +384,7 @@ impl Engine {
                 trigger: p.trigger,
                 scheduled: p.scheduled,
                 grant: p.grant,
+                params: p.params.clone(),
             }));
             self.runs.insert(
                 p.run.clone(),

@@ -223,6 +223,7 @@ impl Engine {
                 job: state.name.clone(),
                 scheduled: active.pending.scheduled,
                 attempt: active.pending.attempt + 1,
+                params: active.pending.params.clone(),
             };
             match plan_retry(
                 &mut self.heap,

@@ -52,6 +52,7 @@ use crate::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant, OnLeaseLost};
 use crate::due_queue::{DueQueue, EntryId};
 use crate::job::{CatchUp, Job, Overlap};
 use crate::oneshot::OneShot;
+use crate::params::Values;
 use crate::record::{Event, Record, RunStatus, Trigger};
 use crate::run::{Outcome, Started, Termination};
 
@@ -184,6 +185,8 @@ pub struct StartRun {
     pub scheduled: DateTime<Utc>,
     /// Cluster mode: the run's id and fence in the shared store.
     pub grant: Option<Grant>,
+    /// Its parameters, passed to it as environment variables.
+    pub params: Option<Arc<Values>>,
 }
 
 /// A run in progress, as `Engine::runs_in_progress` lists it.
@@ -230,6 +233,8 @@ enum Due {
         job: Arc<str>,
         scheduled: DateTime<Utc>,
         attempt: u32,
+        /// The failed run's, so each attempt gets the same.
+        params: Option<Arc<Values>>,
     },
     /// A one-shot's run (first attempt or a retry).
     OneShot {
@@ -283,6 +288,9 @@ struct Pending {
     blocked: Option<Blocker>,
     /// Cluster mode: granted by the store.
     grant: Option<Grant>,
+    /// Its parameters' values (a trigger's, else the defaults); None for a
+    /// job that declares none.
+    params: Option<Arc<Values>>,
 }
 
 impl Pending {
@@ -590,6 +598,7 @@ impl Engine {
                     job,
                     scheduled,
                     attempt,
+                    params,
                 } => {
                     let Some(state) = self.jobs.get_mut(&job) else {
                         continue;
@@ -613,15 +622,18 @@ impl Engine {
                         out.push(skip_record(&p, &format!("retry not queued: {full}"), now));
                         continue;
                     }
-                    self.dispatch(
+                    let mut p = self.new_pending(
                         &job,
                         Trigger::Retry,
                         attempt,
                         scheduled,
                         Duration::ZERO,
                         now,
-                        out,
                     );
+                    if params.is_some() {
+                        p.params = params;
+                    }
+                    self.dispatch_pending(p, now, out);
                 }
             }
         }
@@ -657,6 +669,13 @@ impl Engine {
             || shares::owner_of_name(name),
             |s| shares::owner_of_job(s.def.owner.as_deref()),
         );
+        // A run that passes none gets the defaults.
+        let params = self
+            .jobs
+            .get(name)
+            .map(|s| &s.def.extras().params)
+            .filter(|p| !p.is_empty())
+            .map(|p| Arc::new(crate::params::defaults(p)));
         Pending {
             run: run_id(now, self.run_counter),
             source: Source::Job(name.to_string()),
@@ -668,6 +687,7 @@ impl Engine {
             owner,
             blocked: None,
             grant: None,
+            params,
         }
     }
 }
@@ -720,6 +740,7 @@ fn run_record(p: &Pending, status: RunStatus, now: DateTime<Utc>) -> Record {
         rec.cluster_run = Some(g.run_id);
         rec.fence = Some(g.fence);
     }
+    rec.params = p.params.as_deref().cloned();
     rec
 }
 

@@ -810,7 +810,7 @@ fn reload_keeps_pauses_of_listed_jobs_and_a_job_listed_again_keeps_its_run() {
     let mut engine = Engine::new(&cfg.plan(), 5);
     engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
     engine.pause(&["a".into(), "b".into()]);
-    let (r, _) = engine.trigger("b", false, at("2026-11-29T00:00:40Z"));
+    let (r, _) = engine.trigger("b", false, &Values::new(), at("2026-11-29T00:00:40Z"));
     assert!(matches!(r, TriggerResult::Started { .. }));
     let only_a = config(vec![job("a", "* * * * *")], 8);
     engine.reload(&only_a.plan(), at("2026-11-29T00:00:41Z"));
@@ -900,22 +900,22 @@ fn paused_jobs_are_skipped_by_the_schedule_but_can_be_triggered() {
     let a = engine.wake(at("2026-11-29T00:01:00Z"), false);
     assert!(starts(&a).is_empty());
     assert!(records(&a)[0].reason.as_deref().unwrap().contains("paused"));
-    let (r, a) = engine.trigger("p", false, at("2026-11-29T00:01:10Z"));
+    let (r, a) = engine.trigger("p", false, &Values::new(), at("2026-11-29T00:01:10Z"));
     assert!(matches!(r, TriggerResult::Started { .. }));
     assert_eq!(starts(&a)[0].trigger, Trigger::Manual);
-    let (r, _) = engine.trigger("q", false, at("2026-11-29T00:01:10Z"));
+    let (r, _) = engine.trigger("q", false, &Values::new(), at("2026-11-29T00:01:10Z"));
     assert_eq!(
         r,
         TriggerResult::UnknownJob {
             suggestions: vec![]
         }
     );
-    let (r, _) = engine.trigger("p", false, at("2026-11-29T00:01:11Z"));
+    let (r, _) = engine.trigger("p", false, &Values::new(), at("2026-11-29T00:01:11Z"));
     assert!(
         matches!(r, TriggerResult::Skipped { .. }),
         "overlap skip applies to triggers"
     );
-    let (r, _) = engine.trigger("p", true, at("2026-11-29T00:01:12Z"));
+    let (r, _) = engine.trigger("p", true, &Values::new(), at("2026-11-29T00:01:12Z"));
     assert!(
         matches!(r, TriggerResult::Started { .. }),
         "--force bypasses overlap"
@@ -929,13 +929,13 @@ fn triggers_stop_queueing_at_the_bound() {
     let mut engine = Engine::new(&cfg.plan(), 5);
     let now = at("2026-11-29T00:00:30Z");
     engine.start(now, Recovered::default());
-    let (r, _) = engine.trigger("t", true, now);
+    let (r, _) = engine.trigger("t", true, &Values::new(), now);
     assert!(matches!(r, TriggerResult::Started { .. }));
     for _ in 0..MAX_WAITING_TRIGGERS {
-        let (r, _) = engine.trigger("t", true, now);
+        let (r, _) = engine.trigger("t", true, &Values::new(), now);
         assert!(matches!(r, TriggerResult::Queued { .. }), "{r:?}");
     }
-    let (r, a) = engine.trigger("t", true, now);
+    let (r, a) = engine.trigger("t", true, &Values::new(), now);
     match r {
         TriggerResult::Skipped { reason } => {
             assert!(
@@ -1631,7 +1631,7 @@ fn cluster_manual_trigger_and_one_shots_go_through_the_store() {
     let cfg = config(vec![job("q", "0 0 1 1 *")], 8);
     let t0 = at("2026-11-29T00:00:30Z");
     let (mut e, _) = cluster_engine(&cfg, t0);
-    let (result, acts) = e.trigger("q", true, t0);
+    let (result, acts) = e.trigger("q", true, &Values::new(), t0);
     assert!(matches!(result, TriggerResult::Queued { .. }));
     let c = claims(&acts);
     assert_eq!(
@@ -1886,7 +1886,7 @@ fn a_slot_that_frees_goes_round_robin_among_waiting_tenants() {
     engine.start(now, Recovered::default());
     let mut running = VecDeque::new();
     for _ in 0..3 {
-        let (r, _) = engine.trigger("hold", true, now);
+        let (r, _) = engine.trigger("hold", true, &Values::new(), now);
         let TriggerResult::Started { run } = r else {
             panic!("{r:?}")
         };
@@ -1895,13 +1895,13 @@ fn a_slot_that_frees_goes_round_robin_among_waiting_tenants() {
     // alice queues 6 first, then bob 3: bob does not wait behind all of hers.
     for _ in 0..6 {
         assert!(matches!(
-            engine.trigger("alice/a", true, now).0,
+            engine.trigger("alice/a", true, &Values::new(), now).0,
             TriggerResult::Queued { .. }
         ));
     }
     for _ in 0..3 {
         assert!(matches!(
-            engine.trigger("bob/b", true, now).0,
+            engine.trigger("bob/b", true, &Values::new(), now).0,
             TriggerResult::Queued { .. }
         ));
     }
@@ -1974,18 +1974,18 @@ fn a_run_that_waited_for_a_slot_records_what_it_waited_for() {
     let mut engine = Engine::new(&cfg.plan(), 5);
     let now = at("2026-11-29T00:00:00Z");
     engine.start(now, Recovered::default());
-    let (r, a) = engine.trigger("a", false, now);
+    let (r, a) = engine.trigger("a", false, &Values::new(), now);
     let TriggerResult::Started { run: first } = r else {
         panic!("{r:?}")
     };
     let first_start = starts(&a);
     let _ = engine.spawned(&first, Ok(Started { pid: 1, at: now }), now);
-    let (r, _) = engine.trigger("b", false, now);
+    let (r, _) = engine.trigger("b", false, &Values::new(), now);
     let TriggerResult::Queued { run: second } = r else {
         panic!("{r:?}")
     };
     // While b waits, its next trigger says b waits, not that b runs.
-    let (r, _) = engine.trigger("b", false, now);
+    let (r, _) = engine.trigger("b", false, &Values::new(), now);
     assert_eq!(
         r,
         TriggerResult::Skipped {
@@ -2024,7 +2024,7 @@ fn a_users_manual_triggers_and_retries_are_capped_but_the_systems_are_not() {
     engine.start(now, Recovered::default());
     let mut results = Vec::new();
     for _ in 0..20 {
-        results.push(engine.trigger("alice/t", true, now).0);
+        results.push(engine.trigger("alice/t", true, &Values::new(), now).0);
     }
     // Her share of max 2 (reserve 1) is 1 slot: one starts, ten wait.
     assert!(matches!(results[0], TriggerResult::Started { .. }));
@@ -2042,7 +2042,7 @@ fn a_users_manual_triggers_and_retries_are_capped_but_the_systems_are_not() {
         );
     }
     for _ in 0..20 {
-        let (r, _) = engine.trigger("t", true, now);
+        let (r, _) = engine.trigger("t", true, &Values::new(), now);
         assert!(!matches!(r, TriggerResult::Skipped { .. }), "{r:?}");
     }
 }
@@ -2061,7 +2061,7 @@ fn a_users_retry_is_not_queued_past_her_cap() {
     let mut engine = Engine::new(&plan, 5);
     let now = at("2026-11-29T00:00:00Z");
     engine.start(now, Recovered::default());
-    let (r, _) = engine.trigger("alice/flaky", false, now);
+    let (r, _) = engine.trigger("alice/flaky", false, &Values::new(), now);
     let TriggerResult::Started { run } = r else {
         panic!("{r:?}")
     };
@@ -2069,7 +2069,7 @@ fn a_users_retry_is_not_queued_past_her_cap() {
     // Her one slot is taken by flaky; t's forced runs fill her queue.
     for _ in 0..2 {
         assert!(matches!(
-            engine.trigger("alice/t", true, now).0,
+            engine.trigger("alice/t", true, &Values::new(), now).0,
             TriggerResult::Queued { .. }
         ));
     }
@@ -2079,7 +2079,7 @@ fn a_users_retry_is_not_queued_past_her_cap() {
     for s in starts(&a) {
         let _ = engine.spawned(&s.run, Ok(Started { pid: 2, at: now }), now);
     }
-    let _ = engine.trigger("alice/t", true, now);
+    let _ = engine.trigger("alice/t", true, &Values::new(), now);
     let later = now + chrono::Duration::seconds(5);
     recs.extend(records(&engine.wake(later, false)));
     let skipped: Vec<_> = recs
@@ -2115,11 +2115,13 @@ fn a_users_hooks_take_a_slot_of_her_share_ahead_of_her_runs() {
     let now = at("2026-11-29T00:00:00Z");
     engine.start(now, Recovered::default());
     // max 2, one reserved: alice's share is one slot.
-    let TriggerResult::Started { run: f } = engine.trigger("alice/f", false, now).0 else {
+    let TriggerResult::Started { run: f } = engine.trigger("alice/f", false, &Values::new(), now).0
+    else {
         panic!("f starts")
     };
     let _ = engine.spawned(&f, Ok(Started { pid: 1, at: now }), now);
-    let TriggerResult::Queued { run: g } = engine.trigger("alice/g", false, now).0 else {
+    let TriggerResult::Queued { run: g } = engine.trigger("alice/g", false, &Values::new(), now).0
+    else {
         panic!("g waits for her slot")
     };
     let a = engine.finished(&f, &outcome(1, now, now, 1), now);
@@ -2135,7 +2137,7 @@ fn a_users_hooks_take_a_slot_of_her_share_ahead_of_her_runs() {
     assert_eq!(engine.shares.held_by(&Some("alice".into())), 1);
     // The system's job has the reserved slot meanwhile.
     assert!(matches!(
-        engine.trigger("s", false, now).0,
+        engine.trigger("s", false, &Values::new(), now).0,
         TriggerResult::Started { .. }
     ));
     let a = engine.hooks_done(hooks[0], now);
@@ -2148,4 +2150,89 @@ fn a_users_hooks_take_a_slot_of_her_share_ahead_of_her_runs() {
         engine.shares.held(),
         engine.runs.len() + engine.hooks.running()
     );
+}
+
+#[test]
+fn a_triggers_params_reach_its_run_its_retries_and_records_and_bad_ones_start_nothing() {
+    use crate::params::{Param, Pattern};
+    let mut j = job("report", "0 * * * *");
+    j.extras_mut().params = vec![
+        Param {
+            name: "DATE".into(),
+            default: Some("today".into()),
+            pattern: Some(Pattern::new("today|[0-9]{4}-[0-9]{2}-[0-9]{2}").unwrap()),
+        },
+        Param {
+            name: "REGION".into(),
+            default: None,
+            pattern: None,
+        },
+    ];
+    j.retry = RetryPolicy {
+        attempts: 1,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(10),
+        factor: 1.0,
+        jitter: 0.0,
+    };
+    let cfg = config(vec![j], 8);
+    let mut sim = Sim::new(&cfg, at("2026-11-29T00:10:00Z"));
+    let values = |pairs: &[(&str, &str)]| -> Values {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let now = sim.now;
+    for (bad, why) in [
+        (
+            values(&[("DATE", "yesterday"), ("REGION", "eu")]),
+            "does not match",
+        ),
+        (values(&[("DATE", "today")]), "\"REGION\" is required"),
+        (
+            values(&[("REGION", "eu"), ("COLOUR", "red")]),
+            "no parameter \"COLOUR\"",
+        ),
+    ] {
+        let (r, actions) = sim.engine.trigger("report", false, &bad, now);
+        match r {
+            TriggerResult::BadParams { reason } => assert!(reason.contains(why), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(starts(&actions).is_empty() && records(&actions).is_empty());
+    }
+    let (r, actions) = sim
+        .engine
+        .trigger("report", false, &values(&[("REGION", "eu")]), now);
+    assert!(matches!(r, TriggerResult::Started { .. }), "{r:?}");
+    let expected = values(&[("DATE", "today"), ("REGION", "eu")]);
+    assert_eq!(
+        starts(&actions)[0].params.as_deref(),
+        Some(&expected),
+        "the defaults fill in"
+    );
+    sim.codes.insert("report".into(), 1);
+    sim.apply(actions);
+    sim.run_until(at("2026-11-29T00:11:00Z"), chrono::Duration::seconds(1), 0);
+    // The first attempt and its retry both got the trigger's values.
+    let finals: Vec<_> = sim
+        .records
+        .iter()
+        .filter(|r| r.status == Some(RunStatus::Failed))
+        .map(|r| (r.attempt, r.params.clone()))
+        .collect();
+    assert_eq!(
+        finals,
+        vec![(Some(1), Some(expected.clone())), (Some(2), Some(expected))]
+    );
+    // A scheduled run gets the defaults (REGION, without one, is unset).
+    sim.codes.clear();
+    sim.run_until(at("2026-11-29T01:00:30Z"), chrono::Duration::seconds(1), 0);
+    let scheduled = sim
+        .records
+        .iter()
+        .rfind(|r| r.trigger == Some(Trigger::Schedule))
+        .unwrap();
+    assert_eq!(scheduled.params, Some(values(&[("DATE", "today")])));
 }

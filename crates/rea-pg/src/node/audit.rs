@@ -48,12 +48,12 @@ impl AuditSink for Sink {
 }
 
 pub(crate) const INSERT: &str = "insert into rea.audit
-      (cluster, ts, node, uid, \"user\", tenant, source, action, target, result, code, message)
+      (cluster, ts, node, uid, \"user\", tenant, source, action, target, result, code, message, params)
     select $1, e.ts, $2, e.uid, e.usr, e.tenant, e.source, e.action,
       coalesce((select array_agg(t) from jsonb_array_elements_text(e.target) t), '{}'),
-      e.result, e.code, e.message
+      e.result, e.code, e.message, e.params
     from jsonb_to_recordset($3::jsonb) as e(ts timestamptz, uid bigint, usr text, tenant text,
-      source text, action text, target jsonb, result text, code text, message text)";
+      source text, action text, target jsonb, result text, code text, message text, params jsonb)";
 
 const TRIM: &str = "delete from rea.audit
     where cluster = $1 and id < (select max(id) from rea.audit where cluster = $1) - $2";
@@ -135,5 +135,6 @@ pub(crate) fn row(e: &Entry) -> serde_json::Value {
         },
         "code": e.code,
         "message": e.message,
+        "params": e.params,
     })
 }
