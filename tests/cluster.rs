@@ -1718,3 +1718,52 @@ fn cluster_nodes_with_skewed_clocks_schedule_on_the_databases_clock() {
         }
     }
 }
+
+#[test]
+fn cluster_a_retried_runs_params_follow_it_and_its_failure_dependent_runs_once() {
+    let Some(pg) = pg::shared("cluster_a_retried_runs_params_follow_it") else {
+        return;
+    };
+    let file = cluster_file(
+        &pg.url,
+        "params",
+        CALM,
+        &format!(
+            "[jobs.flaky]\nschedule = \"{YEARLY}\"\ncommand = \"echo code=$CODE; exit $CODE\"\n\
+             params = {{ CODE = {{ default = \"0\", pattern = \"[0-9]+\" }} }}\n\
+             retry = {{ attempts = 1, delay = \"100ms\" }}\n\n\
+             [jobs.page]\nafter = [{{ job = \"flaky\", on = \"failure\" }}]\ncommand = \"echo page\"\n"
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    a.rea(&["trigger", "flaky", "--param", "CODE=3"]).ok();
+    a.rea(&["trigger", "flaky", "--param", "CODE=x"])
+        .code(2)
+        .stderr_has("does not match its pattern");
+    wait_long("both attempts failed", PATIENCE, || {
+        let h = a.history("flaky");
+        history_where(&h, |r| r["status"] == "failed").len() == 2
+    });
+    let h = a.history("flaky");
+    let failed = history_where(&h, |r| r["status"] == "failed");
+    for r in &failed {
+        assert_eq!(r["params"], serde_json::json!({ "CODE": "3" }), "{r}");
+    }
+    wait_long("page after the last attempt", PATIENCE, || {
+        let h = a.history("page");
+        !history_where(&h, |r| r["status"] == "succeeded").is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let h = a.history("page");
+    assert_eq!(
+        history_where(&h, |r| r["status"] != "started").len(),
+        1,
+        "once, after the last attempt: {h:?}"
+    );
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+    assert_eq!(b.daemon.take().expect("running").stop(), 0);
+}

@@ -152,9 +152,10 @@ impl Loop {
                 attempt,
                 scheduled,
                 grant,
+                params,
             } => actions.extend(
                 self.engine
-                    .adopt(&job, trigger, attempt, scheduled, grant, now),
+                    .adopt(&job, trigger, attempt, scheduled, grant, params, now),
             ),
             NodeEvent::OneShot {
                 shot,

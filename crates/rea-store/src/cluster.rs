@@ -40,6 +40,8 @@ pub enum NodeEvent {
         attempt: u32,
         scheduled: DateTime<Utc>,
         grant: Grant,
+        /// A retry's: the failed run's parameters (None: the defaults).
+        params: Option<rea_core::params::Values>,
     },
     /// A due one-shot, claimed by this node only.
     OneShot {

@@ -212,6 +212,8 @@ impl Engine {
 
     /// The store handed this node a run it decided: a retry of a failed or
     /// interrupted run, or an occurrence that waited (`overlap = "queue"`).
+    /// A retry keeps the failed run's `params` (None: the defaults).
+    #[allow(clippy::too_many_arguments)]
     pub fn adopt(
         &mut self,
         job: &str,
@@ -219,12 +221,16 @@ impl Engine {
         attempt: u32,
         scheduled: DateTime<Utc>,
         grant: Grant,
+        params: Option<Values>,
         now: DateTime<Utc>,
     ) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
         let mut p = self.new_pending(job, trigger, attempt, scheduled, Duration::ZERO, now);
         p.grant = Some(grant);
+        if let Some(params) = params {
+            p.params = Some(Arc::new(params));
+        }
         if trigger == Trigger::Retry {
             if let Some(rid) = self.jobs.get_mut(job).and_then(|s| s.retry.take()) {
                 self.heap.cancel(rid);

@@ -1569,6 +1569,7 @@ fn cluster_retries_are_queued_in_the_store_and_adopted_by_any_node() {
             run_id: 2,
             fence: 5,
         },
+        None,
         later,
     );
     let s = starts(&acts);

@@ -1,6 +1,6 @@
 -- retries: one due retry of a job this node defines. Superseded (a newer
 -- occurrence was claimed since), paused and overlap decisions are taken on
--- the job's row, like claim.
+-- the job's row, like claim. The last column: the failed run's parameters.
 -- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_jobs, $5 p_overlap.
   with me as (
     select 1 from rea.nodes n
@@ -44,4 +44,5 @@
            $2::text, $3::bigint, case when j.last_decision = 'start' then j.current_fence end, p.retry
     from p join j on j.job = p.job
     returning id, job, status, fence, scheduled, attempt)
-  select ins.status, ins.id, ins.job, ins.fence, ins.scheduled, ins.attempt from ins
+  select ins.status, ins.id, ins.job, ins.fence, ins.scheduled, ins.attempt,
+         (select p.spec -> 'params' from p) from ins

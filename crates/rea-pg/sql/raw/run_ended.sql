@@ -1,7 +1,8 @@
 -- run end: final status, conditional on the writer's live lease AND the run
 -- still being 'started' by this epoch. Decrements the job's active count in
 -- the same statement; queues a retry if the node asks for one (p_retry_delay_ms,
--- computed by the node's backoff policy; due on the DB clock).
+-- computed by the node's backoff policy; due on the DB clock). A job's retry
+-- keeps the failed run's parameters (its record's `params`) in `spec`.
 -- Zero ended = lease not live (renew and retry the write: it waits in the
 -- backlog) or the run was already declared interrupted (write late_report).
 -- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_run, $5 p_status, $6 p_exit_code, $7 p_signal, $8 p_reason, $9 p_detail, $10 p_retry_delay_ms.
@@ -27,7 +28,8 @@
     select r.cluster, case when r.trigger = 'oneshot' then 'oneshot' else 'retry' end,
            r.job, r.scheduled, r.attempt + 1,
            clock_timestamp() + $10::bigint * interval '1 ms', r.retry,
-           case when r.trigger = 'oneshot' then r.detail -> 'spec' end,
+           case when r.trigger = 'oneshot' then r.detail -> 'spec'
+                when r.detail ? 'params' then jsonb_build_object('params', r.detail -> 'params') end,
            case when r.trigger = 'oneshot' then r.detail ->> 'affinity' end
     from r where $10::bigint is not null
     returning id)

@@ -104,6 +104,9 @@ impl Main {
                 }
                 adopted.push(NodeEvent::Adopted {
                     job: row.get(2),
+                    params: row
+                        .get::<_, Option<serde_json::Value>>(6)
+                        .and_then(|p| serde_json::from_value(p).ok()),
                     trigger: Trigger::Retry,
                     attempt: row.get::<_, i32>(5).max(1) as u32,
                     scheduled: row
@@ -141,6 +144,7 @@ impl Main {
             .iter()
             .map(|row| NodeEvent::Adopted {
                 job: row.get(1),
+                params: None,
                 trigger: Trigger::Schedule,
                 attempt: 1,
                 scheduled: row
