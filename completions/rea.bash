@@ -854,12 +854,16 @@ _rea() {
             return 0
             ;;
         rea__subcmd__trigger)
-            opts="-f -h -V --wait --follow --raw --force --json --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --wait --follow --raw --force --param --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --param)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -88,6 +88,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitorin
 complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand trigger" -l param -d 'Pass a value of one of the job\'s declared parameters (its `params`) to the run as an environment variable; repeat for each. The daemon refuses undeclared names, values that do not match the parameter\'s pattern, and missing parameters that have no default' -r
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l client-timeout -d 'How long a command waits for the daemon to answer' -r

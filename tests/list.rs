@@ -87,6 +87,8 @@ fn json_schema_is_stable() {
     let keys = [
         "after",
         "command",
+        // `after` with each entry's condition (#23): added beside it.
+        "dependencies",
         "description",
         "enabled",
         "name",
