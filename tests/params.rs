@@ -241,3 +241,72 @@ fn parameters_that_are_undeclared_missing_malformed_or_not_matching_are_refused(
     refused.ok();
     assert!(refused.stdout.contains("bad_params"), "{}", refused.stdout);
 }
+
+#[test]
+fn a_users_trigger_passes_params_to_her_job_and_her_after_names_only_her_own_jobs() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::support::{skip_unless_root, throwaway_user};
+    use crate::users::{rea_as, shared_env};
+    const ALICE: &str = "rea-params-alice";
+    if skip_unless_root("a_users_trigger_passes_params_to_her_job") {
+        return;
+    }
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    throwaway_user(ALICE).expect("user");
+    let write_hers = |toml: &str| {
+        let f = env.write(&format!("users/{ALICE}.toml"), toml);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    };
+    // Her `after` names her own jobs: the system's `sys` is not one.
+    write_hers("[jobs.mine]\nafter = [{ job = \"sys\", on = \"failure\" }]\ncommand = \"true\"\n");
+    env.rea(&["check"])
+        .code(2)
+        .stderr_has("job \"mine\" runs after \"sys\", which is not a job of this file");
+    write_hers(
+        "[jobs.ext]\nschedule = \"@yearly\"\ncommand = \"echo ext=$DATE; exit 1\"\n\
+         params = { DATE = { default = \"2026-01-01\", pattern = \"[0-9-]+\" } }\n\n\
+         [jobs.page]\nafter = [{ job = \"ext\", on = \"failure\" }]\ncommand = \"echo page\"\n",
+    );
+    let _d = env.daemon();
+    rea_as(
+        &env,
+        ALICE,
+        &["trigger", "ext", "--param", "DATE=2026-11-30", "--wait"],
+        None,
+    )
+    .code(1);
+    rea_as(&env, ALICE, &["logs", "ext"], None)
+        .ok()
+        .stdout_is("ext=2026-11-30\n")
+        .stderr_has("params DATE=2026-11-30");
+    let page = format!("{ALICE}/page");
+    wait_until("her on-failure job", || {
+        env.runs(&page, "succeeded").len() == 1
+    });
+    // Refused in her words: her job's name as she writes it.
+    rea_as(
+        &env,
+        ALICE,
+        &["trigger", "ext", "--param", "DATE=30.11."],
+        None,
+    )
+    .code(2)
+    .stderr_has("DATE=\"30.11.\" does not match its pattern \"[0-9-]+\"");
+    rea_as(
+        &env,
+        ALICE,
+        &["trigger", "ext", "--param", "HOME=/root"],
+        None,
+    )
+    .code(2)
+    .stderr_has("job \"ext\" has no parameter \"HOME\"");
+    let status = rea_as(&env, ALICE, &["status", "--json"], None);
+    let status = status.ok().json();
+    let jobs = status["jobs"].as_array().expect("jobs");
+    let page = jobs.iter().find(|j| j["name"] == "page").expect("her page");
+    assert_eq!(
+        page["dependencies"],
+        serde_json::json!([{ "job": "ext", "on": "failure" }])
+    );
+}
