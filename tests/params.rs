@@ -120,6 +120,8 @@ const REPORT: &str = r#"
 schedule = "@yearly"
 command = "echo date=$DATE region=$REGION"
 params = { DATE = { pattern = "[0-9]{4}-[0-9]{2}-[0-9]{2}" }, REGION = { default = "eu" } }
+on_success = "echo hook date=$DATE >> hook.txt"
+dir = "@ROOT@"
 "#;
 
 #[test]
@@ -137,6 +139,10 @@ fn parameters_reach_the_run_and_are_recorded_in_history_and_audit() {
     out.ok()
         .stdout_is("date=2026-11-30 region=eu\n")
         .stderr_has("params DATE=2026-11-30 REGION=eu");
+    // Its hooks see them too.
+    wait_until("the on_success hook", || {
+        std::fs::read_to_string(env.path("hook.txt")).is_ok_and(|t| t == "hook date=2026-11-30\n")
+    });
 
     env.rea(&[
         "trigger",

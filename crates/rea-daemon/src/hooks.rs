@@ -114,6 +114,10 @@ impl Loop {
             &job.name,
             &run,
         );
+        // The run's parameters, as the run itself had them.
+        if let Some(params) = &rec.params {
+            env.extend(params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         let status = rec.status.map(RunStatus::as_str).unwrap_or("");
         env.push(("REA_STATUS".into(), status.to_string()));
         env.push((
