@@ -1767,3 +1767,63 @@ fn cluster_a_retried_runs_params_follow_it_and_its_failure_dependent_runs_once()
     assert_eq!(a.daemon.take().expect("running").stop(), 0);
     assert_eq!(b.daemon.take().expect("running").stop(), 0);
 }
+
+/// #24: after a database outage `catch_up = "all"` runs each occurrence it
+/// missed up to `catch_up_limit`, one after the other (the job's new
+/// occurrences wait behind them), and records the older ones as missed
+/// with their true count, as `catch_up = "none"` does.
+#[test]
+fn cluster_catch_up_all_after_a_database_outage_runs_each_and_counts_the_missed() {
+    let Some(mut pg) = Pg::start("cluster_catch_up_all_after_a_database_outage") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url(),
+        "catchall",
+        CALM,
+        &format!(
+            "[jobs.all]\nschedule = \"@every 2s\"\ncommand = \"{line}\"\ncatch_up = \"all\"\ncatch_up_limit = 2\n\n\
+             [jobs.none]\nschedule = \"@every 1s\"\ncommand = \"{line}\"\n",
+            line = w.line()
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    a.start();
+    wait_until("a few starts", || {
+        !w.of("all").is_empty() && w.of("none").len() >= 2
+    });
+    pg.crash();
+    wait_long("the node lost its lease", PATIENCE, || {
+        a.daemon().log_text().contains("lease not renewed in time")
+    });
+    // Long enough for more than `catch_up_limit` occurrences of `all`.
+    std::thread::sleep(Duration::from_secs(4));
+    pg.launch();
+    let caught_up = |n: &Node| {
+        let h = n.history("all");
+        history_where(&h, |r| {
+            r["trigger"] == "catch_up" && r["status"] == "succeeded"
+        })
+        .len()
+    };
+    wait_long("both caught-up runs", PATIENCE, || caught_up(&a) >= 2);
+    let h = a.history("all");
+    let missed = history_where(&h, |r| r["event"] == "missed");
+    assert_eq!(missed.len(), 1, "the older ones, once: {missed:?}");
+    let older = missed[0]["count"].as_u64().unwrap_or(0);
+    assert!(older >= 1, "{}", missed[0]);
+    let none = a.history("none");
+    let counts: Vec<u64> = history_where(&none, |r| r["event"] == "missed")
+        .iter()
+        .filter_map(|r| r["count"].as_u64())
+        .collect();
+    assert!(
+        counts.iter().any(|c| *c >= 5),
+        "the true count of an outage of several seconds: {counts:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(caught_up(&a), 2, "catch_up_limit = 2");
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+    w.assert_no_duplicates();
+}

@@ -104,6 +104,7 @@ impl NodeWriter {
             overlap: Overlap::Allow,
             mode: ClaimMode::Run,
             retry: None,
+            count: 1,
         };
         match self.ask(&req)? {
             ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => Ok(grant),
@@ -125,6 +126,7 @@ impl NodeWriter {
             overlap: Overlap::Allow,
             mode: ClaimMode::Missed,
             retry: None,
+            count: 1,
         };
         match self.ask(&req)? {
             ClaimOutcome::Missed => Ok(()),

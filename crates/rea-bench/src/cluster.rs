@@ -333,6 +333,7 @@ fn claims(pg: &PrivatePg, nodes: usize, m: usize, sequential: bool) -> (f64, usi
             overlap: rea_core::job::Overlap::Allow,
             mode: rea_core::claim::ClaimMode::Run,
             retry: None,
+            count: 1,
         };
         let (mut answered, mut won) = (0, 0);
         let mut trips = Vec::new();

@@ -45,6 +45,9 @@ pub struct ClaimRequest {
     /// The job's retry policy (the store queues the retry of a run whose
     /// node dies, so it must know it).
     pub retry: Option<RetryPolicy>,
+    /// A `missed` claim: how many occurrences it stands for (it is the
+    /// newest of them; the store records the count). 1 for a run.
+    pub count: u64,
 }
 
 /// A started run's identity in the shared store.

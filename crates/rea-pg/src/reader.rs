@@ -497,7 +497,12 @@ fn record_of(r: &Row, at: usize) -> Record {
     rec.detail = Some(extra);
     if status == "missed" {
         rec.status = None;
-        rec.count = Some(1);
+        // The occurrences the claim stood for (rows of older binaries: 1).
+        let count = detail
+            .as_ref()
+            .and_then(|d| d.get("count"))
+            .and_then(Value::as_u64);
+        rec.count = Some(count.unwrap_or(1).max(1));
     }
     if let Some(out) = r.get::<_, Option<String>>(g(17)) {
         rec.output = Some(out);

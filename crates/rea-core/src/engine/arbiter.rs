@@ -70,9 +70,18 @@ pub(super) struct Claims {
     /// Runs asked of the store, not answered yet, with the occurrences a
     /// `missed` claim stands for.
     asked: HashMap<String, (Pending, u64)>,
-    /// Per job, the newest occurrence no node could claim from here (no
-    /// lease), for its `catch_up` once the node is back.
-    parked: BTreeMap<String, DateTime<Utc>>,
+    /// Per job, the oldest and the newest occurrence no node could claim
+    /// from here (no lease), for its `catch_up` once the node is back: the
+    /// schedule gives those between (bounded, without a list).
+    parked: BTreeMap<String, (DateTime<Utc>, DateTime<Utc>)>,
+    /// `catch_up = "all"`: per job, the caught-up occurrences still to
+    /// claim, oldest first, one after the other (each once the previous
+    /// one's run has ended here or the store decided it otherwise), so
+    /// they run in turn whatever the job's overlap policy. Present while
+    /// one is undecided; the job's occurrences due meanwhile join the
+    /// queue (claimed before them, they would move the store's mark past
+    /// the rest, which could then not be claimed).
+    pub(super) catching_up: HashMap<String, std::collections::VecDeque<DateTime<Utc>>>,
 }
 
 impl Claims {
@@ -88,26 +97,30 @@ impl Claims {
     /// `at` of `job` could not be claimed: the newest such occurrence is
     /// kept for the job's catch-up.
     pub(super) fn park(&mut self, job: &str, at: DateTime<Utc>) {
-        let newest = self.parked.get(job).map_or(at, |t| (*t).max(at));
-        self.parked.insert(job.to_string(), newest);
+        let (oldest, newest) = self.parked.get(job).copied().unwrap_or((at, at));
+        self.parked
+            .insert(job.to_string(), (oldest.min(at), newest.max(at)));
     }
 
     /// Occurrences parked past `now` are forgotten (they were parked on a
     /// clock that was ahead: they have not happened).
     pub(super) fn forget_after(&mut self, now: DateTime<Utc>) {
-        self.parked.retain(|_, at| *at <= now);
+        self.parked.retain(|_, (oldest, _)| *oldest <= now);
+        for (_, newest) in self.parked.values_mut() {
+            *newest = (*newest).min(now);
+        }
     }
 
     pub(super) fn any_parked(&self) -> bool {
         !self.parked.is_empty()
     }
 
-    pub(super) fn take_parked(&mut self) -> BTreeMap<String, DateTime<Utc>> {
+    pub(super) fn take_parked(&mut self) -> BTreeMap<String, (DateTime<Utc>, DateTime<Utc>)> {
         std::mem::take(&mut self.parked)
     }
 
     #[cfg(test)]
-    pub(super) fn parked(&self) -> &BTreeMap<String, DateTime<Utc>> {
+    pub(super) fn parked(&self) -> &BTreeMap<String, (DateTime<Utc>, DateTime<Utc>)> {
         &self.parked
     }
 }

@@ -51,6 +51,7 @@ impl Engine {
             overlap,
             mode,
             retry,
+            count: count.max(1),
         }));
         if let Some(claims) = self.arbiter.claims() {
             claims.asked(p, count);
@@ -68,6 +69,9 @@ impl Engine {
             outcome,
             ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) | ClaimOutcome::Early
         );
+        if p.trigger == Trigger::CatchUp {
+            self.caught_up_answered(&p, &outcome, now, &mut out);
+        }
         match outcome {
             ClaimOutcome::Started { grant, .. } | ClaimOutcome::AlreadyYours { grant } => {
                 p.grant = Some(grant);
@@ -106,6 +110,51 @@ impl Engine {
         }
         self.fill_slots(now, &mut out);
         out
+    }
+
+    /// A caught-up occurrence's claim was answered: the next one of a
+    /// `catch_up = "all"` job is claimed now if this one will not run here
+    /// (after the run otherwise, from its end); a newer occurrence claimed
+    /// meanwhile makes the rest unclaimable (recorded missed here), and no
+    /// lease parks the rest for when it is back.
+    fn caught_up_answered(
+        &mut self,
+        p: &Pending,
+        outcome: &ClaimOutcome,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let name = p.source.name();
+        match outcome {
+            // Started: the next waits for its end. Missed: the answer to
+            // the claim standing for the older ones (a run's claim is
+            // never answered so), sent before the first run's.
+            ClaimOutcome::Started { .. }
+            | ClaimOutcome::AlreadyYours { .. }
+            | ClaimOutcome::Missed => {}
+            ClaimOutcome::Lost => {
+                let rest = self
+                    .arbiter
+                    .claims()
+                    .and_then(|c| c.catching_up.remove(name))
+                    .unwrap_or_default();
+                if let Some(last) = rest.back() {
+                    out.push(occurrences_missed(name, *last, rest.len() as u64, now));
+                }
+            }
+            ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
+                if let Some(claims) = self.arbiter.claims() {
+                    if let Some(last) = claims
+                        .catching_up
+                        .remove(name)
+                        .and_then(|q| q.back().copied())
+                    {
+                        claims.park(name, last);
+                    }
+                }
+            }
+            _ => self.next_caught_up(name, now, out),
+        }
     }
 
     /// The store found `p`'s occurrence still in its clock's future: it
@@ -306,9 +355,9 @@ impl Engine {
     }
 
     /// The node holds a lease again: each job whose occurrences it could
-    /// not claim meanwhile asks for its newest one once, through its
-    /// `catch_up` (`none`: recorded missed; `once`, `all`: one run). The
-    /// store's mark makes one node win it, whichever asks first.
+    /// not claim meanwhile catches them up through its `catch_up`
+    /// ([`Engine::claim_caught_up`]). The store's mark makes one node win
+    /// each, whichever asks first.
     pub fn cluster_back(&mut self, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
@@ -320,7 +369,7 @@ impl Engine {
             .claims()
             .map(|c| c.take_parked())
             .unwrap_or_default();
-        for (name, at) in parked {
+        for (name, (oldest, newest)) in parked {
             let Some(def) = self
                 .jobs
                 .get(name.as_str())
@@ -329,19 +378,103 @@ impl Engine {
             else {
                 continue;
             };
-            let mode = match def.catch_up {
-                CatchUp::None => ClaimMode::Missed,
-                CatchUp::Once | CatchUp::All => ClaimMode::Run,
-            };
-            let p = self.new_pending(&name, Trigger::CatchUp, 1, at, Duration::ZERO, now);
-            self.request_claim(p, def.overlap, mode, 1, &mut out);
+            let before = oldest - chrono::Duration::nanoseconds(1);
+            let (mut kept, mut count) = self.passed(&name, before, newest, caught_up_kept(&def));
+            if count == 0 {
+                // Its schedule changed since: the newest stands for them.
+                (kept, count) = (vec![newest], 1);
+            }
+            self.claim_caught_up(&name, &def, kept, count, now, &mut out);
         }
         out
     }
 
+    /// `count` occurrences of `name` passed unclaimed (the newest of them
+    /// `kept`, oldest first, as [`caught_up_kept`] asks): claimed as the
+    /// job's `catch_up` says. `none`: the newest, as missed, standing for
+    /// all of them; `once`: the newest, to run; `all`: the newest
+    /// `catch_up_limit`, to run one after the other (oldest first, each
+    /// claimed once the previous one is decided, see
+    /// [`Engine::next_caught_up`]), the older ones as one missed claim.
+    pub(super) fn claim_caught_up(
+        &mut self,
+        name: &str,
+        def: &Job,
+        mut kept: Vec<DateTime<Utc>>,
+        count: u64,
+        now: DateTime<Utc>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(&latest) = kept.last() else {
+            return;
+        };
+        let limit = def.catch_up_limit.max(1) as usize;
+        match def.catch_up {
+            CatchUp::None | CatchUp::Once => {
+                let mode = if def.catch_up == CatchUp::None {
+                    ClaimMode::Missed
+                } else {
+                    ClaimMode::Run
+                };
+                let p = self.new_pending(name, Trigger::CatchUp, 1, latest, Duration::ZERO, now);
+                self.request_claim(p, def.overlap, mode, count, out);
+            }
+            CatchUp::All => {
+                if kept.len() > limit {
+                    // The newest of those beyond the limit stands for them.
+                    let dropped = kept.remove(0);
+                    let older = count.saturating_sub(limit as u64).max(1);
+                    let p =
+                        self.new_pending(name, Trigger::CatchUp, 1, dropped, Duration::ZERO, now);
+                    self.request_claim(p, def.overlap, ClaimMode::Missed, older, out);
+                }
+                let mut queue: std::collections::VecDeque<DateTime<Utc>> = kept.into();
+                let Some(first) = queue.pop_front() else {
+                    return;
+                };
+                // Kept (even empty) until the last one is decided: the
+                // job's new occurrences wait behind them meanwhile.
+                if let Some(claims) = self.arbiter.claims() {
+                    claims.catching_up.insert(name.to_string(), queue);
+                }
+                let p = self.new_pending(name, Trigger::CatchUp, 1, first, Duration::ZERO, now);
+                self.request_claim(p, def.overlap, ClaimMode::Run, 1, out);
+            }
+        }
+    }
+
+    /// `catch_up = "all"`: the previous caught-up occurrence of `name` is
+    /// decided (its run ended here, or the store did not start it): claim
+    /// the next one, if any.
+    pub(super) fn next_caught_up(&mut self, name: &str, now: DateTime<Utc>, out: &mut Vec<Action>) {
+        let Some(claims) = self.arbiter.claims() else {
+            return;
+        };
+        let Some(queue) = claims.catching_up.get_mut(name) else {
+            return;
+        };
+        let Some(at) = queue.pop_front() else {
+            claims.catching_up.remove(name);
+            return;
+        };
+        let Some(def) = self
+            .jobs
+            .get(name)
+            .filter(|s| !s.removed && !self.stopping)
+            .map(|s| s.def.clone())
+        else {
+            if let Some(claims) = self.arbiter.claims() {
+                claims.catching_up.remove(name);
+            }
+            return;
+        };
+        let p = self.new_pending(name, Trigger::CatchUp, 1, at, Duration::ZERO, now);
+        self.request_claim(p, def.overlap, ClaimMode::Run, 1, out);
+    }
+
     /// Jobs with occurrences waiting for the node's lease.
     #[cfg(test)]
-    pub(crate) fn unclaimed(&mut self) -> BTreeMap<String, DateTime<Utc>> {
+    pub(crate) fn unclaimed(&mut self) -> BTreeMap<String, (DateTime<Utc>, DateTime<Utc>)> {
         self.arbiter
             .claims()
             .map(|c| c.parked().clone())
@@ -359,4 +492,14 @@ fn occurrences_missed(name: &str, at: DateTime<Utc>, count: u64, now: DateTime<U
         "{count} occurrence(s) passed while no node was running them (catch_up policy)"
     ));
     Action::Record(Box::new(rec))
+}
+
+/// How many of the newest passed occurrences [`Engine::claim_caught_up`]
+/// needs: `all`, its limit and the newest beyond it (which stands for the
+/// older ones); else the newest.
+pub(super) fn caught_up_kept(def: &Job) -> usize {
+    match def.catch_up {
+        CatchUp::All => def.catch_up_limit.max(1) as usize + 1,
+        CatchUp::None | CatchUp::Once => 1,
+    }
 }

@@ -275,6 +275,10 @@ impl Engine {
         if let Some(end) = end {
             self.dependents_of(&name, end, now, out);
         }
+        // `catch_up = "all"` in cluster mode: the next caught-up occurrence.
+        if active.pending.trigger == Trigger::CatchUp && active.pending.grant.is_some() {
+            self.next_caught_up(&name, now, out);
+        }
         let Some(state) = self.jobs.get_mut(name.as_str()) else {
             return;
         };

@@ -154,6 +154,23 @@ impl Engine {
             let newest = kept.last().copied().unwrap_or(at);
             self.set_last_occurrence(name, newest);
             self.schedule_next(name, now);
+            // Behind occurrences still being caught up (`all`), it waits
+            // its turn: claimed now, it would move the store's mark past
+            // them. At most `catch_up_limit` wait (a job slower than its
+            // schedule would catch up for ever); past that it is claimed,
+            // and those left are recorded missed.
+            let limit = self
+                .jobs
+                .get(name)
+                .map_or(1, |s| s.def.catch_up_limit as usize);
+            if let Arbiter::Store(claims) = &mut self.arbiter {
+                if let Some(queue) = claims.catching_up.get_mut(name) {
+                    if queue.len() < limit {
+                        queue.push_back(newest);
+                        return;
+                    }
+                }
+            }
             let overlap = self.jobs.get(name).map_or(Overlap::Skip, |s| s.def.overlap);
             let p = self.new_pending(name, Trigger::Schedule, 1, newest, jitter, now);
             self.request_claim(p, overlap, ClaimMode::Run, 1, out);
@@ -250,14 +267,11 @@ impl Engine {
         let latest = *kept.last().unwrap_or(&since);
         self.set_last_occurrence(name, latest);
         if let Arbiter::Store(_) = self.arbiter {
-            // One claim for the newest: the store runs it (or records it
-            // missed) on exactly one node, whichever asks first.
-            let mode = match def.catch_up {
-                CatchUp::None => ClaimMode::Missed,
-                CatchUp::Once | CatchUp::All => ClaimMode::Run,
-            };
-            let p = self.new_pending(name, Trigger::CatchUp, 1, latest, Duration::ZERO, now);
-            self.request_claim(p, def.overlap, mode, count, out);
+            // The store runs each (or records it missed) on exactly one
+            // node, whichever asks first.
+            let keep = super::cluster::caught_up_kept(&def);
+            let (kept, count) = self.passed(name, since, now, keep);
+            self.claim_caught_up(name, &def, kept, count, now, out);
             return;
         }
         match def.catch_up {

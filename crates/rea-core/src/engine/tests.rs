@@ -1459,6 +1459,86 @@ fn cluster_without_a_lease_nothing_starts_and_the_newest_is_caught_up_once() {
     assert_eq!(r[0].event, Event::Missed);
 }
 
+/// #24: after an outage `catch_up = "all"` claims each occurrence up to
+/// its limit, one after the other, the older ones as one missed claim
+/// with their true count; `none` records the true count too.
+#[test]
+fn cluster_catch_up_all_after_an_outage_claims_each_in_turn_with_true_counts() {
+    let mut all = job("all", "* * * * *");
+    all.catch_up = CatchUp::All;
+    all.catch_up_limit = 3;
+    let none = job("none", "* * * * *");
+    let cfg = config(vec![all, none], 8);
+    let (mut e, _) = cluster_engine(&cfg, at("2026-11-29T00:00:30Z"));
+    let minute = |m: i64| at("2026-11-29T00:00:00Z") + chrono::Duration::minutes(m);
+    for m in 1..=5 {
+        for c in claims(&e.wake(minute(m), false)) {
+            e.claimed(&c.run, ClaimOutcome::NoLease, minute(m));
+        }
+    }
+    assert_eq!(e.unclaimed()["all"], (minute(1), minute(5)));
+    let back = minute(5) + chrono::Duration::seconds(10);
+    let c = claims(&e.cluster_back(back));
+    let shown: Vec<_> = c
+        .iter()
+        .map(|c| (c.job.as_str(), c.scheduled, c.mode, c.count))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("all", minute(2), ClaimMode::Missed, 2),
+            ("all", minute(3), ClaimMode::Run, 1),
+            ("none", minute(5), ClaimMode::Missed, 5),
+        ],
+        "the first of the three to run, then one at a time"
+    );
+    e.claimed(&c[0].run, ClaimOutcome::Missed, back);
+    let r = records(&e.claimed(&c[2].run, ClaimOutcome::Missed, back));
+    assert_eq!(r[0].count, Some(5), "the true count");
+    let s = starts(&e.claimed(&c[1].run, grant(1), back));
+    assert_eq!(s.len(), 1);
+    e.spawned(&s[0].run, Ok(Started { pid: 1, at: back }), back);
+    // An occurrence due meanwhile waits behind the caught-up ones (claimed
+    // now, it would move the store's mark past them).
+    let due = claims(&e.wake(minute(6), false));
+    assert_eq!(
+        due.iter().map(|c| c.job.as_str()).collect::<Vec<_>>(),
+        ["none"]
+    );
+    // The run ends: the next is claimed; the store skips that one: the
+    // next is claimed at once.
+    let end = minute(6) + chrono::Duration::seconds(1);
+    let next = claims(&e.finished(&s[0].run, &outcome(1, back, end, 0), end));
+    assert_eq!(next.len(), 1);
+    assert_eq!(
+        (next[0].scheduled, next[0].trigger),
+        (minute(4), Trigger::CatchUp)
+    );
+    let skipped = ClaimOutcome::Skipped {
+        reason: "the job is paused (rea resume to resume)".into(),
+    };
+    let last = claims(&e.claimed(&next[0].run, skipped, end));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].scheduled, minute(5));
+    let s = starts(&e.claimed(&last[0].run, grant(2), end));
+    e.spawned(&s[0].run, Ok(Started { pid: 2, at: end }), end);
+    let due = claims(&e.finished(&s[0].run, &outcome(2, end, end, 0), end));
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].scheduled, minute(6), "then the one that waited");
+    let s = starts(&e.claimed(&due[0].run, grant(3), end));
+    e.spawned(&s[0].run, Ok(Started { pid: 3, at: end }), end);
+    assert!(
+        claims(&e.finished(&s[0].run, &outcome(3, end, end, 0), end)).is_empty(),
+        "all decided"
+    );
+    let next = claims(&e.wake(minute(7), false));
+    assert!(
+        next.iter()
+            .any(|c| c.job == "all" && c.trigger == Trigger::Schedule),
+        "the schedule goes on"
+    );
+}
+
 /// An occurrence the store finds in its clock's future (this node's clock
 /// ahead) is not waited for: it is put back in the heap for its instant,
 /// the engine goes on, and it is claimed once more then, once.

@@ -11,7 +11,9 @@
 --   unknown_job
 -- p_mode 'run' | 'missed' (advance the mark and record the occurrence as missed
 -- without running: catch_up = none, or older occurrences of catch_up = once).
--- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_job, $5 p_scheduled, $6 p_trigger, $7 p_overlap, $8 p_retry, $9 p_mode, $10 p_max_early_ms.
+-- A missed claim stands for p_count occurrences (it is the newest), kept in
+-- the row's detail as {"count": N}.
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_job, $5 p_scheduled, $6 p_trigger, $7 p_overlap, $8 p_retry, $9 p_mode, $10 p_max_early_ms, $11 p_count.
   with me as (
     select n.node from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
@@ -49,7 +51,7 @@
   ),
   ins as (
     insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason,
-                          prev_scheduled, node, epoch, fence, retry)
+                          prev_scheduled, node, epoch, fence, retry, detail)
     select $1::text, $4::text, $5::timestamptz, 1, $6::text,
       case j.last_decision when 'start' then 'started' when 'queue' then 'queued'
                            when 'missed' then 'missed' else 'skipped' end,
@@ -60,7 +62,8 @@
               else 'the previous run is still running (overlap = "skip")' end end,
       j.prev_scheduled, $2::text, $3::bigint,
       case when j.last_decision = 'start' then j.current_fence end,
-      $8::jsonb
+      $8::jsonb,
+      case when j.last_decision = 'missed' then jsonb_build_object('count', $11::bigint) end
     from j
     returning id, status, fence, reason
   ),

@@ -49,10 +49,10 @@ impl Main {
         let params: Vec<ClaimParams> = batch.iter().map(ClaimParams::of).collect();
         let results = match &self.conn {
             Some((c, st)) => {
-                let arrays: Vec<[P<'_>; 10]> = batch
+                let arrays: Vec<[P<'_>; 11]> = batch
                     .iter()
                     .zip(&params)
-                    .map(|(req, p)| -> [P<'_>; 10] {
+                    .map(|(req, p)| -> [P<'_>; 11] {
                         [
                             &cluster,
                             &node,
@@ -64,6 +64,7 @@ impl Main {
                             &p.retry,
                             &p.mode,
                             &MAX_EARLY_MS,
+                            &p.count,
                         ]
                     })
                     .collect();
@@ -159,6 +160,7 @@ impl Main {
             Trigger::Manual | Trigger::Dependency | Trigger::Reboot
         );
         let ClaimParams {
+            count,
             trigger,
             overlap,
             retry,
@@ -175,7 +177,7 @@ impl Main {
                     // Adopting takes the claim's first eight parameters and
                     // answers (outcome, run, fence, reason); a claim also
                     // says which occurrence it superseded, before its reason.
-                    let params: [&(dyn ToSql + Sync); 10] = [
+                    let params: [&(dyn ToSql + Sync); 11] = [
                         &cluster,
                         &node,
                         &epoch,
@@ -186,6 +188,7 @@ impl Main {
                         &retry,
                         &mode,
                         &MAX_EARLY_MS,
+                        &count,
                     ];
                     let (statement, params, prev_col, reason_col) = if adopt {
                         (&st.adopt, &params[..8], None, 3)
@@ -227,6 +230,8 @@ impl Main {
 
 /// A claim's parameters as the statement takes them.
 pub(super) struct ClaimParams {
+    /// Occurrences a missed claim stands for.
+    pub(super) count: i64,
     pub(super) trigger: &'static str,
     pub(super) overlap: &'static str,
     pub(super) retry: Option<Value>,
@@ -236,6 +241,7 @@ pub(super) struct ClaimParams {
 impl ClaimParams {
     fn of(req: &ClaimRequest) -> ClaimParams {
         ClaimParams {
+            count: i64::try_from(req.count.max(1)).unwrap_or(i64::MAX),
             trigger: req.trigger.as_str(),
             overlap: req.overlap.as_str(),
             retry: req.retry.as_ref().map(retry_json),
@@ -268,6 +274,7 @@ mod tests {
             trigger: Trigger::CatchUp,
             overlap: Overlap::Queue,
             mode: ClaimMode::Missed,
+            count: 4,
             retry: Some(RetryPolicy {
                 attempts: 2,
                 delay: Duration::from_secs(3),
