@@ -93,6 +93,8 @@ fn json_schema_is_stable() {
         "enabled",
         "name",
         "next",
+        // The job's declared parameters (#23).
+        "params",
         "schedule",
         "tags",
         "timezone",

@@ -128,6 +128,14 @@ dir = "@ROOT@"
 fn parameters_reach_the_run_and_are_recorded_in_history_and_audit() {
     let env = Env::new();
     env.jobs(REPORT);
+    let listed = env.rea(&["list", "--json"]).ok().json();
+    assert_eq!(
+        listed[0]["params"],
+        serde_json::json!([
+            { "name": "DATE", "default": null, "pattern": "[0-9]{4}-[0-9]{2}-[0-9]{2}" },
+            { "name": "REGION", "default": "eu", "pattern": null },
+        ])
+    );
     // Scheduled runs get the defaults; DATE has none.
     env.rea(&["check"])
         .ok()

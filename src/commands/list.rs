@@ -27,6 +27,12 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> CommandResult {
                     "enabled": j.enabled,
                     "tags": j.tags,
                     "description": j.extras().description,
+                    // What `rea trigger --param` may pass.
+                    "params": j.extras().params.iter().map(|p| json!({
+                        "name": p.name,
+                        "default": p.default,
+                        "pattern": p.pattern.as_ref().map(|p| p.as_str()),
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
