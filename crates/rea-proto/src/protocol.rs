@@ -719,6 +719,21 @@ mod tests {
             r#"{"v":1,"op":"trigger","job":"backup","force":false,"wait":true}"#
         );
         assert_eq!(serde_json::from_str::<Envelope>(&text).unwrap(), env);
+        // A trigger's parameters: an object of strings, absent when none.
+        let with_params = parse_request(
+            br#"{"v":1,"op":"trigger","job":"report","params":{"DATE":"2026-11-30"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            with_params,
+            Request::Trigger {
+                job: "report".into(),
+                force: false,
+                wait: false,
+                follow: false,
+                params: [("DATE".to_string(), "2026-11-30".to_string())].into(),
+            }
+        );
         let from_cli = parse_envelope(br#"{"v":1,"source":"cli","op":"reload"}"#).unwrap();
         assert_eq!(
             (from_cli.source.as_deref(), from_cli.request),
