@@ -54,7 +54,13 @@ pub(crate) fn run(global: &Global, args: &ListArgs) -> CommandResult {
                     super::relative(t, now),
                 ),
                 None if j.schedule.is_none() => {
-                    ("when its dependencies succeed".to_string(), String::new())
+                    let all_success = j.after.iter().all(|d| d.on == rea_core::job::On::Success);
+                    let when = if all_success {
+                        "when its dependencies succeed"
+                    } else {
+                        "when its dependencies end as it asks"
+                    };
+                    (when.to_string(), String::new())
                 }
                 None => ("never".to_string(), String::new()),
             }

@@ -1278,7 +1278,7 @@ mod conditions_and_params {
         // Job a runs on a schedule with two parameters that have no default.
         assert_eq!(
             c.warnings.iter().map(|w| format!("{w}\n")).collect::<String>(),
-            "jobs.toml:4:1: warning: job \"a\" runs without a trigger (schedule or after), and then parameters DATE, REGION are unset\n  hint: give it a default: params = { DATE = { default = \"…\" } }\n"
+            "jobs.toml:4:1: warning: job \"a\" also runs on its own (its schedule or after), where parameters DATE, REGION are unset\n  hint: give it a default: params = { DATE = { default = \"…\" } }\n"
         );
     }
 

@@ -465,7 +465,7 @@ impl<'a> Ctx<'a> {
                     self.warning(
                         *at,
                         format!(
-                            "job {name:?} runs without a trigger (schedule or after), and then {} unset",
+                            "job {name:?} also runs on its own (its schedule or after), where {} unset",
                             match missing.as_slice() {
                                 [one] => format!("parameter {one:?} is"),
                                 more => format!("parameters {} are", more.join(", ")),
