@@ -80,7 +80,13 @@ impl Engine {
             ClaimOutcome::Missed => {
                 out.push(occurrences_missed(p.source.name(), p.scheduled, count, now));
             }
-            ClaimOutcome::Queued | ClaimOutcome::Lost => {}
+            ClaimOutcome::Queued => {}
+            // Another node runs it: not late here.
+            ClaimOutcome::Lost => {
+                if let Source::Job(name) = &p.source {
+                    self.alerts_run_started(name, None, now, &mut out);
+                }
+            }
             ClaimOutcome::Early => self.requeue_early(&p, now),
             ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
                 if matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) {

@@ -1,11 +1,14 @@
 //! Injected-clock tests of the engine: days of schedule, DST, clock steps,
 //! overlap, concurrency, retries, catch-up and reloads, in milliseconds.
+//! Alerts are `tests/alerts.rs`.
 
 use super::*;
 use crate::backoff::RetryPolicy;
 use crate::run::{Output, Usage};
 use crate::schedule::Schedule;
 use crate::tenant::Tenant;
+
+mod alerts;
 
 /// A job with every field at its default (`Job::default`, the same
 /// defaults the job file reader starts from), running `true`.
@@ -92,6 +95,8 @@ struct Sim {
     running: Vec<(String, DateTime<Utc>)>,
     records: Vec<Record>,
     max_seen_running: usize,
+    /// Alert events, in order.
+    alerts: Vec<crate::alert::AlertEvent>,
 }
 
 impl Sim {
@@ -105,6 +110,7 @@ impl Sim {
             running: vec![],
             records: vec![],
             max_seen_running: 0,
+            alerts: vec![],
         };
         sim.apply(actions);
         sim
@@ -135,6 +141,7 @@ impl Sim {
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
+                Action::Alert(a) => self.alerts.push(a.event),
                 // Hooks take no time here.
                 Action::StartHooks { id, .. } => queue.extend(self.engine.hooks_done(id, self.now)),
                 Action::Claim(c) => panic!("local mode never claims: {c:?}"),
