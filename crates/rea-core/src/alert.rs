@@ -96,6 +96,11 @@ impl RunningOver {
                 )),
             };
         }
+        if t.contains('x') && t.contains('p') {
+            return Err(format!(
+                "invalid running_over {text:?}: only the job's p95 duration is kept (write e.g. \"3x p95\")"
+            ));
+        }
         match crate::duration::parse(t) {
             Ok(d) if !d.is_zero() => Ok(RunningOver::Fixed(d)),
             Ok(_) => Err(format!(

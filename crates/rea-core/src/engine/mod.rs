@@ -150,6 +150,10 @@ pub enum Hook {
     Success,
     Failure,
     RetryExhausted,
+    /// `on_alert`: run by the daemon for an [`Action::Alert`], outside the
+    /// `max_concurrent` slots (a job late for want of a slot must still be
+    /// told).
+    Alert,
 }
 
 impl Hook {
@@ -158,6 +162,7 @@ impl Hook {
             Hook::Success => "on_success",
             Hook::Failure => "on_failure",
             Hook::RetryExhausted => "on_retry_exhausted",
+            Hook::Alert => "on_alert",
         }
     }
 }
