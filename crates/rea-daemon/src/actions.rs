@@ -133,6 +133,7 @@ impl Loop {
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
             Msg::MailEnded { tenant } => self.mail_ended(tenant),
+            Msg::AlertTold { notice, claim } => self.alert_told(*notice, claim, actions),
         }
     }
 

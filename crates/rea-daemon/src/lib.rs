@@ -147,6 +147,11 @@ enum Msg {
     MailEnded {
         tenant: String,
     },
+    /// Cluster mode: the store said whether this node tells an alert.
+    AlertTold {
+        notice: Box<rea_core::engine::AlertNotice>,
+        claim: rea_store::cluster::AlertClaim,
+    },
 }
 
 /// Does nothing; see [`run`] for why SIGXFSZ is caught rather than ignored.

@@ -26,6 +26,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (2, 1, &[include_str!("../sql/003_audit.sql")]),
     // An index: runs found by their engine's id too.
     (3, 1, &[include_str!("../sql/004_engine_run.sql")]),
+    // Alerts: who raised which (a table older binaries do not touch).
+    (4, 1, &[include_str!("../sql/005_alerts.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

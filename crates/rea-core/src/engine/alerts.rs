@@ -409,7 +409,38 @@ impl Engine {
         if let Some(id) = a.late_entry.take() {
             self.heap.cancel(id);
         }
-        if a.is_raised(AlertKind::Late) {
+        let raised = a.is_raised(AlertKind::Late);
+        // Cluster mode: another node's engine may have raised it (this one
+        // lost those claims); the store tells the resolve once, if any
+        // node raised it.
+        let store = matches!(self.arbiter, Arbiter::Store(_));
+        if store && !raised {
+            // Only once the deadline has passed can a node have raised it.
+            let def = self.jobs.get(name).map(|s| s.def.clone());
+            let limit = def.as_ref().and_then(|d| rules(d).late);
+            if let (Some(due), Some(limit)) = (due, limit) {
+                if let Some(def) = def.filter(|_| later(due, limit) <= now) {
+                    out.push(Action::Alert(Box::new(AlertNotice {
+                        job: def,
+                        event: AlertEvent {
+                            job: name.to_string(),
+                            kind: AlertKind::Late,
+                            state: AlertState::Resolved,
+                            reason: format!(
+                                "started {} after its due instant {}",
+                                crate::duration::format((now - due).to_std().unwrap_or_default()),
+                                secs(due)
+                            ),
+                            at: now,
+                            due: Some(due),
+                            run: run.map(str::to_string),
+                        },
+                    })));
+                }
+            }
+            return;
+        }
+        if raised {
             let due = due.unwrap_or(now);
             let reason = format!(
                 "started {} after its due instant {}",
@@ -426,6 +457,29 @@ impl Engine {
                 now,
                 out,
             );
+        }
+    }
+
+    /// Cluster mode: another node took the occurrence of `name` at
+    /// `scheduled` (`ClaimOutcome::Lost`). Whether it started is that
+    /// node's to know: this node stops watching it. A `late` it raised
+    /// stays raised here until it starts a run itself (the store holds
+    /// who told it; the node that starts a run, having raised it too,
+    /// tells the resolve).
+    pub(super) fn alerts_taken_elsewhere(&mut self, name: &str, scheduled: DateTime<Utc>) {
+        let Some(a) = self
+            .jobs
+            .get_mut(name)
+            .and_then(|s| s.alerts.as_deref_mut())
+        else {
+            return;
+        };
+        if a.late_due.is_some_and(|due| due <= scheduled) {
+            a.late_due = None;
+            a.late_cause = None;
+            if let Some(id) = a.late_entry.take() {
+                self.heap.cancel(id);
+            }
         }
     }
 

@@ -81,10 +81,10 @@ impl Engine {
                 out.push(occurrences_missed(p.source.name(), p.scheduled, count, now));
             }
             ClaimOutcome::Queued => {}
-            // Another node runs it: not late here.
+            // Another node took it: its lateness is that node's to judge.
             ClaimOutcome::Lost => {
                 if let Source::Job(name) = &p.source {
-                    self.alerts_run_started(name, None, now, &mut out);
+                    self.alerts_taken_elsewhere(name, p.scheduled);
                 }
             }
             ClaimOutcome::Early => self.requeue_early(&p, now),
