@@ -312,3 +312,45 @@ fn rea_check_rejects_bad_alert_fields_where_they_are() {
         "{err}"
     );
 }
+
+/// A user's job: her `on_alert` runs as her, sees her job's name as her
+/// file writes it, and her alert lines are hers to read, not another
+/// user's.
+#[test]
+fn a_users_on_alert_runs_as_her_and_her_alerts_are_hers() {
+    use std::os::unix::fs::PermissionsExt;
+    if crate::support::skip_unless_root("a_users_on_alert_runs_as_her_and_her_alerts_are_hers") {
+        return;
+    }
+    const ALICE: &str = "rea-alice";
+    const BOB: &str = "rea-bob";
+    let env = crate::users::shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    crate::support::throwaway_user(ALICE).expect("user");
+    crate::support::throwaway_user(BOB).expect("user");
+    let out = env.path("out");
+    std::fs::create_dir(&out).expect("mkdir");
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let f = env.write(
+        &format!("users/{ALICE}.toml"),
+        &format!(
+            "[jobs.f]\nschedule = \"@yearly\"\ncommand = \"false\"\nalert.failures = 1\non_alert = \"echo $(id -un) $REA_JOB $REA_TENANT $REA_ALERT_KIND $REA_ALERT_STATE >> {}/alert\"\n",
+            out.display()
+        ),
+    );
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let d = env.daemon();
+    crate::users::rea_as(&env, ALICE, &["trigger", "f", "--wait"], None).code(1);
+    wait_until("her on_alert", || {
+        std::fs::read_to_string(out.join("alert")).is_ok_and(|t| t.lines().count() == 1)
+    });
+    let told = std::fs::read_to_string(out.join("alert")).unwrap_or_default();
+    assert_eq!(told, format!("{ALICE} f {ALICE} failures raised\n"));
+    let lines = alert_lines(&env, &format!("{ALICE}/f"));
+    assert_eq!(lines.len(), 1, "recorded under her qualified name");
+    crate::users::rea_as(&env, ALICE, &["history", "f"], None)
+        .ok()
+        .stdout_has("alert failures raised");
+    let his = crate::users::rea_as(&env, BOB, &["history", "--json"], None);
+    assert!(!his.stdout.contains("\"alert\""), "{}", his.stdout);
+    d.stop();
+}
