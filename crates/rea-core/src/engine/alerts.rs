@@ -529,6 +529,10 @@ impl Engine {
             return;
         };
         let failures_limit = rules(&s.def).failures;
+        let relative = matches!(
+            rules(&s.def).running_over,
+            Some(crate::alert::RunningOver::P95 { .. })
+        );
         let streak = s.consecutive_failures;
         let Some(a) = self.alerts_of(name) else {
             return;
@@ -536,7 +540,8 @@ impl Engine {
         let running_over = a.is_raised(AlertKind::RunningOver);
         let success = status == RunStatus::Succeeded;
         if success {
-            if let Some(d) = rec.duration_ms {
+            // Kept only where a relative limit reads them.
+            if let (Some(d), true) = (rec.duration_ms, relative) {
                 a.durations.push(Duration::from_millis(d));
             }
             a.since_success = Some(now);
