@@ -134,7 +134,8 @@ killed\t''
 skipped\t''
 interrupted\t''
 cancelled\t'One-shots cancelled before they ran'
-missed\t'Occurrences missed while the daemon was down (catch-up policy)'"
+missed\t'Occurrences missed while the daemon was down (catch-up policy)'
+alert\t'Alerts raised and resolved (alert.* of the job file)'"
 complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("08:00", "2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -l until -d 'Only before this long ago or this instant (the forms of --since)' -r
 complete -c rea -n "__fish_rea_using_subcommand history" -s n -l limit -d 'At most this many lines' -r

@@ -322,6 +322,8 @@ pub(crate) enum StatusFilter {
     Cancelled,
     /// Occurrences missed while the daemon was down (catch-up policy)
     Missed,
+    /// Alerts raised and resolved (alert.* of the job file)
+    Alert,
 }
 
 #[derive(Debug, Args)]

@@ -1827,3 +1827,71 @@ fn cluster_catch_up_all_after_a_database_outage_runs_each_and_counts_the_missed(
     assert_eq!(a.daemon.take().expect("running").stop(), 0);
     w.assert_no_duplicates();
 }
+
+/// An alert every node's engine raises (a paused job is late on all of
+/// them) is told by one node, decided on `rea.alerts`, and its resolve by
+/// one node too.
+#[test]
+fn cluster_an_alert_every_node_sees_is_told_once() {
+    let Some(pg) = pg::shared("cluster_an_alert_every_node_sees_is_told_once") else {
+        return;
+    };
+    let file = cluster_file(
+        &pg.url,
+        "alerts",
+        CALM,
+        "[jobs.tick]\nschedule = \"* * * * * *\"\ncommand = \"true\"\nalert.late = \"2s\"\n",
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    a.rea(&["pause", "tick"]).ok();
+    let told = |state: &str| -> Vec<String> {
+        [&a, &b]
+            .iter()
+            .flat_map(|n| {
+                n.env
+                    .events("alert")
+                    .into_iter()
+                    .filter(|v| v["alert"]["state"] == state)
+                    .map(|_| n.name.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    wait_until("late raised", || !told("raised").is_empty());
+    // Both engines passed the deadline; give the second its answer.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        told("raised").len(),
+        1,
+        "raised by one node: {:?}",
+        told("raised")
+    );
+    a.rea(&["resume", "tick"]).ok();
+    wait_until("late resolved", || !told("resolved").is_empty());
+    std::thread::sleep(Duration::from_millis(1500));
+    let lines: Vec<String> = [&a, &b]
+        .iter()
+        .flat_map(|n| {
+            n.env
+                .events("alert")
+                .into_iter()
+                .map(|v| format!("{}: {v}", n.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        told("resolved").len(),
+        1,
+        "resolved by one node: {lines:#?}"
+    );
+    assert_eq!(told("raised").len(), 1);
+    for n in [&mut a, &mut b] {
+        if let Some(d) = n.daemon.take() {
+            d.stop();
+        }
+    }
+}

@@ -7,6 +7,7 @@
 mod support;
 
 mod accounts;
+mod alerts;
 mod audit;
 mod check;
 mod cluster;

@@ -26,6 +26,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
     let until = bound("--until", &args.until)?;
     let mut statuses: Vec<RunStatus> = Vec::new();
     let mut with_missed = false;
+    let mut with_alerts = false;
     for s in &args.status {
         match s {
             StatusFilter::Started => statuses.push(RunStatus::Started),
@@ -37,6 +38,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             StatusFilter::Interrupted => statuses.push(RunStatus::Interrupted),
             StatusFilter::Cancelled => statuses.push(RunStatus::Cancelled),
             StatusFilter::Missed => with_missed = true,
+            StatusFilter::Alert => with_alerts = true,
         }
     }
     if args.failed {
@@ -47,21 +49,23 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             RunStatus::Interrupted,
         ]);
     }
-    // `--status missed` alone: an empty status list means "any" to the
-    // query, so ask for every line and keep only the missed ones.
-    let only_missed = statuses.is_empty() && with_missed;
-    if statuses.is_empty() && !with_missed {
+    // `--status missed` (or `alert`) alone: an empty status list means
+    // "any" to the query, so ask for every line and keep only those.
+    let only_events = statuses.is_empty() && (with_missed || with_alerts);
+    if statuses.is_empty() && !only_events {
         statuses.extend(FINAL);
         with_missed = true;
+        with_alerts = true;
     }
     let query = Query {
         job: args.job.clone(),
         statuses,
         since,
         until,
-        limit: if only_missed { None } else { Some(args.limit) },
-        runs_only: !only_missed,
+        limit: if only_events { None } else { Some(args.limit) },
+        runs_only: !only_events,
         with_missed,
+        with_alerts,
         tenant: args.tenant.clone(),
     };
     let reader = super::history_reader(global, &dir)?;
@@ -73,7 +77,11 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
     })?;
     let mut records: Vec<Record> = records
         .into_iter()
-        .filter(|r| !only_missed || r.event == Event::Missed)
+        .filter(|r| {
+            !only_events
+                || (with_missed && r.event == Event::Missed)
+                || (with_alerts && r.event == Event::Alert)
+        })
         .take(args.limit)
         .collect();
     if reader.malformed() > 0 {
@@ -104,6 +112,10 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
         let when = shown(r);
         let status = match (r.event, r.status) {
             (Event::Missed, _) => format!("missed ×{}", r.count.unwrap_or(0)),
+            (Event::Alert, _) => match r.alert {
+                Some(a) => format!("alert {} {}", a.kind.as_str(), a.state.as_str()),
+                None => "alert".to_string(),
+            },
             (_, Some(s)) => s.as_str().to_string(),
             _ => String::new(),
         };

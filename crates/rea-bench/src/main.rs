@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts
 //! ```
 
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use std::time::{Instant, SystemTime};
 
 use clap::{Parser, ValueEnum};
 
+mod alerts;
 mod alloc;
 mod cluster;
 mod cluster_scale;
@@ -48,6 +49,7 @@ enum Part {
     Governed,
     Tenants,
     TenantQuery,
+    Alerts,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -232,6 +234,9 @@ fn main() {
     }
     if want(Part::TenantQuery) {
         figures.extend(tenant_query::tenant_query(&s));
+    }
+    if want(Part::Alerts) {
+        figures.extend(alerts::alerts(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use rea_core::alert::{AlertRules, RunningOver};
 use rea_core::backoff::RetryPolicy;
 use rea_core::job::{name_problem, CatchUp, Job, MailOn, Overlap};
 use rea_core::schedule::{Schedule, ScheduleError};
@@ -325,6 +326,16 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         name: "on_failure",
         inheritable: true,
         apply: |ctx, v, d| d.job.extras_mut().on_failure = ctx.text_field(v, "on_failure"),
+    },
+    Field {
+        name: "on_alert",
+        inheritable: true,
+        apply: |ctx, v, d| d.job.extras_mut().on_alert = ctx.text_field(v, "on_alert"),
+    },
+    Field {
+        name: "alert",
+        inheritable: true,
+        apply: apply_alert,
     },
     Field {
         name: "on_success",
@@ -1062,6 +1073,108 @@ fn apply_retry(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
         }
     }
     d.job.retry = draft.policy;
+}
+
+/// An `alert` duration: `"5m"`, or `"none"` to unset what `[defaults]` set.
+fn alert_duration(ctx: &mut Ctx, v: &Value, what: &str) -> Option<Option<std::time::Duration>> {
+    if v.get_ref().as_str() == Some("none") {
+        return Some(None);
+    }
+    let t = ctx.duration(v, what)?;
+    if t.is_zero() {
+        ctx.error(
+            v.span().start,
+            format!("\"{what}\" must be longer than 0s"),
+            Some(format!("write {what} = \"none\" for no such alert")),
+        );
+        return None;
+    }
+    Some(Some(t))
+}
+
+const ALERT_FIELDS: &[SubField<AlertRules>] = &[
+    SubField {
+        name: "late",
+        apply: |ctx, v, r| {
+            if let Some(t) = alert_duration(ctx, v, "alert.late") {
+                r.late = t;
+            }
+        },
+    },
+    SubField {
+        name: "running_over",
+        apply: |ctx, v, r| {
+            let Some(text) = ctx.string(
+                v,
+                "a duration like \"30m\" or a multiple of the job's p95 duration like \"3x p95\"",
+            ) else {
+                return;
+            };
+            if text == "none" {
+                r.running_over = None;
+                return;
+            }
+            match RunningOver::parse(text) {
+                Ok(o) => r.running_over = Some(o),
+                Err(e) => ctx.error(
+                    v.span().start,
+                    e,
+                    Some("write alert.running_over = \"30m\", or \"3x p95\" for three times the job's usual (95th percentile) duration".to_string()),
+                ),
+            }
+        },
+    },
+    SubField {
+        name: "no_success_within",
+        apply: |ctx, v, r| {
+            if let Some(t) = alert_duration(ctx, v, "alert.no_success_within") {
+                r.no_success_within = t;
+            }
+        },
+    },
+    SubField {
+        name: "failures",
+        apply: |ctx, v, r| {
+            if let Some(n) = ctx.integer(v, "alert.failures", 0, 1_000_000) {
+                r.failures = (n > 0).then_some(n as u32);
+            }
+        },
+    },
+    SubField {
+        name: "mail",
+        apply: |ctx, v, r| {
+            if let Some(b) = ctx.boolean(v) {
+                r.mail = b;
+            }
+        },
+    },
+];
+
+/// `alert = { late = "5m", failures = 3 }` (or `alert.late = "5m"`): a
+/// job's table overlays `[defaults]`' field by field, as `retry` does.
+fn apply_alert(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
+    let Some(table) = ctx.table(
+        v,
+        "a table like { late = \"5m\", running_over = \"3x p95\", no_success_within = \"26h\", failures = 3 }",
+    ) else {
+        return;
+    };
+    let mut rules = d.job.extras().alert.clone();
+    for (key, value) in in_file_order(table) {
+        match ALERT_FIELDS
+            .iter()
+            .find(|f| f.name == key.get_ref().as_ref())
+        {
+            Some(field) => (field.apply)(ctx, value, &mut rules),
+            None => ctx.unknown_field(
+                key,
+                ALERT_FIELDS.iter().map(|f| f.name),
+                "fields of alert",
+                None,
+            ),
+        }
+    }
+    d.job.extras_mut().alert = rules;
 }
 
 fn apply_env(ctx: &mut Ctx, v: &Value, d: &mut Draft) {

@@ -1317,3 +1317,72 @@ mod conditions_and_params {
         );
     }
 }
+
+mod alerts {
+    use super::unit::{errors, ok};
+    use rea_core::alert::{AlertRules, RunningOver, P95_FLOOR};
+    use std::time::Duration;
+
+    #[test]
+    fn alert_fields_merge_with_defaults_field_by_field() {
+        let c = ok("[defaults]\nalert = { late = \"5m\", failures = 3 }\non_alert = \"notify\"\n\
+                    [jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert.running_over = \"3x p95\"\nalert.failures = 0\n\
+                    [jobs.b]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert.late = \"none\"\nalert.no_success_within = \"26h\"\nalert.running_over = \"30m\"\nalert.mail = false\n");
+        let a = &c.jobs[0].extras().alert;
+        assert_eq!(
+            *a,
+            AlertRules {
+                late: Some(Duration::from_secs(300)),
+                running_over: Some(RunningOver::P95 {
+                    factor: 3.0,
+                    floor: P95_FLOOR
+                }),
+                failures: None,
+                ..AlertRules::NONE
+            }
+        );
+        assert_eq!(c.jobs[0].extras().on_alert.as_deref(), Some("notify"));
+        let b = &c.jobs[1].extras().alert;
+        assert_eq!(b.late, None);
+        assert_eq!(b.failures, Some(3));
+        assert_eq!(b.no_success_within, Some(Duration::from_secs(26 * 3600)));
+        assert_eq!(
+            b.running_over,
+            Some(RunningOver::Fixed(Duration::from_secs(1800)))
+        );
+        assert!(!b.mail);
+    }
+
+    #[test]
+    fn bad_alert_fields_are_located_with_a_hint() {
+        let e = errors("[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert.lat = \"5m\"\n");
+        assert!(
+            e.starts_with("jobs.toml:4:7: unknown field \"lat\"\n  hint: did you mean \"late\"?"),
+            "{e}"
+        );
+        let e = errors(
+            "[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert.running_over = \"3 p95\"\n",
+        );
+        assert!(
+            e.starts_with("jobs.toml:4:22: invalid running_over \"3 p95\""),
+            "{e}"
+        );
+        assert!(
+            e.contains("hint: write alert.running_over = \"30m\", or \"3x p95\""),
+            "{e}"
+        );
+        let e = errors(
+            "[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert = { late = \"0s\" }\n",
+        );
+        assert!(
+            e.starts_with("jobs.toml:4:18: \"alert.late\" must be longer than 0s"),
+            "{e}"
+        );
+        let e =
+            errors("[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert.failures = \"3\"\n");
+        assert!(e.starts_with("jobs.toml:4:18: "), "{e}");
+        assert!(e.contains("drop the quotes: 3"), "{e}");
+        let e = errors("[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert = \"5m\"\n");
+        assert!(e.starts_with("jobs.toml:4:9: "), "{e}");
+    }
+}

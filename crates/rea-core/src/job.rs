@@ -200,6 +200,11 @@ pub struct JobExtras {
     pub on_failure: Option<String>,
     pub on_success: Option<String>,
     pub on_retry_exhausted: Option<String>,
+    /// Hook command run when one of the job's alerts is raised or resolved
+    /// (`REA_ALERT_*` in its environment).
+    pub on_alert: Option<String>,
+    /// What the job expects of itself (`alert` table): see [`crate::alert`].
+    pub alert: crate::alert::AlertRules,
     /// A hook running longer is terminated. Default 5m.
     pub hook_timeout: Duration,
     /// What the run's cgroup and process are limited to (none by default).
@@ -216,6 +221,8 @@ static NO_EXTRAS: JobExtras = JobExtras {
     on_failure: None,
     on_success: None,
     on_retry_exhausted: None,
+    on_alert: None,
+    alert: crate::alert::AlertRules::NONE,
     hook_timeout: Duration::from_secs(300),
     limits: crate::run::Limits::NONE,
     params: Vec::new(),

@@ -40,6 +40,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`alert`] | a job's expectations and the alert event every channel receives |
 //! | [`audit`] | the audit log's entry: who asked for which change, and the answer |
 //! | [`job`] | a job of the file with its defaults; the job-name rule |
 //! | [`oneshot`] | a one-shot job's definition |
@@ -54,6 +55,7 @@
 //! | [`tenant`] | whose a job is: the system or a user; `alice/backup` |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
+pub mod alert;
 pub mod audit;
 pub mod backoff;
 pub mod claim;

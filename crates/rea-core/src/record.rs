@@ -34,6 +34,9 @@ pub enum Event {
     DaemonStopped,
     ConfigLoaded,
     ConfigRejected,
+    /// An alert raised or resolved (`alert` says which kind and which,
+    /// `reason` why): see [`crate::alert`].
+    Alert,
 }
 
 impl Event {
@@ -46,6 +49,7 @@ impl Event {
             Event::DaemonStopped => "daemon_stopped",
             Event::ConfigLoaded => "config_loaded",
             Event::ConfigRejected => "config_rejected",
+            Event::Alert => "alert",
         }
     }
 }
@@ -242,6 +246,9 @@ pub struct Record {
     /// Cluster mode: the run's fence token (`REA_FENCE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<i64>,
+    /// An `alert` event: which alert, raised or resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<crate::alert::AlertField>,
 }
 
 /// An instant as the log writes it: RFC 3339, UTC, milliseconds. The status
@@ -341,6 +348,7 @@ impl Record {
             detail: None,
             cluster_run: None,
             fence: None,
+            alert: None,
         }
     }
 }

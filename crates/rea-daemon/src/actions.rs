@@ -49,6 +49,7 @@ impl Loop {
                     self.append(&rec);
                     self.notify_waiters(&rec);
                 }
+                Action::Alert(n) => self.on_alert(*n, actions),
                 Action::OneShotDone { id } => self.backend.oneshot_done(&id),
                 Action::Claim(c) => self.claim(c, actions),
                 Action::AfterRun(a) => self.after_run(*a),
@@ -132,6 +133,7 @@ impl Loop {
             }
             Msg::HookFinished { id, outcome } => self.hook_finished(id, &outcome, actions),
             Msg::MailEnded { tenant } => self.mail_ended(tenant),
+            Msg::AlertTold { notice, claim } => self.alert_told(*notice, claim, actions),
         }
     }
 
@@ -266,7 +268,7 @@ pub(super) fn fmt_time(t: Option<DateTime<Utc>>) -> String {
 }
 
 /// One log line per history record about a run, naming job, run and attempt.
-fn log_record(rec: &Record) {
+pub(super) fn log_record(rec: &Record) {
     let job = rec.job.as_deref().unwrap_or("");
     let run = rec.run.as_deref().unwrap_or("");
     let attempt = rec.attempt.unwrap_or(0);

@@ -152,6 +152,62 @@ impl Loop {
         self.next_hook(id, actions);
     }
 
+    /// Starts a job's `on_alert` hook for `event`, as its other hooks run
+    /// (its user, shell, dir, env, `hook_timeout`, a cgroup of its own) but
+    /// outside the `max_concurrent` slots: batch `id` is the daemon's
+    /// (`alerts::HOOK_IDS`), not the engine's.
+    pub(super) fn start_alert_hook(
+        &mut self,
+        id: u64,
+        job: Arc<Job>,
+        event: &rea_core::alert::AlertEvent,
+        command: String,
+        actions: &mut VecDeque<Action>,
+    ) {
+        let user = match self
+            .account_check(&job)
+            .and_then(|()| job.user.as_deref().map(host::user).transpose())
+        {
+            Ok(u) => u,
+            Err(e) => {
+                error!(job = job.name.as_str(), "cannot run on_alert: {e}");
+                return;
+            }
+        };
+        // Named like a run for its cgroup and `rea status`: the alert's kind
+        // and a per-daemon number.
+        let run = format!(
+            "alert-{}-{}",
+            event.kind.as_str(),
+            id - super::alerts::HOOK_IDS
+        );
+        let mut env = run_env(
+            user.as_ref(),
+            &job.shell,
+            &job.extras().mailto,
+            &job.env,
+            &job.name,
+            event.run.as_deref().unwrap_or(""),
+        );
+        env.extend(super::alerts::alert_env(event));
+        env.push(("REA_OUTPUT_FILE".into(), "/dev/null".into()));
+        let inherit_env = inherits_daemon_env(user.as_ref());
+        self.hook_batches.insert(
+            id,
+            HookBatch {
+                job,
+                run,
+                remaining: VecDeque::from([(Hook::Alert, command)]),
+                env,
+                user,
+                inherit_env,
+                output_file: None,
+                current: None,
+            },
+        );
+        self.next_hook(id, actions);
+    }
+
     /// A hook process ended: log how, then start the batch's next one.
     pub(super) fn hook_finished(&mut self, id: u64, o: &Outcome, actions: &mut VecDeque<Action>) {
         let Some(batch) = self.hook_batches.get_mut(&id) else {
@@ -400,6 +456,9 @@ impl Loop {
 /// (`Auto-Submitted`, RFC 3834, so that vacation responders stay quiet), as
 /// cron's mails are.
 fn mail_message(job: &Job, rec: &Record, from: &str, now: DateTime<Utc>) -> String {
+    if let Some(alert) = rec.alert {
+        return alert_message(job, rec, alert, from, now);
+    }
     let host = rea_host::hostname();
     let status = rec.status.map(RunStatus::as_str).unwrap_or("");
     let how = match (rec.exit_code, rec.signal) {
@@ -450,6 +509,47 @@ fn mail_message(job: &Job, rec: &Record, from: &str, now: DateTime<Utc>) -> Stri
     if !output.ends_with('\n') {
         m.push('\n');
     }
+    m
+}
+
+/// A mail about an alert raised or resolved, with the same headers as a
+/// run's.
+fn alert_message(
+    job: &Job,
+    rec: &Record,
+    alert: rea_core::alert::AlertField,
+    from: &str,
+    now: DateTime<Utc>,
+) -> String {
+    let host = rea_host::hostname();
+    let (kind, state) = (alert.kind.as_str(), alert.state.as_str());
+    let reason = rec.reason.as_deref().unwrap_or("");
+    let mut m = String::new();
+    m.push_str(&format!("From: \"rea on {host}\" <{from}>\n"));
+    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
+    m.push_str(&format!(
+        "Subject: rea: {} alert {kind} {state} on {host}\n",
+        job.name
+    ));
+    m.push_str(&format!("Date: {}\n", now.to_rfc2822()));
+    m.push_str("MIME-Version: 1.0\n");
+    m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str("Content-Transfer-Encoding: 8bit\n");
+    m.push_str("Auto-Submitted: auto-generated\n");
+    m.push_str("Precedence: bulk\n");
+    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    m.push_str(&format!("X-Rea-Alert: {kind} {state}\n\n"));
+    m.push_str(&format!("job:       {}\n", job.name));
+    m.push_str(&format!("alert:     {kind} ({state})\n"));
+    m.push_str(&format!("reason:    {reason}\n"));
+    if rec.scheduled.is_some() {
+        m.push_str(&format!("due:       {}\n", fmt_time(rec.scheduled)));
+    }
+    if let Some(run) = &rec.run {
+        m.push_str(&format!("run:       {run}\n"));
+    }
+    m.push_str(&format!("at:        {}\n", fmt_time(Some(rec.ts))));
+    m.push_str(&format!("host:      {host}\n"));
     m
 }
 

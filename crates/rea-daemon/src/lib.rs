@@ -53,6 +53,7 @@ use crate::control::Reply;
 use crate::timer::{Wake, WallTimer};
 
 mod actions;
+mod alerts;
 mod audit;
 mod backend;
 mod cluster;
@@ -145,6 +146,11 @@ enum Msg {
     /// A sendmail of the tenant (its key) ended.
     MailEnded {
         tenant: String,
+    },
+    /// Cluster mode: the store said whether this node tells an alert.
+    AlertTold {
+        notice: Box<rea_core::engine::AlertNotice>,
+        claim: rea_store::cluster::AlertClaim,
     },
 }
 
@@ -364,6 +370,9 @@ struct Loop {
     connections: crate::control::Connections,
     /// Hooks running (or about to), by the engine's `StartHooks` id.
     hook_batches: HashMap<u64, hooks::HookBatch>,
+    /// The last id given to an `on_alert` hook's batch (from
+    /// [`alerts::HOOK_IDS`] up, apart from the engine's).
+    alert_hooks: u64,
     /// Clients following runs' output, and the runs they may follow.
     follows: follow::Follows,
     /// Where runs' output is copied as it comes (`job_output = "journal"`,

@@ -34,6 +34,12 @@ impl Runs {
         }
     }
 
+    /// Where an answer for the loop goes (a cluster store's, told on its
+    /// task).
+    pub(super) fn sender(&self) -> mpsc::UnboundedSender<Msg> {
+        self.tx.clone()
+    }
+
     /// `run` of `name` started: kept until its end arrives as
     /// [`Msg::Finished`].
     pub(super) fn spawned(

@@ -147,6 +147,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         runs: super::runs::Runs::new(tx),
         connections,
         hook_batches: HashMap::new(),
+        alert_hooks: crate::alerts::HOOK_IDS,
         follows: Default::default(),
         journald: crate::journal_for(config.daemon.job_output),
         config,

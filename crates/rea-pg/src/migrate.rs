@@ -28,6 +28,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (3, 1, &[include_str!("../sql/004_engine_run.sql")]),
     // A column: the parameters of a trigger's audit entry.
     (4, 1, &[include_str!("../sql/005_audit_params.sql")]),
+    // Alerts: who raised which (a table older binaries do not touch).
+    (5, 1, &[include_str!("../sql/006_alerts.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

@@ -163,4 +163,32 @@ pub trait ClusterNode: Send {
     fn health(&self) -> NodeHealth;
     /// Where this node writes audit entries to the store.
     fn audit_sink(&self) -> Box<dyn AuditSink>;
+    /// Whether this node tells `job`'s alert `kind` being raised (or
+    /// resolved): the store decides, so that each alert is told by one
+    /// node. `no_success_within` (raising that kind): a success of the job
+    /// on any node within it means there is nothing to tell. A store that
+    /// keeps no alerts answers [`AlertClaim::Mine`].
+    fn alert(
+        &self,
+        job: &str,
+        kind: &str,
+        raised: bool,
+        no_success_within: Option<Duration>,
+        done: Done<AlertClaim>,
+    ) {
+        let _ = (job, kind, raised, no_success_within);
+        done(AlertClaim::Mine);
+    }
+}
+
+/// The store's answer to [`ClusterNode::alert`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertClaim {
+    /// This node tells it.
+    Mine,
+    /// Another node raised it (named), or it is already resolved (None).
+    Elsewhere(Option<String>),
+    /// The store did not answer: the node tells it itself (a duplicate is
+    /// better than silence).
+    Unavailable(String),
 }

@@ -135,7 +135,7 @@ fn arb_history() -> impl Strategy<Value = Vec<Record>> {
         RunStatus::Skipped,
     ];
     prop::collection::vec(
-        (0usize..JOBS.len(), 0usize..6, 0usize..2, 0usize..200),
+        (0usize..JOBS.len(), 0usize..7, 0usize..2, 0usize..200),
         0..120,
     )
     .prop_map(move |items| {
@@ -156,8 +156,26 @@ fn arb_history() -> impl Strategy<Value = Vec<Record>> {
                     r.scheduled = Some(at);
                     r.started = Some(at);
                     r
-                } else {
+                } else if kind == statuses.len() {
                     Record::new(Event::DaemonStarted, at)
+                } else {
+                    // An alert raised or resolved (no status, a reason).
+                    let mut r = rea_core::alert::AlertEvent {
+                        job: JOBS[job].to_string(),
+                        kind: rea_core::alert::AlertKind::Late,
+                        state: if i % 2 == 0 {
+                            rea_core::alert::AlertState::Raised
+                        } else {
+                            rea_core::alert::AlertState::Resolved
+                        },
+                        reason: "not started within 5m".into(),
+                        at,
+                        due: Some(at),
+                        run: None,
+                    }
+                    .record();
+                    r.scheduled = Some(at);
+                    r
                 };
                 if extra == 1 {
                     // Another job's name inside the output must not
@@ -187,20 +205,30 @@ fn arb_query() -> impl Strategy<Value = Query> {
         prop::option::of(0i64..130),
         prop::option::of(0i64..130),
         prop::option::of(0usize..20),
-        any::<bool>(),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
         prop::option::of(prop::sample::select(vec!["u", "v", "a"])),
     )
         .prop_map(
-            |(job, statuses, since, until, limit, runs_only, with_missed, tenant)| Query {
-                job: job.map(str::to_string),
+            |(
+                job,
                 statuses,
-                since: since.map(ts),
-                until: until.map(ts),
+                since,
+                until,
                 limit,
-                runs_only,
-                with_missed,
-                tenant: tenant.map(str::to_string),
+                (runs_only, with_missed, with_alerts),
+                tenant,
+            )| {
+                Query {
+                    job: job.map(str::to_string),
+                    statuses,
+                    since: since.map(ts),
+                    until: until.map(ts),
+                    limit,
+                    runs_only,
+                    with_missed,
+                    with_alerts,
+                    tenant: tenant.map(str::to_string),
+                }
             },
         )
 }
@@ -222,6 +250,7 @@ pub fn naive_query(records: &[Record], q: &Query) -> Vec<Record> {
         })
         .filter(|r| {
             (q.with_missed && r.event == Event::Missed)
+                || (q.with_alerts && r.event == Event::Alert)
                 || ((q.statuses.is_empty() || r.status.is_some_and(|s| q.statuses.contains(&s)))
                     && (!q.runs_only || r.event == Event::Run))
         })

@@ -339,7 +339,7 @@ impl Engine {
     /// tenants in turn (`shares.rs`), within each its finished runs' hooks
     /// first (their run already waited its turn), then its runs in due
     /// order. Hooks and runs share `max_concurrent`.
-    pub(super) fn fill_slots(&mut self, _now: DateTime<Utc>, out: &mut Vec<Action>) {
+    pub(super) fn fill_slots(&mut self, now: DateTime<Utc>, out: &mut Vec<Action>) {
         while !self.stopping {
             let Some((owner, granted)) = self.shares.next() else {
                 break;
@@ -386,6 +386,10 @@ impl Engine {
                 grant: p.grant,
                 params: p.params.clone(),
             }));
+            let job = match &p.source {
+                Source::Job(name) => Some((name.clone(), p.run.clone())),
+                Source::OneShot(_) => None,
+            };
             self.runs.insert(
                 p.run.clone(),
                 Active {
@@ -393,8 +397,14 @@ impl Engine {
                     def,
                     started: None,
                     stop: None,
+                    over_entry: None,
+                    over: false,
                 },
             );
+            if let Some((name, run)) = job {
+                self.alerts_run_started(&name, Some(&run), now, out);
+                self.alerts_arm_run(&name, &run, now);
+            }
         }
     }
 }

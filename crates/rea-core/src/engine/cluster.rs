@@ -84,7 +84,13 @@ impl Engine {
             ClaimOutcome::Missed => {
                 out.push(occurrences_missed(p.source.name(), p.scheduled, count, now));
             }
-            ClaimOutcome::Queued | ClaimOutcome::Lost => {}
+            ClaimOutcome::Queued => {}
+            // Another node took it: its lateness is that node's to judge.
+            ClaimOutcome::Lost => {
+                if let Source::Job(name) = &p.source {
+                    self.alerts_taken_elsewhere(name, p.scheduled);
+                }
+            }
             ClaimOutcome::Early => self.requeue_early(&p, now),
             ClaimOutcome::NoLease | ClaimOutcome::Unavailable(_) => {
                 if matches!(p.trigger, Trigger::Schedule | Trigger::CatchUp) {

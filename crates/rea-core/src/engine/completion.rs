@@ -246,7 +246,10 @@ impl Engine {
             }
         }
         let after_run = after_run(&state.def, &rec, status, exhausted);
+        let mut alerts = Vec::new();
+        self.alerts_run_ended(&name, &active, status, &rec, now, &mut alerts);
         out.push(Action::Record(Box::new(rec)));
+        out.append(&mut alerts);
         if let Some(a) = after_run {
             // Hooks wait for a slot (filled below); mail goes now. While
             // stopping, the hooks stay in the action for the daemon to log

@@ -27,6 +27,7 @@
 //! | `oneshots.rs` | one-shots: submit, restore, cancel, list |
 //! | `shares.rs` | the slots divided between tenants: who waits, whose turn, whose share is full |
 //! | `hook_queue.rs` | finished runs' hooks holding a slot |
+//! | `alerts.rs` | `alert.*`: deadlines in the heap, each alert raised once and resolved once |
 //! | `dependencies.rs` | `after = [...]`: who runs when a job succeeds |
 //! | `status.rs` | what `rea status` shows |
 //! | `arbiter.rs` | who decides whether a run starts: the engine, or a shared store |
@@ -62,6 +63,7 @@ use hook_queue::HookQueue;
 use shares::{Blocker, Granted, Owner, Shares};
 
 mod admission;
+mod alerts;
 mod arbiter;
 mod cluster;
 mod completion;
@@ -74,6 +76,7 @@ mod shares;
 mod status;
 
 pub use admission::{TriggerResult, MAX_WAITING_TRIGGERS};
+pub use alerts::AlertStatus;
 pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
 use oneshots::{ShotKey, ShotState};
 pub use shares::{ShareLimits, DEFAULT_QUEUED_PER_USER};
@@ -117,6 +120,18 @@ pub enum Action {
     /// the `max_concurrent` slots until the last has ended. Answer with
     /// `Engine::hooks_done(id)`.
     StartHooks { id: u64, after: Box<AfterRun> },
+    /// An alert of a job was raised or resolved: record it in the history
+    /// (`AlertEvent::record`) and tell the job's alert channels. Nothing
+    /// answers it.
+    Alert(Box<AlertNotice>),
+}
+
+/// An alert event and the job it is about (for its channels: `on_alert`,
+/// `mailto`, its user).
+#[derive(Debug, Clone)]
+pub struct AlertNotice {
+    pub job: Arc<Job>,
+    pub event: crate::alert::AlertEvent,
 }
 
 /// Side effects of a finished run that the job file asks for.
@@ -136,6 +151,10 @@ pub enum Hook {
     Success,
     Failure,
     RetryExhausted,
+    /// `on_alert`: run by the daemon for an [`Action::Alert`], outside the
+    /// `max_concurrent` slots (a job late for want of a slot must still be
+    /// told).
+    Alert,
 }
 
 impl Hook {
@@ -144,6 +163,7 @@ impl Hook {
             Hook::Success => "on_success",
             Hook::Failure => "on_failure",
             Hook::RetryExhausted => "on_retry_exhausted",
+            Hook::Alert => "on_alert",
         }
     }
 }
@@ -236,6 +256,12 @@ enum Due {
         /// The failed run's, so each attempt gets the same.
         params: Option<Arc<Values>>,
     },
+    /// An alert's deadline (`alerts.rs`): `run` for `running_over`.
+    Alert {
+        job: Arc<str>,
+        kind: crate::alert::AlertKind,
+        run: Option<Box<str>>,
+    },
     /// A one-shot's run (first attempt or a retry).
     OneShot {
         shot: Arc<OneShot>,
@@ -307,6 +333,10 @@ struct Active {
     def: Def,
     started: Option<Started>,
     stop: Option<StopReason>,
+    /// Its `running_over` deadline, while armed.
+    over_entry: Option<EntryId>,
+    /// It ran past its `running_over` limit.
+    over: bool,
 }
 
 #[derive(Debug)]
@@ -338,6 +368,8 @@ struct JobState {
     last: Option<LastRun>,
     /// Jobs of its `after` list that succeeded since it last ran for them.
     deps_done: BTreeSet<String>,
+    /// Its alerts' state, for a job with alerts armed (`alerts.rs`).
+    alerts: Option<Box<alerts::JobAlerts>>,
 }
 
 /// Information from the history log that the engine needs at start.
@@ -589,6 +621,9 @@ impl Engine {
                 Due::Occurrence { job, at, jitter } => {
                     self.on_occurrence(&job, id, at, jitter, now, out)
                 }
+                Due::Alert { job, kind, run } => {
+                    self.on_alert_due(&job, kind, run.as_deref(), id, now, out)
+                }
                 Due::OneShot {
                     shot,
                     attempt,
@@ -708,6 +743,7 @@ impl JobState {
             consecutive_failures: 0,
             last: None,
             deps_done: BTreeSet::new(),
+            alerts: None,
         })
     }
 }

@@ -9,6 +9,11 @@ use super::*;
 /// beyond this the count is reported as a lower bound.
 const MISSED_COUNT_CAP: u64 = 100_000;
 
+/// Why an occurrence found passed at start or after a clock step was not
+/// run when due (a `late` alert's reason).
+const NOT_RUNNING: &str =
+    "the daemon was not running it then (down, stalled, or the wall clock jumped)";
+
 fn sample_jitter(rng: &mut fastrand::Rng, max: Duration) -> Duration {
     if max.is_zero() {
         return Duration::ZERO;
@@ -99,7 +104,9 @@ impl Engine {
             if !state.def.enabled {
                 continue;
             }
-            if state.def.is_reboot() {
+            let reboot = state.def.is_reboot();
+            self.alerts_job_seen(&name, now);
+            if reboot {
                 self.dispatch(
                     &name,
                     Trigger::Reboot,
@@ -145,6 +152,7 @@ impl Engine {
         if self.stopping {
             return;
         }
+        self.alerts_due(name, later(at, jitter), None, now, out);
         if let Arbiter::Store(_) = self.arbiter {
             // Occurrences after `at` that have also passed (a stalled
             // daemon): the newest is claimed; the store's mark records the
@@ -265,6 +273,12 @@ impl Engine {
             return;
         }
         let latest = *kept.last().unwrap_or(&since);
+        if !covered {
+            // The first of them was not run when due: `late` counts from it.
+            if let Some(first) = def.next_after(since) {
+                self.alerts_due(name, first, Some(NOT_RUNNING), now, out);
+            }
+        }
         self.set_last_occurrence(name, latest);
         if let Arbiter::Store(_) = self.arbiter {
             // The store runs each (or records it missed) on exactly one

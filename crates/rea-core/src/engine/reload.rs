@@ -49,6 +49,7 @@ impl Engine {
                         changed += 1;
                     }
                     self.schedule_next(name, now);
+                    self.alerts_changed(name, now, &mut out);
                 }
                 None => {
                     added += 1;
@@ -57,6 +58,7 @@ impl Engine {
                     state.listed = true;
                     self.jobs.insert(key, state);
                     self.schedule_next(name, now);
+                    self.alerts_job_seen(name, now);
                 }
             }
         }
@@ -68,6 +70,7 @@ impl Engine {
             .map(|(n, _)| n.to_string())
             .collect();
         for name in &removed {
+            self.alerts_retired(name, now, &mut out);
             self.retire(name);
         }
         // The names already held, in the new file order: no new strings for

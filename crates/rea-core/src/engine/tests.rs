@@ -1,11 +1,14 @@
 //! Injected-clock tests of the engine: days of schedule, DST, clock steps,
 //! overlap, concurrency, retries, catch-up and reloads, in milliseconds.
+//! Alerts are `tests/alerts.rs`.
 
 use super::*;
 use crate::backoff::RetryPolicy;
 use crate::run::{Output, Usage};
 use crate::schedule::Schedule;
 use crate::tenant::Tenant;
+
+mod alerts;
 
 /// A job with every field at its default (`Job::default`, the same
 /// defaults the job file reader starts from), running `true`.
@@ -94,6 +97,8 @@ struct Sim {
     max_seen_running: usize,
     /// Exit codes by job, over `run_until`'s own.
     codes: HashMap<String, i32>,
+    /// Alert events, in order.
+    alerts: Vec<crate::alert::AlertEvent>,
 }
 
 impl Sim {
@@ -108,6 +113,7 @@ impl Sim {
             records: vec![],
             max_seen_running: 0,
             codes: HashMap::new(),
+            alerts: vec![],
         };
         sim.apply(actions);
         sim
@@ -138,6 +144,7 @@ impl Sim {
                     queue.extend(more);
                 }
                 Action::Record(r) => self.records.push(*r),
+                Action::Alert(a) => self.alerts.push(a.event),
                 // Hooks take no time here.
                 Action::StartHooks { id, .. } => queue.extend(self.engine.hooks_done(id, self.now)),
                 Action::Claim(c) => panic!("local mode never claims: {c:?}"),

@@ -64,6 +64,12 @@ struct RunLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    job: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: &'static str,
 }
@@ -247,6 +253,12 @@ pub(crate) struct Metrics {
     run_cpu: Family<CpuLabels, Counter<f64, AtomicU64>>,
     /// Runs a process of which the kernel's OOM killer killed.
     oom_kills: Family<JobLabel, Counter>,
+    /// 1 while a job's alert of a kind is raised, 0 while it is armed and
+    /// quiet (`alert.*`).
+    alert: Family<AlertLabels, Gauge>,
+    /// Seconds since the due instant of a job's oldest occurrence not
+    /// started, for jobs with `alert.late` (0 when none is waiting).
+    overdue: Family<JobLabel, F64Gauge>,
     /// In cluster mode.
     cluster: Option<ClusterSeries>,
     /// Jobs of the file in force.
@@ -332,6 +344,18 @@ impl Metrics {
             "oneshot_runs",
             "Runs of one-shots (rea submit/at) that ended, by final status",
             oneshot_runs.clone(),
+        );
+        let alert = Family::<AlertLabels, Gauge>::default();
+        r.register(
+            "job_alert",
+            "1 while the job's alert of this kind (late, running_over, no_success_within, failures) is raised, 0 while armed and not raised",
+            alert.clone(),
+        );
+        let overdue = Family::<JobLabel, F64Gauge>::default();
+        r.register(
+            "job_overdue_seconds",
+            "Seconds since the due instant of the job's oldest occurrence not yet started (jobs with alert.late; 0 when none waits)",
+            overdue.clone(),
         );
         let gauge = |r: &mut Registry, name: &str, help: &str| {
             let g = Gauge::default();
@@ -450,6 +474,8 @@ impl Metrics {
             cgroup_controllers,
             run_cpu,
             oom_kills,
+            alert,
+            overdue,
             cluster,
             jobs: HashMap::new(),
             retired: HashSet::new(),
@@ -783,6 +809,34 @@ impl Metrics {
                 None => {
                     self.last_exit_code.remove(&label);
                 }
+            }
+        }
+    }
+
+    /// The alert gauges, from the engine's alert state at `now` (rebuilt
+    /// each scrape: only jobs with alerts armed or raised have them).
+    pub(crate) fn refresh_alerts(&self, engine: &Engine, now: DateTime<Utc>) {
+        self.alert.clear();
+        self.overdue.clear();
+        for a in engine.alert_status() {
+            for kind in rea_core::alert::AlertKind::ALL {
+                let raised = a.raised.contains(&kind);
+                if raised || a.armed.contains(&kind) {
+                    self.alert
+                        .get_or_create(&AlertLabels {
+                            job: a.job.clone(),
+                            kind: kind.as_str(),
+                        })
+                        .set(i64::from(raised));
+                }
+            }
+            if a.armed.contains(&rea_core::alert::AlertKind::Late) {
+                let overdue = a.overdue_since.map_or(0.0, |due| {
+                    (now - due).num_milliseconds().max(0) as f64 / 1000.0
+                });
+                self.overdue
+                    .get_or_create(&JobLabel { job: a.job })
+                    .set(overdue);
             }
         }
     }

@@ -42,7 +42,7 @@ use rea_core::claim::{ClaimOutcome, ClaimRequest};
 use rea_core::oneshot::OneShot;
 use rea_core::record::Record;
 use rea_store::claims::{ClaimAnswer, OccurrenceClaims};
-use rea_store::cluster::{ClusterNode, Done, SubmitError};
+use rea_store::cluster::{AlertClaim, ClusterNode, Done, SubmitError};
 use rea_store::cluster::{JobDef, NodeEvent, NodeHealth};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -52,6 +52,7 @@ use heartbeat::heartbeat_loop;
 use oneshots::ONESHOT_BATCH;
 use task::main_loop;
 
+mod alerts;
 pub(crate) mod audit;
 mod claims;
 mod heartbeat;
@@ -117,6 +118,14 @@ enum Cmd {
     },
     Leave {
         reply: oneshot::Sender<bool>,
+    },
+    Alert {
+        job: String,
+        kind: String,
+        raised: bool,
+        /// Raising `no_success_within`: its limit in ms.
+        no_success_ms: Option<i64>,
+        reply: Done<AlertClaim>,
     },
 }
 
@@ -253,6 +262,24 @@ impl ClusterNode for Node {
     fn submit(&self, shot: OneShot, reply: Done<Result<(), SubmitError>>) {
         let _ = self.tx.send(Cmd::Submit {
             shot: Box::new(shot),
+            reply,
+        });
+    }
+
+    /// Who tells an alert: decided on `rea.alerts` (`alerts.rs`).
+    fn alert(
+        &self,
+        job: &str,
+        kind: &str,
+        raised: bool,
+        no_success_within: Option<Duration>,
+        reply: Done<AlertClaim>,
+    ) {
+        let _ = self.tx.send(Cmd::Alert {
+            job: job.to_string(),
+            kind: kind.to_string(),
+            raised,
+            no_success_ms: no_success_within.map(|d| d.as_millis().min(i64::MAX as u128) as i64),
             reply,
         });
     }

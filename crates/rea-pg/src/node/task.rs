@@ -196,6 +196,16 @@ impl Main {
                 let r = self.pause(jobs, paused).await;
                 reply(r);
             }
+            Cmd::Alert {
+                job,
+                kind,
+                raised,
+                no_success_ms,
+                reply,
+            } => {
+                let r = self.alert(&job, &kind, raised, no_success_ms).await;
+                reply(r);
+            }
             Cmd::Leave { reply } => {
                 self.flush().await;
                 let left = match (self.live_epoch(), self.backlog.is_empty()) {

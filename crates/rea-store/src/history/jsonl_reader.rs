@@ -376,6 +376,9 @@ impl HistoryReader for JsonlReader {
         if query.with_missed && !keys.is_empty() {
             keys.push(Event::Missed.as_str());
         }
+        if query.with_alerts && !keys.is_empty() {
+            keys.push(Event::Alert.as_str());
+        }
         let statuses: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
         let part = |root: &Path, live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
             Some(job) if !live => narrow(root, meta, job, &keys),

@@ -117,6 +117,11 @@ pub struct Query {
     /// Also `missed` lines, whatever `statuses` and `runs_only` say
     /// (`rea history` shows them: they answer "why did it not run?").
     pub with_missed: bool,
+    /// Also `alert` lines (an alert raised or resolved), whatever
+    /// `statuses` and `runs_only` say (`rea history` shows them beside the
+    /// runs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_alerts: bool,
     /// Only records of this user's jobs (qualified `NAME/job`, see
     /// `rea_core::tenant`): what a user's own `rea history` reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,6 +143,7 @@ impl Query {
             && self.since.is_none_or(|since| record.ts >= since)
             && self.until.is_none_or(|until| record.ts < until)
             && ((self.with_missed && record.event == Event::Missed)
+                || (self.with_alerts && record.event == Event::Alert)
                 || ((self.statuses.is_empty()
                     || record.status.is_some_and(|s| self.statuses.contains(&s)))
                     && (!self.runs_only || record.event == Event::Run)))
