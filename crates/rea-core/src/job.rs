@@ -135,6 +135,8 @@ pub struct JobExtras {
     pub hook_timeout: Duration,
     /// What the run's cgroup and process are limited to (none by default).
     pub limits: crate::run::Limits,
+    /// Webhooks and a ping (`webhook`, `ping`); None when there are none.
+    pub notify: Option<Arc<crate::notify::Notify>>,
 }
 
 /// Every extra at its default.
@@ -147,6 +149,7 @@ static NO_EXTRAS: JobExtras = JobExtras {
     on_retry_exhausted: None,
     hook_timeout: Duration::from_secs(300),
     limits: crate::run::Limits::NONE,
+    notify: None,
 };
 
 impl Default for JobExtras {
