@@ -38,3 +38,4 @@ mod supervision;
 mod tenants;
 mod torture;
 mod users;
+mod webhooks;

@@ -6,7 +6,7 @@
 //! webhook = { url = "https://hooks.example/rea", on = ["failure", "alert"], timeout = "10s" }
 //! webhook = [{ url = "…" }, { url = "…", on = ["success"] }]
 //! ping = "https://hc-ping.com/UUID"
-//! ping = { url = "https://cronitor.link/p/KEY/backup", style = "cronitor" }
+//! ping = { url = "https://cronitor.link/p/KEY/backup", style = "cronitor", attempts = 3 }
 //! ```
 //!
 //! A job's `webhook` replaces the one of `[defaults]` (as `mailto` does);
@@ -15,7 +15,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rea_core::notify::{Filter, Ping, PingStyle, Webhook, DEFAULT_TIMEOUT};
+use rea_core::notify::{
+    Filter, Ping, PingStyle, Webhook, DEFAULT_ATTEMPTS, DEFAULT_TIMEOUT, MAX_ATTEMPTS,
+};
 use toml::de::DeValue;
 
 use crate::fields::{Draft, Value};
@@ -28,8 +30,8 @@ const MAX_WEBHOOKS: usize = 8;
 /// The longest timeout of one attempt.
 const MAX_TIMEOUT: Duration = Duration::from_secs(120);
 
-const WEBHOOK_FIELDS: &[&str] = &["url", "on", "timeout"];
-const PING_FIELDS: &[&str] = &["url", "style", "timeout"];
+const WEBHOOK_FIELDS: &[&str] = &["url", "on", "timeout", "attempts"];
+const PING_FIELDS: &[&str] = &["url", "style", "timeout", "attempts"];
 
 /// `webhook = { … }` or a list of them.
 pub(crate) fn apply_webhook(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
@@ -75,6 +77,7 @@ pub(crate) fn apply_ping(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
             url,
             style: PingStyle::Healthchecks,
             timeout: DEFAULT_TIMEOUT,
+            attempts: DEFAULT_ATTEMPTS,
         }),
         DeValue::Table(t) => {
             let mut url_field = None;
@@ -82,6 +85,7 @@ pub(crate) fn apply_ping(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
                 url: String::new(),
                 style: PingStyle::Healthchecks,
                 timeout: DEFAULT_TIMEOUT,
+                attempts: DEFAULT_ATTEMPTS,
             };
             for (key, value) in in_file_order(t) {
                 match key.get_ref().as_ref() {
@@ -94,6 +98,13 @@ pub(crate) fn apply_ping(ctx: &mut Ctx, v: &Value, d: &mut Draft) {
                     "timeout" => {
                         if let Some(t) = timeout(ctx, value, "ping.timeout") {
                             ping.timeout = t;
+                        }
+                    }
+                    "attempts" => {
+                        if let Some(n) =
+                            ctx.integer(value, "ping.attempts", 1, i64::from(MAX_ATTEMPTS))
+                        {
+                            ping.attempts = n as u32;
                         }
                     }
                     _ => {
@@ -138,6 +149,7 @@ fn webhook(ctx: &mut Ctx, v: &Value) -> Option<Webhook> {
         url: String::new(),
         on: Filter::DEFAULT,
         timeout: DEFAULT_TIMEOUT,
+        attempts: DEFAULT_ATTEMPTS,
     };
     let mut url_field = None;
     let mut ok = true;
@@ -152,6 +164,12 @@ fn webhook(ctx: &mut Ctx, v: &Value) -> Option<Webhook> {
                 Some(t) => hook.timeout = t,
                 None => ok = false,
             },
+            "attempts" => {
+                match ctx.integer(value, "webhook.attempts", 1, i64::from(MAX_ATTEMPTS)) {
+                    Some(n) => hook.attempts = n as u32,
+                    None => ok = false,
+                }
+            }
             _ => {
                 ctx.unknown_field(
                     key,

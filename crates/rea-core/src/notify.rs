@@ -33,8 +33,10 @@ pub struct Webhook {
     /// `http://` or `https://` (checked by the reader).
     pub url: String,
     pub on: Filter,
-    /// For each attempt: connect, send, and the answer's head.
+    /// For each attempt: resolve, connect, send, and the answer.
     pub timeout: Duration,
+    /// Attempts in all, the first included (retried with backoff).
+    pub attempts: u32,
 }
 
 /// `ping = "https://hc-ping.com/UUID"` (or a table with `style` and `timeout`).
@@ -43,6 +45,7 @@ pub struct Ping {
     pub url: String,
     pub style: PingStyle,
     pub timeout: Duration,
+    pub attempts: u32,
 }
 
 /// How a ping service is told of a start, a success and a failure.
@@ -65,6 +68,9 @@ impl PingStyle {
 
 /// The default timeout of one attempt of a webhook or a ping.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default number of attempts of a delivery, and the most allowed.
+pub const DEFAULT_ATTEMPTS: u32 = 5;
+pub const MAX_ATTEMPTS: u32 = 10;
 
 /// The kinds of alert a filter may name as `alert:KIND` (issue #23's
 /// expectations).
@@ -212,7 +218,7 @@ impl AlertState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notification {
     /// A run's `started` record, or its final one.
-    Run { record: Record },
+    Run { record: Box<Record> },
     /// An alert of `job` raised or resolved at `at`.
     Alert {
         job: String,

@@ -60,6 +60,7 @@ impl Loop {
                 self.files.error().is_none(),
                 self.backend.history_health().backlog,
             );
+            m.refresh_webhooks(&self.webhooks.counts());
             if let Some(cl) = self.backend.node() {
                 m.refresh_cluster(cl.node.node(), &cl.node.health());
             }
