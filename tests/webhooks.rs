@@ -450,3 +450,62 @@ fn a_users_webhook_to_loopback_is_refused_unless_root_allows_it() {
     assert_eq!(body["job"], "mine");
     assert_eq!(body["tenant"], USER);
 }
+
+/// One user's webhooks to an endpoint that never answers hold at most her
+/// share of the senders: another user's delivery goes out while hers are
+/// all still waiting out their timeouts (none has failed yet).
+#[test]
+fn one_users_silent_endpoint_does_not_hold_up_another_users_deliveries() {
+    if skip_unless_root("one_users_silent_endpoint_does_not_hold_up_another_users_deliveries") {
+        return;
+    }
+    const ALICE: &str = "rea-wh-alice";
+    const BOB: &str = "rea-wh-bob";
+    let server = Server::start();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/silent", silent.local_addr().unwrap());
+    let env = crate::users::shared_env(
+        "[daemon]\nmetrics = \"127.0.0.1:0\"\nwebhook_private_targets = true\n\
+         [jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    throwaway_user(ALICE).expect("user");
+    throwaway_user(BOB).expect("user");
+    let hers: String = (0..10)
+        .map(|i| {
+            format!(
+                "[jobs.j{i}]\nschedule = \"@yearly\"\ncommand = \"exit 1\"\n\
+                 webhook = {{ url = \"{silent_url}\", timeout = \"20s\", attempts = 1 }}\n"
+            )
+        })
+        .collect();
+    let his = format!(
+        "[jobs.his]\nschedule = \"@yearly\"\ncommand = \"exit 1\"\nwebhook = {{ url = \"{}\" }}\n",
+        server.url("/bob")
+    );
+    for (user, text) in [(ALICE, hers.as_str()), (BOB, his.as_str())] {
+        let f = env.write(&format!("users/{user}.toml"), text);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let d = env.daemon();
+    let metrics = endpoint(&d);
+    for i in 0..10 {
+        env.rea(&["trigger", &format!("{ALICE}/j{i}"), "--wait"])
+            .code(1);
+    }
+    env.rea(&["trigger", &format!("{BOB}/his"), "--wait"])
+        .code(1);
+    let got = server.wait_for(&env, 1, "/bob");
+    assert_eq!(got[0].json()["tenant"], BOB);
+    let text = scrape(&metrics);
+    assert_eq!(
+        deliveries(&metrics, "webhook", "failed"),
+        0,
+        "bob's delivery waited for alice's to fail:\n{text}"
+    );
+    assert!(
+        counter(&text, "rea_webhook_queued ") >= 10,
+        "alice's are still queued:\n{text}"
+    );
+    drop(d);
+    drop(silent);
+}

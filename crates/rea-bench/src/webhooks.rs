@@ -19,7 +19,10 @@ const JOBS: usize = 8;
 pub(crate) fn webhooks(s: &Settings) -> Vec<Figure> {
     // Never accepts: a silent endpoint.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| util::die(e));
-    let silent = silent.local_addr().map(|a| (silent, a)).unwrap_or_else(|e| util::die(e));
+    let silent = silent
+        .local_addr()
+        .map(|a| (silent, a))
+        .unwrap_or_else(|e| util::die(e));
     let refused = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| util::die(e));
         l.local_addr().unwrap_or_else(|e| util::die(e))
