@@ -215,6 +215,8 @@ impl Notifier {
                     kind,
                     "{kind} not sent: {} (at most {} deliveries or {} bytes per tenant, {} in all)",
                     match full {
+                        queue::Full::Lane =>
+                            "this endpoint is behind (32 deliveries waiting for it)",
                         queue::Full::Tenant => "this tenant's delivery queue is full",
                         queue::Full::Total => "the delivery queue is full",
                     },

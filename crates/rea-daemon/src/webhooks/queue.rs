@@ -8,7 +8,8 @@
 //!   is delivered or given up, and only then the next. So a run's start
 //!   ping always reaches the service before its end, whatever the retries.
 //! - **Bounded in items and bytes**, per tenant ([`TENANT_ITEMS`],
-//!   [`TENANT_BYTES`]) and in all ([`TOTAL_ITEMS`], [`TOTAL_BYTES`]), of
+//!   [`TENANT_BYTES`]), per lane ([`LANE_ITEMS`]: a dead endpoint fills its
+//!   own lane, not the tenant's queue) and in all ([`TOTAL_ITEMS`], [`TOTAL_BYTES`]), of
 //!   which users together may take all but an eighth: the system's jobs
 //!   always find room. What does not fit is dropped and counted.
 //! - **Shares of the workers.** A user's deliveries hold at most
@@ -34,6 +35,10 @@ pub(crate) const USER_IN_FLIGHT: usize = 2;
 pub(crate) const SYSTEM_RESERVE: usize = 2;
 /// Deliveries waiting (or in flight) per tenant.
 pub(crate) const TENANT_ITEMS: usize = 256;
+/// Deliveries waiting in one lane (a job's endpoint): a dead endpoint fills
+/// its lane, not its tenant's whole queue, and the tenant's other
+/// endpoints go on.
+pub(crate) const LANE_ITEMS: usize = 32;
 /// Bytes of requests waiting per tenant.
 pub(crate) const TENANT_BYTES: usize = 2 << 20;
 /// Deliveries waiting in all; users together get all but an eighth.
@@ -118,6 +123,8 @@ struct TenantQueue {
 /// Why a delivery was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Full {
+    /// The lane's bound (its endpoint is behind).
+    Lane,
     /// The tenant's own bound.
     Tenant,
     /// The bound of all (or of all users).
@@ -208,14 +215,18 @@ impl Queue {
             }
             return Err(Full::Tenant);
         }
-        t.items += 1;
-        t.bytes += size;
-        t.lanes.entry(lane).or_default().items.push_back(Delivery {
+        let l = t.lanes.entry(lane).or_default();
+        if l.items.len() >= LANE_ITEMS {
+            return Err(Full::Lane);
+        }
+        l.items.push_back(Delivery {
             request: Arc::new(request),
             attempts: 0,
             queued: now,
             not_before: now,
         });
+        t.items += 1;
+        t.bytes += size;
         self.items += 1;
         self.bytes += size;
         if !system {
@@ -511,7 +522,16 @@ mod tests {
     fn a_tenant_is_bounded_in_items_bytes_and_workers_and_others_go_on() {
         let mut q = Queue::default();
         let now = Instant::now();
-        for i in 0..TENANT_ITEMS {
+        for _ in 0..LANE_ITEMS {
+            q.offer("user-a", lane("dead"), request("a", 1), now)
+                .unwrap();
+        }
+        assert_eq!(
+            q.offer("user-a", lane("dead"), request("a", 1), now),
+            Err(Full::Lane),
+            "a lane is bounded"
+        );
+        for i in LANE_ITEMS..TENANT_ITEMS {
             q.offer("user-a", lane(&format!("a{i}")), request("a", 1), now)
                 .unwrap();
         }
