@@ -207,23 +207,31 @@ impl Notifier {
             Err(full) => {
                 let mut c = lock(&self.shared.counts);
                 *c.deliveries.entry((kind, "dropped")).or_default() += 1;
-                *c.dropped.entry(tenant.clone()).or_default() += 1;
+                let dropped = c.dropped.entry(tenant.clone()).or_default();
+                *dropped += 1;
+                let dropped = *dropped;
                 drop(c);
-                warn!(
-                    job,
-                    tenant = tenant.as_str(),
-                    kind,
-                    "{kind} not sent: {} (at most {} deliveries or {} bytes per tenant, {} in all)",
-                    match full {
-                        queue::Full::Lane =>
-                            "this endpoint is behind (32 deliveries waiting for it)",
-                        queue::Full::Tenant => "this tenant's delivery queue is full",
-                        queue::Full::Total => "the delivery queue is full",
-                    },
-                    queue::TENANT_ITEMS,
-                    queue::TENANT_BYTES,
-                    queue::TOTAL_ITEMS,
-                );
+                // The 1st, 2nd, 4th, 8th, ... drop of a tenant is logged: a
+                // dead endpoint behind jobs due every second must not turn
+                // into a log line per event written by the loop.
+                if dropped.is_power_of_two() {
+                    warn!(
+                        job,
+                        tenant = tenant.as_str(),
+                        kind,
+                        dropped,
+                        "{kind} not sent: {} (at most {} per endpoint, {} deliveries or {} bytes per tenant, {} in all); {dropped} dropped so far for this tenant (rea_webhook_dropped_total)",
+                        match full {
+                            queue::Full::Lane => "this endpoint is behind",
+                            queue::Full::Tenant => "this tenant's delivery queue is full",
+                            queue::Full::Total => "the delivery queue is full",
+                        },
+                        queue::LANE_ITEMS,
+                        queue::TENANT_ITEMS,
+                        queue::TENANT_BYTES,
+                        queue::TOTAL_ITEMS,
+                    );
+                }
             }
         }
     }
