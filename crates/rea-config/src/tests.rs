@@ -1187,7 +1187,7 @@ mod notify {
              webhook = {{ url = \"https://hooks.example/all\" }}\n\
              {JOB}\
              [jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\n\
-             webhook = [{{ url = \"http://127.0.0.1:9/x\", on = [\"success\", \"alert:late\"], timeout = \"2s\" }}]\n\
+             webhook = [{{ url = \"http://127.0.0.1:9/x\", on = [\"success\", \"alert:late\"], timeout = \"2s\", attempts = 2 }}]\n\
              ping = {{ url = \"https://cronitor.link/p/k/b\", style = \"cronitor\" }}\n\
              [jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\nwebhook = []\nping = \"\"\n"
         ));
@@ -1202,6 +1202,8 @@ mod notify {
         assert!(!b.webhooks[0].on.matches_run(RunStatus::Failed));
         assert!(b.webhooks[0].on.matches_alert("late"));
         assert_eq!(b.webhooks[0].timeout, Duration::from_secs(2));
+        assert_eq!(b.webhooks[0].attempts, 2);
+        assert_eq!(a.webhooks[0].attempts, 5);
         assert_eq!(b.ping.as_ref().unwrap().style, PingStyle::Cronitor);
         assert!(c.jobs[2].extras().notify.is_none(), "turned off");
         assert!(c.jobs[2].extras.is_none(), "no extras left");
@@ -1232,6 +1234,13 @@ mod notify {
         assert!(e.contains("did you mean \"cronitor\"?"), "{e}");
         assert!(
             e.contains("\"ping.timeout\" must be longer than 0s and at most 2m"),
+            "{e}"
+        );
+        let e = errors(&format!(
+            "{JOB}webhook = {{ url = \"https://h/x\", attempts = 0 }}\n"
+        ));
+        assert!(
+            e.contains("\"webhook.attempts\" must be between 1 and 10, found 0"),
             "{e}"
         );
         let e = errors(&format!("{JOB}webhook = \"https://h/x\"\n"));
