@@ -40,3 +40,4 @@ mod supervision;
 mod tenants;
 mod torture;
 mod users;
+mod webhooks;

@@ -57,6 +57,18 @@ fn precision_phase(jobs: usize, secs: u64) -> (Vec<f64>, Vec<f64>) {
 
 /// [`precision_phase`] with `daemon` added to the `[daemon]` table.
 pub(crate) fn precision_phase_with(jobs: usize, secs: u64, daemon: &str) -> (Vec<f64>, Vec<f64>) {
+    precision_phase_edit(jobs, secs, daemon, "", &mut || {})
+}
+
+/// [`precision_phase_with`], with `defaults` added to the `[defaults]`
+/// table too, and `before_stop` called while the daemon still runs.
+pub(crate) fn precision_phase_edit(
+    jobs: usize,
+    secs: u64,
+    daemon: &str,
+    defaults: &str,
+    before_stop: &mut dyn FnMut(),
+) -> (Vec<f64>, Vec<f64>) {
     let dir = TempDir::new("precision");
     let probe_dir = dir.path().join("probe");
     fs::create_dir_all(&probe_dir).unwrap_or_else(|e| util::die(e));
@@ -66,11 +78,13 @@ pub(crate) fn precision_phase_with(jobs: usize, secs: u64, daemon: &str) -> (Vec
         jobs.max(8) * 2,
         Some(&probe_dir.display().to_string()),
     )
-    .replacen("[daemon]\n", &format!("[daemon]\n{daemon}"), 1);
+    .replacen("[daemon]\n", &format!("[daemon]\n{daemon}"), 1)
+    .replacen("[defaults]\n", &format!("[defaults]\n{defaults}"), 1);
     dir.write_jobs(&file);
     let mut d = Daemon::spawn(&dir);
     d.wait_ready(Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(secs));
+    before_stop();
     d.stop();
     let mut job_late = Vec::new();
     for entry in fs::read_dir(&probe_dir).into_iter().flatten().flatten() {

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts|webhooks
 //! ```
 
 use std::path::PathBuf;
@@ -28,6 +28,7 @@ mod tenant_query;
 mod tenants;
 mod throughput;
 mod util;
+mod webhooks;
 
 use report::Figure;
 
@@ -50,6 +51,7 @@ enum Part {
     Tenants,
     TenantQuery,
     Alerts,
+    Webhooks,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -237,6 +239,9 @@ fn main() {
     }
     if want(Part::Alerts) {
         figures.extend(alerts::alerts(&s));
+    }
+    if want(Part::Webhooks) {
+        figures.extend(webhooks::webhooks(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -323,6 +323,16 @@ pub(crate) const JOB_FIELDS: &[Field] = &[
         },
     },
     Field {
+        name: "webhook",
+        inheritable: true,
+        apply: crate::notify::apply_webhook,
+    },
+    Field {
+        name: "ping",
+        inheritable: true,
+        apply: crate::notify::apply_ping,
+    },
+    Field {
         name: "on_failure",
         inheritable: true,
         apply: |ctx, v, d| d.job.extras_mut().on_failure = ctx.text_field(v, "on_failure"),
@@ -756,6 +766,14 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         apply: |ctx, v, d| {
             if let Some(s) = ctx.text_field(v, "monitor_group") {
                 d.monitor_group = Some(s);
+            }
+        },
+    },
+    SubField {
+        name: "webhook_private_targets",
+        apply: |ctx, v, d| {
+            if let Some(b) = ctx.boolean(v) {
+                d.webhook_private_targets = b;
             }
         },
     },

@@ -34,6 +34,7 @@ pub mod crontab;
 mod diagnostic;
 mod fields;
 mod load;
+mod notify;
 mod set;
 mod walk;
 pub mod zone;
@@ -169,6 +170,12 @@ pub struct DaemonConfig {
     /// `rea status --check`) through the socket, and act on none: a
     /// monitoring user. Default: none (a user sees her own jobs only).
     pub monitor_group: Option<String>,
+    /// Whether users' webhooks and pings may reach loopback, private,
+    /// link-local and other non-public addresses (the daemon's own
+    /// endpoints, the host's services, the cloud's metadata server).
+    /// Default false: a user's delivery to such an address is refused. The
+    /// system's jobs may always.
+    pub webhook_private_targets: bool,
 }
 
 impl DaemonConfig {
@@ -209,6 +216,7 @@ impl Default for DaemonConfig {
             job_output: JobOutput::History,
             cgroups: true,
             monitor_group: None,
+            webhook_private_targets: false,
         }
     }
 }

@@ -192,6 +192,7 @@ command = "date"
                 job_output: JobOutput::History,
                 monitor_group: None,
                 cgroups: true,
+                webhook_private_targets: false,
             }
         );
         let j = job(&config, "sync-orders");
@@ -384,7 +385,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group, webhook_private_targets\n"
         );
     }
 
@@ -1384,5 +1385,81 @@ mod alerts {
         assert!(e.contains("drop the quotes: 3"), "{e}");
         let e = errors("[jobs.a]\nschedule = \"@hourly\"\ncommand = \"x\"\nalert = \"5m\"\n");
         assert!(e.starts_with("jobs.toml:4:9: "), "{e}");
+    }
+}
+
+mod notify {
+    use super::unit::{errors, ok};
+    use rea_core::notify::{Filter, PingStyle};
+    use rea_core::record::RunStatus;
+    use std::time::Duration;
+
+    const JOB: &str = "[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\n";
+
+    #[test]
+    fn webhooks_and_pings_are_read_and_inherited() {
+        let c = ok(&format!(
+            "[defaults]\nping = \"https://hc-ping.com/abc\"\n\
+             webhook = {{ url = \"https://hooks.example/all\" }}\n\
+             {JOB}\
+             [jobs.b]\nschedule = \"* * * * *\"\ncommand = \"true\"\n\
+             webhook = [{{ url = \"http://127.0.0.1:9/x\", on = [\"success\", \"alert:late\"], timeout = \"2s\", attempts = 2 }}]\n\
+             ping = {{ url = \"https://cronitor.link/p/k/b\", style = \"cronitor\" }}\n\
+             [jobs.c]\nschedule = \"* * * * *\"\ncommand = \"true\"\nwebhook = []\nping = \"\"\n"
+        ));
+        let a = c.jobs[0].extras().notify.clone().expect("a inherits");
+        assert_eq!(a.webhooks.len(), 1);
+        assert_eq!(a.webhooks[0].on, Filter::DEFAULT);
+        assert_eq!(a.webhooks[0].timeout, Duration::from_secs(10));
+        assert_eq!(a.ping.as_ref().unwrap().style, PingStyle::Healthchecks);
+        let b = c.jobs[1].extras().notify.clone().expect("b has its own");
+        assert_eq!(b.webhooks[0].url, "http://127.0.0.1:9/x");
+        assert!(b.webhooks[0].on.matches_run(RunStatus::Succeeded));
+        assert!(!b.webhooks[0].on.matches_run(RunStatus::Failed));
+        assert!(b.webhooks[0].on.matches_alert("late"));
+        assert_eq!(b.webhooks[0].timeout, Duration::from_secs(2));
+        assert_eq!(b.webhooks[0].attempts, 2);
+        assert_eq!(a.webhooks[0].attempts, 5);
+        assert_eq!(b.ping.as_ref().unwrap().style, PingStyle::Cronitor);
+        assert!(c.jobs[2].extras().notify.is_none(), "turned off");
+        assert!(c.jobs[2].extras.is_none(), "no extras left");
+        let d = ok("[daemon]\nwebhook_private_targets = true\n");
+        assert!(d.daemon.webhook_private_targets);
+    }
+
+    #[test]
+    fn bad_webhooks_and_pings_are_located_with_a_hint() {
+        let e = errors(&format!(
+            "{JOB}webhook = {{ url = \"ftp://h/x\", on = [\"failur\"], timout = \"1s\" }}\n"
+        ));
+        assert_eq!(
+            e,
+            "jobs.toml:4:19: \"webhook.url\" must be http:// or https://, found \"ftp\"\n  hint: write a URL like \"https://hooks.example/rea\"\n\
+             jobs.toml:4:38: unknown webhook event \"failur\"\n  hint: did you mean one of \"failure\", \"alert:failures\"?\n\
+             jobs.toml:4:49: unknown field \"timout\"\n  hint: did you mean \"timeout\"?\n"
+        );
+        let e = errors(&format!("{JOB}webhook = {{ on = [] }}\n"));
+        assert!(e.contains("jobs.toml:4:18: \"on\" lists no event"), "{e}");
+        assert!(e.contains("jobs.toml:4:11: webhook has no \"url\""), "{e}");
+        let e = errors(&format!("{JOB}ping = \"hc-ping.com/x\"\n"));
+        assert!(e.contains("jobs.toml:4:8: \"ping\" is not a URL"), "{e}");
+        let e = errors(&format!(
+            "{JOB}ping = {{ url = \"https://h/x\", style = \"cronitr\", timeout = \"10m\" }}\n"
+        ));
+        assert!(e.contains("\"ping.style\" must be one of"), "{e}");
+        assert!(e.contains("did you mean \"cronitor\"?"), "{e}");
+        assert!(
+            e.contains("\"ping.timeout\" must be longer than 0s and at most 2m"),
+            "{e}"
+        );
+        let e = errors(&format!(
+            "{JOB}webhook = {{ url = \"https://h/x\", attempts = 0 }}\n"
+        ));
+        assert!(
+            e.contains("\"webhook.attempts\" must be between 1 and 10, found 0"),
+            "{e}"
+        );
+        let e = errors(&format!("{JOB}webhook = \"https://h/x\"\n"));
+        assert!(e.contains("jobs.toml:4:11: expected a table like"), "{e}");
     }
 }

@@ -211,6 +211,8 @@ pub struct JobExtras {
     pub limits: crate::run::Limits,
     /// What a trigger may pass to a run (`params`), in the order written.
     pub params: Vec<crate::params::Param>,
+    /// Webhooks and a ping (`webhook`, `ping`); None when there are none.
+    pub notify: Option<Arc<crate::notify::Notify>>,
 }
 
 /// Every extra at its default.
@@ -226,6 +228,7 @@ static NO_EXTRAS: JobExtras = JobExtras {
     hook_timeout: Duration::from_secs(300),
     limits: crate::run::Limits::NONE,
     params: Vec::new(),
+    notify: None,
 };
 
 impl Default for JobExtras {

@@ -43,6 +43,7 @@
 //! | [`alert`] | a job's expectations and the alert event every channel receives |
 //! | [`audit`] | the audit log's entry: who asked for which change, and the answer |
 //! | [`job`] | a job of the file with its defaults; the job-name rule |
+//! | [`notify`] | a job's webhooks and ping, their filters, and what they are about |
 //! | [`oneshot`] | a one-shot job's definition |
 //! | [`run`] | what a run executes and how it ended |
 //! | [`record`] | the history's vocabulary (one record per event) |
@@ -63,6 +64,7 @@ pub mod due_queue;
 pub mod duration;
 pub mod engine;
 pub mod job;
+pub mod notify;
 pub mod oneshot;
 pub mod params;
 pub mod record;

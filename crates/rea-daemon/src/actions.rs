@@ -48,6 +48,7 @@ impl Loop {
                     log_record(&rec);
                     self.append(&rec);
                     self.notify_waiters(&rec);
+                    self.notify_record(&rec);
                 }
                 Action::Alert(n) => self.on_alert(*n, actions),
                 Action::OneShotDone { id } => self.backend.oneshot_done(&id),

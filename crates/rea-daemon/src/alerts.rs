@@ -100,6 +100,13 @@ impl Loop {
         if job.extras().alert.mail && !job.extras().mailto.is_empty() {
             self.send_mail(&job, &rec);
         }
+        self.notify(&rea_core::notify::Notification::Alert {
+            job: event.job.clone(),
+            kind: event.kind.as_str().to_string(),
+            state: event.state,
+            reason: event.reason.clone(),
+            at: event.at,
+        });
     }
 }
 

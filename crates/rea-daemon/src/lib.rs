@@ -22,6 +22,7 @@
 //! | `reload.rs` | re-reading the job files (watcher, SIGHUP, `rea reload`), their guards |
 //! | `hooks.rs` | hooks and mail after a run |
 //! | `mail.rs` | mail deliveries bounded per tenant: slots, a bounded queue |
+//! | `webhooks/` | webhooks and pings: built on the loop, queued (bounded, per-tenant shares), sent by worker threads with retries |
 //! | `environment.rs` | the variables every run and hook starts with, and its directory |
 //! | `runs.rs` | the runs and hooks spawned and not seen end, and who waits for their end |
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
@@ -77,6 +78,7 @@ mod status;
 mod timer;
 mod users;
 mod watch;
+mod webhooks;
 
 use reload::ReloadCause;
 use shutdown::Stopping;
@@ -396,6 +398,8 @@ struct Loop {
     containment: std::sync::Arc<rea_exec::cgroup::Containment>,
     /// Mail deliveries running and waiting, per tenant.
     mail: mail::Mailer,
+    /// Webhooks and pings waiting and in flight (sent by threads of their own).
+    webhooks: webhooks::Notifier,
     /// The shadow file, for the account check before a user's job runs.
     accounts: rea_host::account::Accounts,
     /// Where state-changing requests are recorded with their answers.

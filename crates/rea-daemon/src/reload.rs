@@ -277,6 +277,8 @@ impl Loop {
         actions.extend(self.engine.reload(&cfg.plan(), now));
         metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
         self.backend.reloaded(&self.config, &cfg);
+        self.webhooks
+            .set_private_targets(cfg.daemon.webhook_private_targets);
         if cfg.daemon.job_output != self.config.daemon.job_output {
             self.journald = crate::journal_for(cfg.daemon.job_output);
         }

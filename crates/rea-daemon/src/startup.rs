@@ -140,6 +140,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         backend.node().map(|cl| cl.node.audit_sink()),
     )
     .map_err(StartError::Other)?;
+    let webhooks = crate::webhooks::Notifier::new(config.daemon.webhook_private_targets);
     let mut d = Loop {
         audit,
         engine,
@@ -161,6 +162,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         containment: std::sync::Arc::new(containment),
         accounts: Default::default(),
         mail: Default::default(),
+        webhooks,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

@@ -88,6 +88,12 @@ impl Engine {
         self.jobs.contains_key(name)
     }
 
+    /// The definition in force of the job named `name` (a map lookup): for
+    /// the daemon's webhooks and pings, sent as its records go by.
+    pub fn job_def(&self, name: &str) -> Option<&Arc<Job>> {
+        self.jobs.get(name).map(|s| &s.def)
+    }
+
     /// Live status of one job.
     pub fn job_status(&self, name: &str) -> Option<JobStatus> {
         let runs = self

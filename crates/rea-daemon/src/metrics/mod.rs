@@ -61,6 +61,7 @@ impl Loop {
                 self.backend.history_health().backlog,
             );
             m.refresh_alerts(&self.engine, rea_store::clock::now());
+            m.refresh_webhooks(&self.webhooks.counts());
             if let Some(cl) = self.backend.node() {
                 m.refresh_cluster(cl.node.node(), &cl.node.health());
             }

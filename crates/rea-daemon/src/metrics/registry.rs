@@ -75,6 +75,17 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
 }
@@ -245,6 +256,12 @@ pub(crate) struct Metrics {
     history_write_errors: Counter,
     /// Mail deliveries dropped because their tenant's queue was full.
     mail_dropped: Family<TenantLabel, Counter>,
+    /// Webhooks and pings (`rea_daemon::webhooks`), copied from its counts
+    /// at each scrape.
+    webhook_deliveries: Family<DeliveryLabels, Counter>,
+    webhook_retries: Family<KindLabel, Counter>,
+    webhook_dropped: Family<TenantLabel, Counter>,
+    webhook_queued: Gauge,
     /// 1 for how runs are contained (`cgroup` or `process_group`).
     containment: Family<ModeLabel, Gauge>,
     /// 1 for each controller runs' cgroups get, 0 for the others.
@@ -409,6 +426,30 @@ impl Metrics {
             "Mail deliveries not sent because their tenant's mail queue was full",
             mail_dropped.clone(),
         );
+        let webhook_deliveries = Family::<DeliveryLabels, Counter>::default();
+        r.register(
+            "webhook_deliveries",
+            "Webhook and ping deliveries that ended, by kind (webhook, ping) and result: delivered, failed (attempts or age used up, or a 4xx), refused (a user's delivery to a non-public address), expired (waited too long to start), dropped (the queue was full)",
+            webhook_deliveries.clone(),
+        );
+        let webhook_retries = Family::<KindLabel, Counter>::default();
+        r.register(
+            "webhook_retries",
+            "Attempts of webhooks and pings after their first",
+            webhook_retries.clone(),
+        );
+        let webhook_dropped = Family::<TenantLabel, Counter>::default();
+        r.register(
+            "webhook_dropped",
+            "Webhooks and pings not queued because their tenant's share of the delivery queue (or the queue) was full",
+            webhook_dropped.clone(),
+        );
+        let webhook_queued = Gauge::default();
+        r.register(
+            "webhook_queued",
+            "Webhooks and pings waiting or being sent",
+            webhook_queued.clone(),
+        );
         let containment = Family::<ModeLabel, Gauge>::default();
         r.register(
             "containment",
@@ -470,6 +511,10 @@ impl Metrics {
             history_backlog,
             history_write_errors,
             mail_dropped,
+            webhook_deliveries,
+            webhook_retries,
+            webhook_dropped,
+            webhook_queued,
             containment,
             cgroup_controllers,
             run_cpu,
@@ -702,6 +747,38 @@ impl Metrics {
                 tenant: tenant.to_string(),
             })
             .inc();
+    }
+
+    /// The deliveries' counts (`rea_daemon::webhooks`), at a scrape: each
+    /// counter is brought up to its total.
+    pub(crate) fn refresh_webhooks(&self, c: &crate::webhooks::Counts) {
+        let up_to = |counter: &Counter, total: u64| {
+            let now = counter.get();
+            if total > now {
+                counter.inc_by(total - now);
+            }
+        };
+        for (&(kind, result), &n) in &c.deliveries {
+            up_to(
+                &self
+                    .webhook_deliveries
+                    .get_or_create(&DeliveryLabels { kind, result }),
+                n,
+            );
+        }
+        for (&kind, &n) in &c.retries {
+            up_to(&self.webhook_retries.get_or_create(&KindLabel { kind }), n);
+        }
+        for (tenant, &n) in &c.dropped {
+            up_to(
+                &self.webhook_dropped.get_or_create(&TenantLabel {
+                    tenant: tenant.clone(),
+                }),
+                n,
+            );
+        }
+        self.webhook_queued
+            .set(i64::try_from(c.queued).unwrap_or(i64::MAX));
     }
 
     pub(crate) fn history_write_error(&self) {
