@@ -37,5 +37,6 @@ mod status;
 mod summaries;
 mod supervision;
 mod tenants;
+mod top;
 mod torture;
 mod users;

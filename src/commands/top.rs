@@ -28,7 +28,7 @@ pub(crate) fn run(global: &Global, args: &TopArgs) -> CommandResult {
     match rea_top::run(options) {
         Ok(rea_top::Ended::Quit) => crate::failure::ok(),
         // Ended by a signal, the terminal restored: as a shell reports it.
-        Ok(rea_top::Ended::Signal(sig)) => Err(Failure::new(128 + sig, "")),
+        Ok(rea_top::Ended::Signal(sig)) => Err(Failure::silent(128 + sig)),
         Err(rea_top::TopError::NoDaemon(m)) => Err(Failure::new(exit::NO_DAEMON, m)),
         Err(rea_top::TopError::Other(m)) => Err(Failure::runtime(m)),
     }

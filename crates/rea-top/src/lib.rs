@@ -213,6 +213,12 @@ fn event_loop(
         if let Some(sig) = signals.stopped() {
             return Ok(Ended::Signal(sig));
         }
+        // The terminal is gone (the ssh connection dropped, the window
+        // closed) whether or not a SIGHUP came: as if it had.
+        let tty_state = fds[0].revents();
+        if tty_state.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+            return Ok(Ended::Signal(signal_hook::consts::SIGHUP));
+        }
         feed::drain(wake);
         let now = Utc::now();
         while event::poll(Duration::ZERO)? {
