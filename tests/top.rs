@@ -361,7 +361,10 @@ fn top_actions_are_confirmed_then_take_effect_and_are_audited() {
     top.keys(&["x"]);
     top.wait_for("(it ends as killed, no retry)? (y/n)");
     top.keys(&["y"]);
-    top.wait_for("killing run");
+    // What the answer said, or (live) the run's end that followed it.
+    top.wait_until("the kill", |s| {
+        s.contains("killing run") || s.contains("killed after")
+    });
     env.wait_until("the killed run", || !env.runs("hung", "killed").is_empty());
 
     // Cancel a one-shot.
@@ -385,6 +388,43 @@ fn top_actions_are_confirmed_then_take_effect_and_are_audited() {
         "{:?}",
         audit(&env)
     );
+    top.keys(&["q"]);
+    top.wait_exit(0);
+}
+
+#[test]
+fn top_shows_what_happens_as_the_daemon_pushes_it() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    let Some(top) = Top::start(
+        &env,
+        "top_shows_what_happens_as_the_daemon_pushes_it",
+        "",
+        &[],
+    ) else {
+        return;
+    };
+    let s = top.wait_for("· live");
+    assert!(s.contains("0 running") && !s.contains("failing 1"), "{s}");
+    // No key is pressed: the subscription's events redraw the screen.
+    env.rea(&["trigger", "hung"]).ok();
+    let s = top.wait_for("Running (1)");
+    assert!(Top::line(&s, "hung").contains("since"), "{s}");
+    env.rea(&["trigger", "reports", "--wait"]).code(3);
+    let s = top.wait_for("reports: run");
+    assert!(s.contains("failed (exit 3)"), "{s}");
+    top.wait_for("failing 1");
+    env.rea(&["pause", "backup"]).ok();
+    top.keys(&["2"]);
+    let s = top.wait_for("Jobs 1/3");
+    assert!(Top::line(&s, "backup").contains("paused"), "{s}");
+    env.rea(&["resume", "backup"]).ok();
+    top.wait_until("backup resumed", |s| {
+        !Top::line(s, "backup").contains("paused")
+    });
+    env.rea(&["kill", "hung"]).ok();
+    top.wait_for("hung: run");
     top.keys(&["q"]);
     top.wait_exit(0);
 }

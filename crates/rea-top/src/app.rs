@@ -162,6 +162,8 @@ pub(crate) enum Msg {
         state: String,
     },
     Event(Event),
+    /// The subscription is answered: changes will be pushed.
+    Live,
     /// The subscription is not answered (an older daemon): the views are
     /// refreshed on a timer instead.
     NoSubscription(String),
@@ -426,6 +428,8 @@ impl App {
         if let Some(prompt) = self.prompt.take() {
             return self.prompt_key(prompt, key);
         }
+        // The status bar's last news has been seen: the keys come back.
+        self.message = None;
         if self.help {
             // Any key closes the help; `q` still quits.
             self.help = false;
@@ -826,6 +830,7 @@ impl App {
                 }
                 return vec![self.refresh_overview()];
             }
+            Msg::Live => self.live = Some(true),
             Msg::NoSubscription(why) => {
                 self.live = Some(false);
                 self.message = Some((format!("{why}; refreshing every 2s"), false));

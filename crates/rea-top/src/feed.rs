@@ -179,7 +179,7 @@ pub(crate) fn subscribe(daemon: Daemon, tx: Tx) {
             // Events come when things happen: a quiet daemon may say
             // nothing for hours.
             client.without_timeout();
-            if !tx.send(Msg::Overview(Box::new(Ok(overview)))) {
+            if !tx.send(Msg::Live) || !tx.send(Msg::Overview(Box::new(Ok(overview)))) {
                 return;
             }
             loop {

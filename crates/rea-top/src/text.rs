@@ -35,16 +35,14 @@ pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// An instant as the job's zone reads it (`12-03 14:30 CET`); a job
-/// without a zone of its own runs in the machine's (the daemon's, which
-/// `rea top` shares: it talks to a local socket).
+/// An instant as the job's zone reads it (`12-03 14:30 CET`), whatever
+/// `utc` says; a job without a zone of its own runs in the machine's (the
+/// daemon's, which `rea top` shares: it talks to a local socket), shown in
+/// UTC with `utc`.
 pub(crate) fn in_zone(t: DateTime<Utc>, zone: Option<&str>, utc: bool) -> String {
-    const FORMAT: &str = "%m-%d %H:%M %Z";
-    if utc {
-        return t.format("%m-%d %H:%M UTC").to_string();
-    }
     match zone.and_then(|z| z.parse::<chrono_tz::Tz>().ok()) {
-        Some(tz) => t.with_timezone(&tz).format(FORMAT).to_string(),
+        Some(tz) => t.with_timezone(&tz).format("%m-%d %H:%M %Z").to_string(),
+        None if utc => t.format("%m-%d %H:%M UTC").to_string(),
         None => t.with_timezone(&Local).format("%m-%d %H:%M").to_string(),
     }
 }
@@ -163,7 +161,8 @@ mod tests {
     fn instants_read_in_the_jobs_zone() {
         let t = Utc.with_ymd_and_hms(2026, 12, 3, 13, 30, 0).unwrap();
         assert_eq!(in_zone(t, Some("Europe/Paris"), false), "12-03 14:30 CET");
-        assert_eq!(in_zone(t, Some("Europe/Paris"), true), "12-03 13:30 UTC");
+        assert_eq!(in_zone(t, Some("Europe/Paris"), true), "12-03 14:30 CET");
+        assert_eq!(in_zone(t, None, true), "12-03 13:30 UTC");
         assert_eq!(
             in_zone(t, Some("America/New_York"), false),
             "12-03 08:30 EST"
