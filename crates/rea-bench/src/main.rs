@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|top
 //! ```
 
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ mod scale;
 mod tenant_query;
 mod tenants;
 mod throughput;
+mod top;
 mod util;
 
 use report::Figure;
@@ -48,6 +49,7 @@ enum Part {
     Governed,
     Tenants,
     TenantQuery,
+    Top,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -232,6 +234,9 @@ fn main() {
     }
     if want(Part::TenantQuery) {
         figures.extend(tenant_query::tenant_query(&s));
+    }
+    if want(Part::Top) {
+        figures.extend(top::top(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

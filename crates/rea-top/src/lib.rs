@@ -16,6 +16,7 @@
 //! | `feed.rs` | the threads that make them and wake the loop |
 //! | `term.rs` | the terminal in and out, signals, the panic hook |
 //! | `text.rs` | durations, zones, glyphs, text made safe to show |
+//! | `headless.rs` | the same, drawn off screen, for `rea-bench top` |
 //!
 //! The loop sleeps in `poll(2)` on the terminal and a wake pipe, and draws
 //! after a key, an answer or an event: no timer runs unless a run's
@@ -24,6 +25,7 @@
 
 mod app;
 mod feed;
+mod headless;
 mod source;
 mod term;
 mod text;
@@ -45,6 +47,7 @@ use rustix::event::{PollFd, PollFlags};
 
 use app::{Action, App, Command};
 use feed::{Daemon, Tx};
+pub use headless::Headless;
 
 /// How `rea top` is started.
 pub struct Options {
