@@ -23,13 +23,25 @@ impl Top {
     /// pane prints its exit status and whether the terminal is back in
     /// canonical mode (`icanon`, not `-icanon`), then waits.
     fn start(env: &Env, test: &str, args: &str, vars: &[(&str, &str)]) -> Option<Top> {
+        Top::start_as(env, test, "", args, vars)
+    }
+
+    /// [`Top::start`], with `wrapper` before the command (to run it as
+    /// another user).
+    fn start_as(
+        env: &Env,
+        test: &str,
+        wrapper: &str,
+        args: &str,
+        vars: &[(&str, &str)],
+    ) -> Option<Top> {
         if Command::new("tmux").arg("-V").output().is_err() {
             eprintln!("SKIPPED {test}: tmux is not installed (apt-get install tmux)");
             return None;
         }
         let socket = env.path(&format!("tmux-{:08x}.sock", fastrand::u32(..)));
         let script = format!(
-            "{} top {args}; echo \"rea top exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; exec sleep 600",
+            "{wrapper} {} top {args}; echo \"rea top exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; exec sleep 600",
             rea_bin()
         );
         let mut cmd = Command::new("tmux");
@@ -501,6 +513,64 @@ fn top_gives_the_terminal_back_on_sigterm_and_hangup() {
     wait_until("rea top to end with its terminal", || {
         !crate::support::alive(pid)
     });
+}
+
+#[test]
+fn a_users_top_shows_and_touches_her_own_jobs_only() {
+    let test = "a_users_top_shows_and_touches_her_own_jobs_only";
+    if crate::support::skip_unless_root(test) {
+        return;
+    }
+    let env = crate::users::hung_jobs_env();
+    let _d = env.daemon();
+    for job in ["sys", "rea-alice/hers", "rea-bob/his"] {
+        env.rea(&["trigger", job]).ok();
+    }
+    env.wait_until("three runs", || {
+        ["sys", "rea-alice/hers", "rea-bob/his"]
+            .iter()
+            .all(|j| !env.runs(j, "started").is_empty())
+    });
+    let (uid, gid) = crate::support::throwaway_user("rea-alice").expect("user");
+    let wrapper = format!(
+        "setpriv --reuid={uid} --regid={gid} --clear-groups env -i PATH=/usr/bin:/bin HOME=/nonexistent TERM=xterm REA_STATE_DIR={} NO_COLOR=1 TZ=UTC",
+        env.state().display()
+    );
+    let Some(top) = Top::start_as(&env, test, &wrapper, "", &[]) else {
+        return;
+    };
+    // Her counts, her run, her names as she writes them.
+    let s = top.wait_for("Running (1)");
+    assert!(s.contains("1 jobs (rea-alice's) · 1 running"), "{s}");
+    assert!(Top::line(&s, "hers").contains("since"), "{s}");
+    assert!(!s.contains("his") && !s.contains("sys"), "{s}");
+    top.keys(&["2"]);
+    let s = top.wait_for("Jobs 1/1");
+    assert!(s.contains("hers") && !s.contains("his") && !s.contains("sys"), "{s}");
+    // The other tenants' runs are not on the timeline either.
+    top.keys(&["3"]);
+    let s = top.wait_until("the history", |s| s.contains("Timeline") && !s.contains("loading"));
+    assert!(s.contains("hers") && !s.contains("his") && !s.contains("sys"), "{s}");
+    // Her own pause lands, on her job, as hers, from top.
+    top.keys(&["2", "p"]);
+    top.wait_for("Pause job hers? (y/n)");
+    top.keys(&["y"]);
+    top.wait_for("paused hers");
+    assert!(paused(&env, "rea-alice/hers") && !paused(&env, "rea-bob/his"));
+    let entry = audit(&env)
+        .into_iter()
+        .rfind(|e| e["action"] == "pause")
+        .expect("audited");
+    assert_eq!(
+        (entry["user"].as_str(), entry["source"].as_str(), entry["tenant"].as_str()),
+        (Some("rea-alice"), Some("top"), Some("rea-alice")),
+        "{entry}"
+    );
+    top.keys(&["q"]);
+    top.wait_exit(0);
+    for job in ["sys", "rea-alice/hers", "rea-bob/his"] {
+        env.rea(&["kill", job]);
+    }
 }
 
 #[test]
