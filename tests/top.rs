@@ -546,11 +546,19 @@ fn a_users_top_shows_and_touches_her_own_jobs_only() {
     assert!(!s.contains("his") && !s.contains("sys"), "{s}");
     top.keys(&["2"]);
     let s = top.wait_for("Jobs 1/1");
-    assert!(s.contains("hers") && !s.contains("his") && !s.contains("sys"), "{s}");
+    assert!(
+        s.contains("hers") && !s.contains("his") && !s.contains("sys"),
+        "{s}"
+    );
     // The other tenants' runs are not on the timeline either.
     top.keys(&["3"]);
-    let s = top.wait_until("the history", |s| s.contains("Timeline") && !s.contains("loading"));
-    assert!(s.contains("hers") && !s.contains("his") && !s.contains("sys"), "{s}");
+    let s = top.wait_until("the history", |s| {
+        s.contains("Timeline") && !s.contains("loading")
+    });
+    assert!(
+        s.contains("hers") && !s.contains("his") && !s.contains("sys"),
+        "{s}"
+    );
     // Her own pause lands, on her job, as hers, from top.
     top.keys(&["2", "p"]);
     top.wait_for("Pause job hers? (y/n)");
@@ -562,7 +570,11 @@ fn a_users_top_shows_and_touches_her_own_jobs_only() {
         .rfind(|e| e["action"] == "pause")
         .expect("audited");
     assert_eq!(
-        (entry["user"].as_str(), entry["source"].as_str(), entry["tenant"].as_str()),
+        (
+            entry["user"].as_str(),
+            entry["source"].as_str(),
+            entry["tenant"].as_str()
+        ),
         (Some("rea-alice"), Some("top"), Some("rea-alice")),
         "{entry}"
     );

@@ -869,6 +869,8 @@ impl App {
                             job: job.clone(),
                             since: Some(at),
                             pid: None,
+                            cpu_ms: None,
+                            memory_peak_kb: None,
                             node,
                         });
                         o.counts.running = o.running.len().max(o.counts.running);
@@ -911,7 +913,7 @@ impl App {
             }
             Event::Job { summary } => {
                 if let Some(row) = self.jobs.rows.iter_mut().find(|r| r.name == summary.name) {
-                    *row = summary;
+                    *row = *summary;
                 }
             }
             Event::Paused { jobs } | Event::Resumed { jobs } => {

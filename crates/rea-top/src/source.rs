@@ -214,7 +214,10 @@ fn legacy_summary(j: &rea_proto::protocol::JobInfo) -> JobSummary {
         timezone: None,
         tags: Vec::new(),
         next_fire: j.next_fire,
+        retry_at: j.retry_at,
         running: j.running.len() as u32,
+        queued: j.queued as u32,
+        after: j.after.clone(),
         outcomes: j
             .last
             .as_ref()
@@ -226,6 +229,7 @@ fn legacy_summary(j: &rea_proto::protocol::JobInfo) -> JobSummary {
         p95_ms: None,
         last_success: j.last.as_ref().filter(|_| !failed).map(|l| l.ended),
         last_failure: j.last.as_ref().filter(|_| failed).map(|l| l.ended),
+        last_run: j.last.as_ref().map(|l| l.ended),
     }
 }
 
@@ -242,6 +246,8 @@ fn legacy_overview(s: &StatusReply) -> Overview {
                 job: j.name.clone(),
                 since: r.since,
                 pid: r.pid,
+                cpu_ms: r.cpu_ms,
+                memory_peak_kb: r.memory_peak_kb,
                 node: None,
             })
         })

@@ -26,7 +26,10 @@ pub(crate) fn summary(name: &str, outcomes: &str) -> JobSummary {
         timezone: None,
         tags: vec!["nightly".into()],
         next_fire: Some(Ts(now() + Duration::minutes(5))),
+        retry_at: None,
         running: 0,
+        queued: 0,
+        after: Vec::new(),
         outcomes: outcomes.into(),
         consecutive_failures: outcomes.chars().rev().take_while(|c| *c == 'f').count() as u32,
         last_duration_ms: Some(1200),
@@ -34,6 +37,7 @@ pub(crate) fn summary(name: &str, outcomes: &str) -> JobSummary {
         p95_ms: Some(3000),
         last_success: None,
         last_failure: None,
+        last_run: None,
     }
 }
 
@@ -275,7 +279,12 @@ fn a_summary_event_replaces_its_row() {
     let mut app = loaded(3, None);
     let mut s = summary("job2", "ssf");
     s.state = "paused".into();
-    app.apply(Msg::Event(Event::Job { summary: s.clone() }), now());
+    app.apply(
+        Msg::Event(Event::Job {
+            summary: Box::new(s.clone()),
+        }),
+        now(),
+    );
     assert_eq!(app.jobs.rows[2], s);
 }
 

@@ -53,6 +53,8 @@ fn app() -> App {
         job: "backup".into(),
         since: Some(Ts(now() - chrono::Duration::seconds(75))),
         pid: Some(7),
+        cpu_ms: None,
+        memory_peak_kb: None,
         node: None,
     });
     o.failing.push(summary("reports", "ssfff"));
