@@ -190,3 +190,20 @@ fn the_nodes_view_says_local_mode() {
     let (text, _) = screen(&a, true);
     assert!(text.contains("local mode"), "{text}");
 }
+
+#[test]
+fn small_and_odd_terminals_draw_without_panicking() {
+    let mut a = app();
+    a.timeline.since = Some(now() - chrono::Duration::hours(3));
+    for (w, h) in [(80, 24), (40, 10), (20, 5), (1, 1), (200, 3), (300, 80)] {
+        for view in View::ALL {
+            a.view = view;
+            for help in [false, true] {
+                a.help = help;
+                let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+                t.draw(|f| draw(f, &a, Theme { color: true }, now()))
+                    .unwrap();
+            }
+        }
+    }
+}
