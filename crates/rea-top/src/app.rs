@@ -166,7 +166,10 @@ pub(crate) enum Msg {
     Live,
     /// The subscription is not answered (an older daemon): the views are
     /// refreshed on a timer instead.
-    NoSubscription(String),
+    NoSubscription {
+        why: String,
+        retry: bool,
+    },
     /// The followed output: `follow` is the id of the follow it belongs to.
     Output {
         follow: u64,
@@ -279,6 +282,9 @@ pub(crate) struct App {
     pub(crate) message: Option<(String, bool)>,
     /// Whether a subscription pushes changes (else a timer refreshes).
     pub(crate) live: Option<bool>,
+    /// The subscription was lost with its connection: the timer tries
+    /// again.
+    pub(crate) resubscribe: bool,
     /// The overview is out of date (an event changed what it counts).
     pub(crate) overview_stale: bool,
     pub(crate) overview_loading: bool,
@@ -309,6 +315,7 @@ impl App {
             prompt: None,
             message: None,
             live: None,
+            resubscribe: false,
             overview_stale: false,
             overview_loading: false,
             pending_stale: false,
@@ -830,9 +837,24 @@ impl App {
                 }
                 return vec![self.refresh_overview()];
             }
-            Msg::Live => self.live = Some(true),
-            Msg::NoSubscription(why) => {
+            Msg::Live => {
+                let again = self.live == Some(false);
+                self.live = Some(true);
+                self.resubscribe = false;
+                if again {
+                    // What changed while nobody told us.
+                    self.message = Some(("live again".into(), false));
+                    self.pending_stale = true;
+                    let mut out = vec![self.refetch_jobs()];
+                    if self.timeline.since.is_some() && !self.timeline.loading {
+                        out.push(self.fetch_history(now));
+                    }
+                    return out;
+                }
+            }
+            Msg::NoSubscription { why, retry } => {
                 self.live = Some(false);
+                self.resubscribe = retry;
                 self.message = Some((format!("{why}; refreshing every 2s"), false));
             }
             Msg::Output { follow, line } => {

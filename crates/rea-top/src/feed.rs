@@ -103,16 +103,26 @@ fn work(daemon: Daemon, rx: Receiver<Command>, tx: Tx) {
             }
             let Some(s) = source.as_mut() else { continue };
             let msg = answer(s, command);
-            // A connection that failed is made again for the next command.
-            if matches!(&msg, Msg::Overview(r) if r.is_err())
-                || matches!(&msg, Msg::Jobs { page: Err(_), .. })
-            {
+            // A connection that failed is made again for the next command
+            // (a refusal costs a reconnection too; it is rare).
+            if failed_answer(&msg) {
                 source = None;
             }
             if !tx.send(msg) {
                 return;
             }
         }
+    }
+}
+
+fn failed_answer(msg: &Msg) -> bool {
+    match msg {
+        Msg::Overview(r) => r.is_err(),
+        Msg::Jobs { page, .. } => page.is_err(),
+        Msg::Pending(r) => r.is_err(),
+        Msg::History { records, .. } => records.is_err(),
+        Msg::Done(r) => r.is_err(),
+        _ => false,
     }
 }
 
@@ -153,7 +163,8 @@ fn failed(command: &Command, e: String) -> Msg {
 
 /// The subscription: its overview, then each event as it comes. A daemon
 /// that does not answer subscriptions is said once; the loop refreshes on
-/// a timer then.
+/// a timer then, and subscribes again (`retry`) when the connection, not
+/// the daemon, was the reason (a daemon restarted under it).
 pub(crate) fn subscribe(daemon: Daemon, tx: Tx) {
     let _ = thread::Builder::new()
         .name("top-subscribe".into())
@@ -161,18 +172,28 @@ pub(crate) fn subscribe(daemon: Daemon, tx: Tx) {
             let mut client = match daemon.source() {
                 Ok(s) => s.into_client(),
                 Err(e) => {
-                    tx.send(Msg::NoSubscription(e));
+                    tx.send(Msg::NoSubscription {
+                        why: e,
+                        retry: true,
+                    });
                     return;
                 }
             };
-            let first = client.request(&Request::Subscribe(Subscription::default()));
-            let overview = match first
-                .map_err(|e| e.to_string())
-                .and_then(source::data::<Overview>)
-            {
+            let first = match client.request(&Request::Subscribe(Subscription::default())) {
+                Ok(resp) => resp,
+                Err(e) => {
+                    let why = format!("no live updates: {e}");
+                    tx.send(Msg::NoSubscription { why, retry: true });
+                    return;
+                }
+            };
+            // An answer that refuses is this daemon's last word (it has no
+            // subscriptions, or no room for another): not asked again.
+            let overview = match source::data::<Overview>(first) {
                 Ok(o) => o,
                 Err(e) => {
-                    tx.send(Msg::NoSubscription(format!("no live updates: {e}")));
+                    let why = format!("no live updates: {e}");
+                    tx.send(Msg::NoSubscription { why, retry: false });
                     return;
                 }
             };
@@ -190,7 +211,8 @@ pub(crate) fn subscribe(daemon: Daemon, tx: Tx) {
                         Err(_) => continue,
                     },
                     Err(e) => {
-                        tx.send(Msg::NoSubscription(format!("the subscription ended ({e})")));
+                        let why = format!("the subscription ended ({e})");
+                        tx.send(Msg::NoSubscription { why, retry: true });
                         return;
                     }
                 };

@@ -238,6 +238,10 @@ fn event_loop(
         if polling && last_poll.elapsed() >= POLL_EVERY {
             last_poll = Instant::now();
             commands.extend(app.poll(now));
+            if app.resubscribe {
+                app.resubscribe = false;
+                feed::subscribe(daemon.clone(), tx.clone());
+            }
         }
         commands.extend(app.catch_up());
     }

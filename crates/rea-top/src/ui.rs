@@ -549,7 +549,11 @@ fn timeline(frame: &mut Frame, area: Rect, app: &App, theme: Theme, now: DateTim
             }
         }
         for (_, at) in upcoming.iter().filter(|(j, _)| j == job) {
-            if let Some(c) = col_of(*at) {
+            // A fire due within the column of a run (minutes apart at
+            // this scale) goes just after it, not over it.
+            let free =
+                col_of(*at).and_then(|c| (c..cols).find(|&c| matches!(cells[c].0, ' ' | '│')));
+            if let Some(c) = free {
                 cells[c] = ('◆', theme.fg(Color::Yellow));
             }
         }
