@@ -34,7 +34,7 @@ pub(crate) fn top(s: &Settings) -> Vec<Figure> {
     let shown = format!("{n} jobs, {} history lines", s.history_lines);
     let reps = s.reps.max(5);
 
-    // Today's `rea status` (the whole job list), on the same daemon.
+    // `rea status` as this build answers it, on the same daemon.
     let mut status = Vec::new();
     let mut status_rss = 0;
     for _ in 0..s.reps {
@@ -46,7 +46,7 @@ pub(crate) fn top(s: &Settings) -> Vec<Figure> {
     out.push(Figure::info(
         "top",
         format!(
-            "`rea status` (today's whole list), {shown}, median of {}",
+            "`rea status` as this build answers it, {shown}, median of {}",
             s.reps
         ),
         format!(
