@@ -70,6 +70,9 @@ _rea() {
             rea,submit)
                 cmd="rea__subcmd__submit"
                 ;;
+            rea,top)
+                cmd="rea__subcmd__top"
+                ;;
             rea,trigger)
                 cmd="rea__subcmd__trigger"
                 ;;
@@ -80,7 +83,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload history logs audit submit at cancel pending import edit"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload history logs audit submit at cancel pending import edit top"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -746,7 +749,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --check --tenant --utc --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --tenant --utc --all --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -830,6 +833,36 @@ _rea() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rea__subcmd__top)
+            opts="-f -h -V --utc --file --state-dir --client-timeout --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

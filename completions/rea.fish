@@ -48,6 +48,7 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "cancel" -d 'Cancel pending 
 complete -c rea -n "__fish_rea_needs_command" -f -a "pending" -d 'Pending one-shot jobs, by due time'
 complete -c rea -n "__fish_rea_needs_command" -f -a "import" -d 'Convert crontabs (crontab -l, /etc/crontab, /etc/cron.d/*) into a job file'
 complete -c rea -n "__fish_rea_needs_command" -f -a "edit" -d 'Edit a job file safely, as crontab -e: your own jobs (through the daemon), or as root the main job file or a user\'s'
+complete -c rea -n "__fish_rea_needs_command" -f -a "top" -d 'A live view of the daemon in the terminal: overview, jobs, timeline, a run\'s output, one-shots, cluster nodes'
 complete -c rea -n "__fish_rea_using_subcommand run" -l log-format -d 'Format of the daemon\'s own log on stderr' -r -f -a "human\t'Aligned text for people'
 json\t'One JSON object per line'"
 complete -c rea -n "__fish_rea_using_subcommand run" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
@@ -86,6 +87,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitoring probe (Nagios, Icinga, a cron\'d check): print one line and exit 0 (OK), 1 (WARNING: the daemon runs an older job file because the new one is invalid, or cannot write its history) or 2 (CRITICAL: a job\'s last run failed or timed out, or no daemon runs)'
 complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
+complete -c rea -n "__fish_rea_using_subcommand status" -l all -d 'Every job, page after page (live, the first 100 are shown unless this is given; the offline view always shows every job)'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -l param -d 'Pass a value of one of the job\'s declared parameters (its `params`) to the run as an environment variable; repeat for each. The daemon refuses undeclared names, values that do not match the parameter\'s pattern, and missing parameters that have no default' -r
@@ -247,6 +249,12 @@ complete -c rea -n "__fish_rea_using_subcommand edit" -l state-dir -d 'Where the
 complete -c rea -n "__fish_rea_using_subcommand edit" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rea -n "__fish_rea_using_subcommand edit" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand top" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand top" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand top" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand top" -l utc -d 'Show times in UTC instead of the machine\'s zone (a job\'s next fire is shown in its own zone either way)'
+complete -c rea -n "__fish_rea_using_subcommand top" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand top" -s V -l version -d 'Print version'
 
 # Job names, one-shot ids and tags come from the job file and the daemon:
 # `rea complete` answers for the word under the cursor, or exits 1 when it

@@ -155,6 +155,18 @@ pub(crate) enum Command {
     /// checks it as that user's file and installs it owned by root, mode
     /// 0600.
     Edit(EditArgs),
+    /// A live view of the daemon in the terminal: overview, jobs, timeline,
+    /// a run's output, one-shots, cluster nodes
+    ///
+    /// Talks to the daemon through its control socket only, as the other
+    /// commands do: a user sees and acts on her own jobs. The job table is
+    /// paged, filtered and sorted by the daemon, so it opens as fast with
+    /// 100,000 jobs as with ten; changes are pushed by the daemon as they
+    /// happen. Every action (run, pause, resume, cancel, kill, edit) asks
+    /// y/n first and is recorded in the audit log with source "top". Keys:
+    /// 1-6 or tab switch views, ? shows them all, q quits. Respects
+    /// NO_COLOR; works at 80x24 and over ssh.
+    Top(TopArgs),
     /// Write the man pages or the shell completions (for packagers)
     #[command(hide = true)]
     Generate(GenerateArgs),
@@ -244,6 +256,10 @@ pub(crate) struct StatusArgs {
     /// Show times in UTC instead of the machine's zone
     #[arg(long)]
     pub(crate) utc: bool,
+    /// Every job, page after page (live, the first 100 are shown unless
+    /// this is given; the offline view always shows every job)
+    #[arg(long, conflicts_with_all = ["json", "check"])]
+    pub(crate) all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -535,6 +551,14 @@ pub(crate) struct EditArgs {
     /// Edit this user's own job file (root only; others edit their own)
     #[arg(long, value_name = "NAME")]
     pub(crate) user: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TopArgs {
+    /// Show times in UTC instead of the machine's zone (a job's next fire
+    /// is shown in its own zone either way)
+    #[arg(long)]
+    pub(crate) utc: bool,
 }
 
 #[derive(Debug, Args)]

@@ -57,6 +57,7 @@ fn main() -> ExitCode {
         Command::Pending(a) => commands::pending::run(g, a),
         Command::Import(a) => commands::import::run(g, a),
         Command::Edit(a) => commands::edit::run(g, a),
+        Command::Top(a) => commands::top::run(g, a),
         Command::Generate(a) => commands::generate::run(a),
         Command::Complete(a) => commands::complete::run(g, a),
     };

@@ -44,7 +44,7 @@ const REFERENCE_PAGES: [(&str, &str); 3] = [
 /// EXIT STATUS and EXAMPLES of each command's page, written by hand in
 /// `man/src/commands/`; a visible subcommand without an entry stops the
 /// generator (and so `tests/generated.rs`).
-const COMMAND_SECTIONS: [(&str, &str); 19] = [
+const COMMAND_SECTIONS: [(&str, &str); 20] = [
     ("run", include_str!("../../man/src/commands/rea-run.1.in")),
     (
         "check",
@@ -100,6 +100,7 @@ const COMMAND_SECTIONS: [(&str, &str); 19] = [
         include_str!("../../man/src/commands/rea-import.1.in"),
     ),
     ("edit", include_str!("../../man/src/commands/rea-edit.1.in")),
+    ("top", include_str!("../../man/src/commands/rea-top.1.in")),
 ];
 
 /// Pages a command's SEE ALSO names besides rea(1) and rea-jobs(5).
@@ -111,6 +112,7 @@ fn related(command: &str) -> &'static [&'static str] {
         "submit" | "at" | "cancel" | "pending" | "trigger" | "kill" => &["rea-protocol(7)"],
         "import" => &["crontab(5)"],
         "edit" => &["crontab(1)"],
+        "top" => &["rea-status(1)", "rea-audit(1)", "rea-protocol(7)"],
         _ => &[],
     }
 }

@@ -23,6 +23,7 @@ pub(crate) mod run;
 mod run_end;
 pub(crate) mod status;
 pub(crate) mod submit;
+pub(crate) mod top;
 pub(crate) mod trigger;
 
 use std::path::PathBuf;

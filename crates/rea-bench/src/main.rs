@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts|webhooks
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts|webhooks|status|top
 //! ```
 
 use std::path::PathBuf;
@@ -24,9 +24,11 @@ mod oneshots;
 mod queries;
 mod report;
 mod scale;
+mod status;
 mod tenant_query;
 mod tenants;
 mod throughput;
+mod top;
 mod util;
 mod webhooks;
 
@@ -52,6 +54,10 @@ enum Part {
     TenantQuery,
     Alerts,
     Webhooks,
+    /// `rea status` at 100,000 jobs, subscribers (issue 21)
+    Status,
+    /// `rea top` at 100,000 jobs (issue 21)
+    Top,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -242,6 +248,12 @@ fn main() {
     }
     if want(Part::Webhooks) {
         figures.extend(webhooks::webhooks(&s));
+    }
+    if want(Part::Status) {
+        figures.extend(status::status(&s));
+    }
+    if want(Part::Top) {
+        figures.extend(top::top(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -25,7 +25,7 @@ fn job_name(i: usize) -> String {
 /// Writes `lines` history lines (a started and a final line per run, ~100
 /// jobs, ~1% failures, a few timeouts) ending a minute ago, split into the
 /// live file and rotated files of the writer's default size.
-fn generate(dir: &TempDir, lines: usize) {
+pub(crate) fn generate(dir: &TempDir, lines: usize) {
     let state = dir.state();
     fs::create_dir_all(&state).unwrap_or_else(|e| util::die(e));
     let _ = fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700));

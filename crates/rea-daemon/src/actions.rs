@@ -46,7 +46,9 @@ impl Loop {
                         m.observe(&rec);
                     }
                     log_record(&rec);
+                    let changed = self.engine.observe(&rec);
                     self.append(&rec);
+                    self.publish_record(&rec, changed);
                     self.notify_waiters(&rec);
                     self.notify_record(&rec);
                 }

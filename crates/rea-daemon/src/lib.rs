@@ -28,6 +28,8 @@
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
+//! | `live.rs` | the live views: `overview` and pages of job summaries (`jobs`) |
+//! | `subscribe.rs` | `subscribe`: events pushed to bounded per-subscriber queues |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
 //! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
 //! | `audit.rs` | every state-changing request and its answer, to the audit log |
@@ -65,6 +67,7 @@ mod guard;
 mod hooks;
 pub mod host_checks;
 pub mod jobfiles;
+mod live;
 mod mail;
 mod metrics;
 mod orphans;
@@ -75,6 +78,7 @@ mod runs;
 mod shutdown;
 mod startup;
 mod status;
+mod subscribe;
 mod timer;
 mod users;
 mod watch;
@@ -377,6 +381,8 @@ struct Loop {
     alert_hooks: u64,
     /// Clients following runs' output, and the runs they may follow.
     follows: follow::Follows,
+    /// Clients subscribed to the live views' events.
+    subscribers: subscribe::Subscribers,
     /// Where runs' output is copied as it comes (`job_output = "journal"`,
     /// with a journal socket there).
     journald: Option<rea_exec::journald::Journal>,

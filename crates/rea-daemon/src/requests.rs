@@ -106,9 +106,12 @@ impl Loop {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
-            Request::Overview | Request::Jobs(_) | Request::Subscribe(_) => Reply::Done(
-                Response::err("bad_request", "this daemon does not answer live views yet"),
-            ),
+            Request::Overview => Reply::Done(Response::with(&self.overview(now, scope))),
+            Request::Jobs(query) => Reply::Done(match self.jobs_page(&query, scope) {
+                Ok(page) => Response::with(&page),
+                Err(refusal) => refusal,
+            }),
+            Request::Subscribe(sub) => self.subscribe(sub, scope),
             Request::EditPut { .. } => Reply::Done(Response::err(
                 "bad_request",
                 "an edit is answered apart",
@@ -349,6 +352,7 @@ impl Loop {
             match self.engine.submit(shot, now) {
                 Ok(acts) => {
                     actions.extend(acts);
+                    self.publish_oneshot(&id, "pending");
                     let _ = reply.send(Reply::Done(Response::with(&SubmitReply {
                         id,
                         due: Ts(due),
@@ -467,6 +471,7 @@ impl Loop {
                 if pause { "paused" } else { "resumed" }
             );
         }
+        self.publish_pause(&changed, pause);
         Reply::Done(Response::with(&PauseReply {
             changed,
             paused: self.engine.paused().iter().cloned().collect(),
