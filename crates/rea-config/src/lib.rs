@@ -169,6 +169,15 @@ pub struct DaemonConfig {
     /// `rea status --check`) through the socket, and act on none: a
     /// monitoring user. Default: none (a user sees her own jobs only).
     pub monitor_group: Option<String>,
+    /// A loopback TCP address where the web console is also served
+    /// (`web.sock` in the state directory always is). Default: none.
+    pub web_listen: Option<std::net::SocketAddr>,
+    /// Host names the web console answers to besides `localhost`,
+    /// `127.0.0.1` and `[::1]` (the `Host` header's allow-list, against
+    /// DNS rebinding). Default: none.
+    pub web_hosts: Vec<String>,
+    /// Users whose web console is read-only (pages, no actions).
+    pub web_viewers: Vec<String>,
 }
 
 impl DaemonConfig {
@@ -209,6 +218,9 @@ impl Default for DaemonConfig {
             job_output: JobOutput::History,
             cgroups: true,
             monitor_group: None,
+            web_listen: None,
+            web_hosts: Vec::new(),
+            web_viewers: Vec::new(),
         }
     }
 }

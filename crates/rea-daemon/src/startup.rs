@@ -129,6 +129,9 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let (tx, finished) = mpsc::unbounded_channel::<Msg>();
     let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
     let connections = crate::control::Connections::new();
+    let web = crate::web::start(&opts.state_dir, &config, others, ctl_tx.clone())
+        .await
+        .map_err(StartError::Other)?;
     tokio::spawn(crate::control::serve(
         listener,
         ctl_tx,
@@ -160,6 +163,8 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         containment: std::sync::Arc::new(containment),
         accounts: Default::default(),
         mail: Default::default(),
+        web,
+        others,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({
