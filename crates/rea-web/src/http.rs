@@ -350,7 +350,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_is_read_and_bounded() {
-        let raw = b"POST /job/a%2Fb/trigger?x=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 9\r\nCookie: a=1; rea_session=zz\r\n\r\ncsrf=t+%41";
+        let raw = b"POST /job/a%2Fb/trigger?x=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\nCookie: a=1; rea_session=zz\r\n\r\ncsrf=t+%41";
         let req = read_request(&mut &raw[..]).await.unwrap();
         assert_eq!(req.method, "POST");
         assert_eq!(req.path, "/job/a%2Fb/trigger");
