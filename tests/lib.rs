@@ -34,6 +34,7 @@ mod pg_history;
 mod quotas;
 mod reload;
 mod status;
+mod summaries;
 mod supervision;
 mod tenants;
 mod torture;

@@ -52,6 +52,7 @@
 //! | [`engine`] | the daemon's decisions as a state machine |
 //! | [`trust`] | who may own the files that decide what runs |
 //! | [`tenant`] | whose a job is: the system or a user; `alice/backup` |
+//! | [`summary`] | a job's recent record for the live views: 64 outcomes, durations, last success and failure |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
 pub mod audit;
@@ -66,6 +67,7 @@ pub mod record;
 pub mod run;
 pub mod schedule;
 pub mod suggest;
+pub mod summary;
 pub mod tenant;
 pub mod trust;
 pub mod zone;

@@ -46,6 +46,7 @@ impl Loop {
                         m.observe(&rec);
                     }
                     log_record(&rec);
+                    self.engine.observe(&rec);
                     self.append(&rec);
                     self.notify_waiters(&rec);
                 }

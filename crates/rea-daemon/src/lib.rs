@@ -27,6 +27,7 @@
 //! | `follow.rs` | runs' output streamed live to clients (`logs --follow`, `trigger --follow`) |
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
+//! | `live.rs` | the live views: `overview` and pages of job summaries (`jobs`) |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
 //! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
 //! | `audit.rs` | every state-changing request and its answer, to the audit log |
@@ -63,6 +64,7 @@ mod guard;
 mod hooks;
 pub mod host_checks;
 pub mod jobfiles;
+mod live;
 mod mail;
 mod metrics;
 mod orphans;

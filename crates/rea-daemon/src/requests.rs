@@ -106,9 +106,15 @@ impl Loop {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
             Request::EditGet { user } => Reply::Done(self.edit_get(user)),
-            Request::Overview | Request::Jobs(_) | Request::Subscribe(_) => Reply::Done(
-                Response::err("bad_request", "this daemon does not answer live views yet"),
-            ),
+            Request::Overview => Reply::Done(Response::with(&self.overview(now, scope))),
+            Request::Jobs(query) => Reply::Done(match self.jobs_page(&query, scope) {
+                Ok(page) => Response::with(&page),
+                Err(refusal) => refusal,
+            }),
+            Request::Subscribe(_) => Reply::Done(Response::err(
+                "bad_request",
+                "this daemon does not answer subscriptions yet",
+            )),
             Request::EditPut { .. } => Reply::Done(Response::err(
                 "bad_request",
                 "an edit is answered apart",

@@ -125,6 +125,11 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         if let Some(last) = s.last.as_ref().and_then(last_run_of) {
             engine.seed_last(&name, last, s.consecutive_failures as u32);
         }
+        // The live views' summary starts from what this scan found (the
+        // last final run and the last success); its outcomes fill as runs
+        // end.
+        let last = s.last.as_ref().map(|r| record_of(&name, r));
+        engine.seed_summary(&name, last.as_ref(), s.last_success);
     }
     let (tx, finished) = mpsc::unbounded_channel::<Msg>();
     let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
@@ -268,6 +273,21 @@ fn recover(
         },
         summaries,
     )
+}
+
+/// The record a run summary of the history stands for (what the engine's
+/// per-job summary reads).
+fn record_of(job: &str, s: &RunSummary) -> Record {
+    let mut rec = Record::new(Event::Run, s.ended.or(s.started).unwrap_or_default());
+    rec.job = Some(job.to_string());
+    rec.run = s.run.clone();
+    rec.status = Some(s.status);
+    rec.started = s.started;
+    rec.ended = s.ended;
+    rec.duration_ms = s.duration_ms;
+    rec.exit_code = s.exit_code;
+    rec.signal = s.signal;
+    rec
 }
 
 fn last_run_of(s: &RunSummary) -> Option<LastRun> {

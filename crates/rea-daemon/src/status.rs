@@ -24,6 +24,32 @@ impl Loop {
             None => self.engine.status(),
         };
         statuses.retain(|s| scope.owns(&s.name));
+        StatusReply {
+            live: true,
+            daemon: self.daemon_info(now, scope),
+            jobs: statuses
+                .iter()
+                .map(|s| {
+                    let mut info = job_info(s);
+                    info.hooks = self.hooks_of(&s.name);
+                    // What each running run has used so far (its cgroup).
+                    for r in &mut info.running {
+                        if let Some(u) = self.runs.usage_now(&r.run) {
+                            r.cpu_ms = Some(u.user_ms + u.sys_ms);
+                            r.memory_peak_kb = u.memory_peak_kb;
+                        }
+                    }
+                    info
+                })
+                .collect(),
+            oneshot: None,
+            tenant: scope.tenant().and_then(|t| t.user()).map(str::to_string),
+        }
+    }
+
+    /// What the daemon tells of itself (the refusals of the job files
+    /// only as far as they are the asker's).
+    pub(super) fn daemon_info(&self, now: DateTime<Utc>, scope: &Scope) -> DaemonInfo {
         // A user sees the refusals of her own file only: another file's
         // may quote values that are not hers to read.
         let errors = self.files.error().and_then(|(at, errors)| {
@@ -45,51 +71,31 @@ impl Loop {
             })
         });
         let health = self.backend.history_health();
-        StatusReply {
-            live: true,
-            daemon: DaemonInfo {
-                running: true,
-                pid: std::process::id(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                started_at: Ts(self.started_at),
-                uptime_s: (now - self.started_at).num_seconds().max(0),
-                file: self.shown_file(),
-                state_dir: absolute(&self.opts.state_dir),
-                last_reload: Ts(self.files.last_reload()),
-                config_error: errors,
-                running_runs: self.engine.running(),
-                running_hooks: self.engine.hooks_running(),
-                max_concurrent: self.engine.max_concurrent(),
-                queued: self.engine.queued(),
-                oneshots_pending: self.engine.oneshot_count(),
-                history: HistoryInfo {
-                    backlog: health.backlog,
-                    dropped: health.dropped,
-                    last_error: health.last_error.map(|e| WriteError {
-                        at: Ts(e.at),
-                        message: e.message,
-                    }),
-                },
-                containment: self.containment.mode(),
-                cluster: self.cluster_info(),
+        DaemonInfo {
+            running: true,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: Ts(self.started_at),
+            uptime_s: (now - self.started_at).num_seconds().max(0),
+            file: self.shown_file(),
+            state_dir: absolute(&self.opts.state_dir),
+            last_reload: Ts(self.files.last_reload()),
+            config_error: errors,
+            running_runs: self.engine.running(),
+            running_hooks: self.engine.hooks_running(),
+            max_concurrent: self.engine.max_concurrent(),
+            queued: self.engine.queued(),
+            oneshots_pending: self.engine.oneshot_count(),
+            history: HistoryInfo {
+                backlog: health.backlog,
+                dropped: health.dropped,
+                last_error: health.last_error.map(|e| WriteError {
+                    at: Ts(e.at),
+                    message: e.message,
+                }),
             },
-            jobs: statuses
-                .iter()
-                .map(|s| {
-                    let mut info = job_info(s);
-                    info.hooks = self.hooks_of(&s.name);
-                    // What each running run has used so far (its cgroup).
-                    for r in &mut info.running {
-                        if let Some(u) = self.runs.usage_now(&r.run) {
-                            r.cpu_ms = Some(u.user_ms + u.sys_ms);
-                            r.memory_peak_kb = u.memory_peak_kb;
-                        }
-                    }
-                    info
-                })
-                .collect(),
-            oneshot: None,
-            tenant: scope.tenant().and_then(|t| t.user()).map(str::to_string),
+            containment: self.containment.mode(),
+            cluster: self.cluster_info(),
         }
     }
 

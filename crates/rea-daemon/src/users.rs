@@ -232,7 +232,11 @@ impl Loop {
             ))
         };
         // A monitoring user reads every tenant's status, and acts on none.
-        if matches!(request, Request::Status { .. }) && self.is_monitor(peer.uid) {
+        if matches!(
+            request,
+            Request::Status { .. } | Request::Overview | Request::Jobs(_) | Request::Subscribe(_)
+        ) && self.is_monitor(peer.uid)
+        {
             return Ok(Scope::Admin);
         }
         match request {

@@ -76,7 +76,7 @@ pub use admission::{TriggerResult, MAX_WAITING_TRIGGERS};
 pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
 use oneshots::{ShotKey, ShotState};
 pub use shares::{ShareLimits, DEFAULT_QUEUED_PER_USER};
-pub use status::{JobStatus, LastRun, RunningRun};
+pub use status::{JobStatus, JobView, LastRun, RunView, RunningRun};
 
 /// What the engine runs: the jobs in file order and the limits that apply
 /// to all of them, borrowed from the configuration in force.
@@ -328,6 +328,9 @@ struct JobState {
     waiting: VecDeque<Pending>,
     consecutive_failures: u32,
     last: Option<LastRun>,
+    /// Its recent record for the live views, fed every history record of
+    /// the job the daemon writes (`Engine::observe`).
+    summary: crate::summary::Summary,
     /// Jobs of its `after` list that succeeded since it last ran for them.
     deps_done: BTreeSet<String>,
 }
@@ -687,6 +690,7 @@ impl JobState {
             waiting: VecDeque::new(),
             consecutive_failures: 0,
             last: None,
+            summary: Default::default(),
             deps_done: BTreeSet::new(),
         })
     }

@@ -140,3 +140,117 @@ impl Engine {
         }
     }
 }
+
+/// One job as the live views see it, borrowed from the engine: nothing is
+/// copied until a page keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct JobView<'a> {
+    pub name: &'a str,
+    pub job: &'a Job,
+    pub paused: bool,
+    pub next_fire: Option<DateTime<Utc>>,
+    pub retry_pending: bool,
+    /// Runs handed to the daemon (spawned or being claimed).
+    pub running: usize,
+    /// Runs waiting for a slot or for the job's previous run.
+    pub queued: usize,
+    pub consecutive_failures: u32,
+    pub summary: &'a crate::summary::Summary,
+}
+
+impl JobView<'_> {
+    /// `running`, `queued`, `retry_pending`, `disabled`, `paused` or
+    /// `idle`, as `rea status` says it.
+    pub fn state(&self) -> &'static str {
+        if self.running > 0 {
+            "running"
+        } else if self.queued > 0 {
+            "queued"
+        } else if self.retry_pending {
+            "retry_pending"
+        } else if !self.job.enabled {
+            "disabled"
+        } else if self.paused {
+            "paused"
+        } else {
+            "idle"
+        }
+    }
+}
+
+impl Engine {
+    /// Every job of the file in file order, as the live views see it.
+    pub fn job_views(&self) -> impl Iterator<Item = JobView<'_>> + '_ {
+        self.order.iter().filter_map(|name| self.job_view(name))
+    }
+
+    /// One job as the live views see it.
+    pub fn job_view(&self, name: &str) -> Option<JobView<'_>> {
+        let s = self.jobs.get(name)?;
+        if s.removed {
+            return None;
+        }
+        Some(JobView {
+            name: &s.name,
+            job: &s.def,
+            paused: self.paused.contains(name),
+            next_fire: s.next.and_then(|id| match self.heap.get(id) {
+                Some(Due::Occurrence { at, .. }) => Some(*at),
+                _ => None,
+            }),
+            retry_pending: s.retry.is_some(),
+            running: s.active.saturating_sub(s.queued),
+            queued: s.queued + s.waiting.len(),
+            consecutive_failures: s.consecutive_failures,
+            summary: &s.summary,
+        })
+    }
+
+    /// Feeds a history record the daemon writes to its job's summary.
+    /// Returns whether a summary changed (the record was a job's final
+    /// run or missed occurrences).
+    pub fn observe(&mut self, rec: &Record) -> bool {
+        let Some(name) = rec.job.as_deref() else {
+            return false;
+        };
+        let Some(s) = self.jobs.get_mut(name) else {
+            return false;
+        };
+        let before = s.summary.clone();
+        s.summary.observe(rec);
+        s.summary != before
+    }
+
+    /// Seeds a job's summary from the start-up's scan of the history.
+    pub fn seed_summary(
+        &mut self,
+        name: &str,
+        last: Option<&Record>,
+        last_success: Option<DateTime<Utc>>,
+    ) {
+        if let Some(s) = self.jobs.get_mut(name) {
+            s.summary.seed(last, last_success);
+        }
+    }
+}
+
+/// A run in progress as the live views list it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunView<'a> {
+    pub run: &'a str,
+    pub source: &'a Source,
+    pub pid: Option<u32>,
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl Engine {
+    /// The runs handed to the daemon and not ended, in no order.
+    pub fn run_views(&self) -> impl Iterator<Item = RunView<'_>> + '_ {
+        self.runs.iter().map(|(id, a)| RunView {
+            run: id,
+            source: &a.pending.source,
+            pid: a.started.map(|s| s.pid),
+            since: a.started.map(|s| s.at),
+        })
+    }
+}
