@@ -39,3 +39,4 @@ mod supervision;
 mod tenants;
 mod torture;
 mod users;
+mod web;

@@ -24,6 +24,7 @@ mod run_end;
 pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod trigger;
+pub(crate) mod web;
 
 use std::path::PathBuf;
 

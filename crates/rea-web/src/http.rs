@@ -240,6 +240,20 @@ pub(crate) fn encode(s: &str) -> String {
     out
 }
 
+/// A path (and query) made safe for a `Location` header: anything but
+/// printable ASCII is percent-encoded, so no header can be smuggled in.
+pub(crate) fn encode_path(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_graphic() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// An answer.
 pub(crate) struct Response {
     pub(crate) status: u16,

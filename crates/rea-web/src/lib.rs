@@ -72,7 +72,7 @@ pub struct Settings {
 
 /// The console: its settings, sessions and connection shares.
 pub struct Web {
-    daemon: Box<dyn Daemon>,
+    daemon: Arc<dyn Daemon>,
     settings: Mutex<Arc<Settings>>,
     sessions: Sessions,
     connections: Shares,
@@ -87,6 +87,9 @@ const MAX_STREAMS: usize = 64;
 /// How often an open event stream is written to when nothing happens, so
 /// a closed page is noticed and its subscription dropped.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How often a page's overview is read again when the daemon cannot
+/// push changes (no `subscribe`).
+const POLL: Duration = Duration::from_secs(1);
 
 /// The web socket's path in a state directory.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
@@ -144,7 +147,7 @@ pub(crate) struct Viewer {
 impl Web {
     pub fn new(daemon: Box<dyn Daemon>, settings: Settings) -> Arc<Web> {
         Arc::new(Web {
-            daemon,
+            daemon: Arc::from(daemon),
             settings: Mutex::new(Arc::new(settings)),
             sessions: Sessions::default(),
             connections: Shares::new(MAX_CONNECTIONS),
@@ -230,6 +233,7 @@ impl Web {
             Err(ReadError::Gone) => return,
             Err(ReadError::Bad(status, why)) => {
                 refuse(stream, status, why).await;
+                linger(stream).await;
                 return;
             }
         };
@@ -367,19 +371,28 @@ impl Web {
         http::Response::text(200, format!("http://{addr}/login?t={t}\n"))
     }
 
-    /// `GET /login?t=TOKEN` on TCP: spends the token, sets the session
-    /// cookie, and goes to the overview.
+    /// `GET /login?t=TOKEN[&next=/PATH]` on TCP: spends the token, sets
+    /// the session cookie, and goes to `next` (the overview by default).
     fn login(&self, req: &http::Request) -> http::Response {
-        let t = req
-            .params()
-            .into_iter()
-            .find(|(k, _)| k == "t")
-            .map(|(_, v)| v)
-            .unwrap_or_default();
-        match self.sessions.redeem(&t) {
+        let params = req.params();
+        let get = |k: &str| {
+            params
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        // Where to go next: a path of this console, never another site.
+        let next = get("next");
+        let next = if next.starts_with('/') && !next.starts_with("//") && !next.contains('\\') {
+            http::encode_path(&next)
+        } else {
+            "/".to_string()
+        };
+        match self.sessions.redeem(&get("t")) {
             Some(uid) => {
                 let s = self.sessions.create(uid);
-                let mut r = http::Response::redirect("/".into());
+                let mut r = http::Response::redirect(next);
                 r.headers.push(("Set-Cookie", cookie(&s.id)));
                 r
             }
@@ -415,6 +428,13 @@ impl Web {
             .await;
         let (first, mut lines) = match answer {
             Answer::Lines(first, lines) if first.ok => (first, lines),
+            Answer::One(r) | Answer::Lines(r, _)
+                if r.error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("does not answer")) =>
+            {
+                self.polled(viewer.uid)
+            }
             Answer::One(r) | Answer::Lines(r, _) => {
                 let why = r.error.unwrap_or_else(|| "the daemon refused".into());
                 refuse(stream, 503, &why).await;
@@ -456,6 +476,43 @@ impl Web {
                 Err(_) => out.extend_from_slice(b": keep-alive\n\n"),
             }
         }
+    }
+
+    /// For a daemon that answers `overview` but not `subscribe` yet: the
+    /// overview asked every [`POLL`], and an event `changed` each time it
+    /// differs (the page then reads itself again). Ends when the page
+    /// goes (its receiver dropped).
+    fn polled(&self, uid: u32) -> (Response, mpsc::Receiver<Response>) {
+        let (tx, rx) = mpsc::channel(4);
+        let ask = self.daemon.clone();
+        tokio::spawn(async move {
+            let mut last: Option<serde_json::Value> = None;
+            loop {
+                let now = match ask.ask(uid, Request::Overview).await {
+                    Answer::One(r) | Answer::Lines(r, _) if r.ok => r.data,
+                    _ => None,
+                };
+                let mut now = now.unwrap_or_default();
+                // Uptime changes every second and says nothing.
+                if let Some(d) = now.get_mut("daemon") {
+                    d["uptime_s"] = serde_json::Value::Null;
+                }
+                if last.as_ref().is_some_and(|l| *l != now)
+                    && tx
+                        .send(Response::ok(serde_json::json!({"event": "changed"})))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                last = Some(now);
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        (Response::ok(serde_json::json!({})), rx)
     }
 
     /// Asks the daemon as `uid`; the first line's data, or the refusal.
@@ -602,6 +659,25 @@ fn same_origin(req: &http::Request, host: &str) -> Result<(), &'static str> {
         Some("same-origin") | Some("none") | None => Ok(()),
         Some(_) => Err("cross-site request refused"),
     }
+}
+
+/// After refusing a request whose bytes were not all read: stop writing
+/// and read a little more (bounded in bytes and time), so the client gets
+/// the refusal instead of a reset for the bytes left unread.
+async fn linger<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) {
+    use tokio::io::AsyncReadExt;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 8192];
+    let mut left = 256 * 1024usize;
+    let drain = async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 async fn refuse<S: AsyncWrite + Unpin>(stream: &mut S, status: u16, why: &str) {

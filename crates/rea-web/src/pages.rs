@@ -151,7 +151,7 @@ type Page = Result<(String, Option<String>, String), Refusal>;
 /// The daemon does not answer the live views (an older daemon): the
 /// console reads `status` instead.
 fn no_live_views(r: &Refusal) -> bool {
-    r.message.contains("live views")
+    r.message.contains("does not answer")
 }
 
 async fn overview(web: &Web, viewer: &Viewer) -> Page {

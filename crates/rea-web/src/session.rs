@@ -209,7 +209,11 @@ mod tests {
         let bob: Vec<_> = (0..4).filter_map(|_| shares.take(1001, false)).collect();
         let carol: Vec<_> = (0..4).filter_map(|_| shares.take(1002, false)).collect();
         let dave: Vec<_> = (0..4).filter_map(|_| shares.take(1003, false)).collect();
-        assert_eq!((bob.len(), carol.len(), dave.len()), (4, 4, 2), "two kept for root");
+        assert_eq!(
+            (bob.len(), carol.len(), dave.len()),
+            (4, 4, 2),
+            "two kept for root"
+        );
         let root: Vec<_> = (0..4).filter_map(|_| shares.take(0, true)).collect();
         assert_eq!(root.len(), 2);
         drop(alice);
