@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|web
 //! ```
 
 use std::path::PathBuf;
@@ -27,6 +27,7 @@ mod tenant_query;
 mod tenants;
 mod throughput;
 mod util;
+mod web;
 
 use report::Figure;
 
@@ -48,6 +49,7 @@ enum Part {
     Governed,
     Tenants,
     TenantQuery,
+    Web,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -232,6 +234,9 @@ fn main() {
     }
     if want(Part::TenantQuery) {
         figures.extend(tenant_query::tenant_query(&s));
+    }
+    if want(Part::Web) {
+        figures.extend(web::web(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

@@ -1,0 +1,283 @@
+//! `rea-bench web`: the web console at scale. 100,000 realistic jobs (the
+//! scale part's file) and 1,000,000 history lines (half a million runs
+//! over 90 days, a twentieth of them one job's, whose page is measured),
+//! served on `web.sock`: the job list's time to first byte, the job page
+//! with its 90-day heatmap, the largest page, how soon an open page hears
+//! of a run's end, and the daemon's RSS with 20 pages open, beside
+//! today's `rea status` in the same run.
+
+use std::fs;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use rea_core::record::{Event, Record, RunStatus, Trigger};
+
+use crate::report::Figure;
+use crate::scale::{big_file, Shape};
+use crate::util::{self, percentile, Daemon, TempDir};
+use crate::Settings;
+
+const PART: &str = "web";
+
+/// The job whose page is measured: a twentieth of all runs are its.
+fn hot_job(text: &str) -> String {
+    let at = text.find("[jobs.").expect("a job") + "[jobs.".len();
+    text[at..].split(']').next().expect("a name").to_string()
+}
+
+fn names(text: &str, n: usize) -> Vec<String> {
+    text.match_indices("[jobs.")
+        .take(n)
+        .map(|(i, _)| text[i + 6..].split(']').next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// `lines` history lines (a started and a final line per run) over the
+/// last 90 days, as the writer leaves them (one live file; rotation is
+/// the queries part's subject).
+fn history(state: &Path, jobs: &[String], hot: &str, lines: usize) {
+    let f = fs::File::create(state.join("history.jsonl")).unwrap_or_else(|e| util::die(e));
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let runs = lines / 2;
+    let end = Utc::now() - chrono::Duration::minutes(1);
+    let span_ms = 90 * 86_400_000i64;
+    let step = span_ms / runs.max(1) as i64;
+    let mut rng = fastrand::Rng::with_seed(7);
+    for k in 0..runs {
+        let job = if k % 20 == 0 {
+            hot.to_string()
+        } else {
+            jobs[rng.usize(0..jobs.len())].clone()
+        };
+        let started = end - chrono::Duration::milliseconds(span_ms - step * k as i64);
+        let duration = rng.u64(5..5_000);
+        let status = match rng.u32(0..100) {
+            0..=2 => RunStatus::Failed,
+            3 => RunStatus::TimedOut,
+            _ => RunStatus::Succeeded,
+        };
+        let mut rec = Record::new(Event::Run, started);
+        rec.job = Some(job);
+        rec.run = Some(format!("{:010X}{:06X}", started.timestamp_millis(), k & 0xFF_FFFF));
+        rec.attempt = Some(1);
+        rec.trigger = Some(Trigger::Schedule);
+        rec.status = Some(RunStatus::Started);
+        rec.scheduled = Some(started);
+        rec.started = Some(started);
+        serde_json::to_writer(&mut w, &rec).unwrap_or_else(|e| util::die(e));
+        w.write_all(b"\n").unwrap_or_else(|e| util::die(e));
+        rec.ts = started + chrono::Duration::milliseconds(duration as i64);
+        rec.status = Some(status);
+        rec.ended = Some(rec.ts);
+        rec.duration_ms = Some(duration);
+        rec.exit_code = Some(i32::from(status != RunStatus::Succeeded));
+        rec.output = Some(format!("synced {} rows\n", rng.u32(0..5000)));
+        rec.output_bytes = Some(16);
+        serde_json::to_writer(&mut w, &rec).unwrap_or_else(|e| util::die(e));
+        w.write_all(b"\n").unwrap_or_else(|e| util::die(e));
+    }
+    w.flush().unwrap_or_else(|e| util::die(e));
+}
+
+/// One GET on `web.sock`: (time to first byte, time to the end, bytes of
+/// body, status).
+fn get(state: &Path, path: &str) -> (Duration, Duration, usize, u16) {
+    let mut s = UnixStream::connect(state.join("web.sock")).unwrap_or_else(|e| util::die(e));
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let t = Instant::now();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .unwrap_or_else(|e| util::die(e));
+    let mut first = [0u8; 1];
+    let n = s.read(&mut first).unwrap_or(0);
+    let ttfb = t.elapsed();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    let all = t.elapsed();
+    let mut raw = first[..n].to_vec();
+    raw.extend_from_slice(&rest);
+    let text = String::from_utf8_lossy(&raw);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len());
+    (ttfb, all, body, status)
+}
+
+fn p95_ms(xs: &[Duration]) -> f64 {
+    let v: Vec<f64> = xs.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    percentile(&v, 95.0)
+}
+
+pub(crate) fn web(s: &Settings) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    let dir = TempDir::new("web");
+    let mut text = big_file(s.scale_jobs, Shape::Realistic);
+    text.push_str("[jobs.bench-quick]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n\n");
+    dir.write_jobs(&text);
+    let hot = hot_job(&text);
+    let jobs = names(&text, s.scale_jobs);
+    fs::create_dir_all(dir.state()).unwrap_or_else(|e| util::die(e));
+    let _ = fs::set_permissions(
+        dir.state(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    );
+    history(&dir.state(), &jobs, &hot, s.history_lines);
+    let mut d = Daemon::spawn(&dir);
+    d.wait_ready(Duration::from_secs(300));
+    let state = dir.state();
+    // Warm: the first answers fault pages in.
+    for _ in 0..3 {
+        get(&state, "/jobs");
+    }
+    let reps = if s.quick { 20 } else { 100 };
+
+    let status_times: Vec<Duration> = (0..s.reps.max(3))
+        .map(|_| {
+            let t = Instant::now();
+            let out = util::rea(&dir, &["status"])
+                .stdout(std::process::Stdio::null())
+                .status();
+            assert!(out.is_ok_and(|o| o.success()), "rea status");
+            t.elapsed()
+        })
+        .collect();
+    figures.push(Figure::info(
+        PART,
+        format!("`rea status`, {} jobs (today's CLI, for comparison)", s.scale_jobs),
+        format!("{:.0} ms median", util::median(&status_times).as_secs_f64() * 1000.0),
+    ));
+
+    let mut ttfb = Vec::new();
+    let mut sizes = Vec::new();
+    for i in 0..reps {
+        let path = match i % 4 {
+            0 => "/jobs",
+            1 => "/jobs?sort=failures",
+            2 => "/jobs?sort=next_fire&q=task-0",
+            _ => "/jobs?state=idle&sort=duration",
+        };
+        let (first, _, size, status) = get(&state, path);
+        assert_eq!(status, 200, "{path}");
+        ttfb.push(first);
+        sizes.push(size);
+    }
+    let p = p95_ms(&ttfb);
+    figures.push(Figure::check(
+        PART,
+        format!("job list (100 of {} jobs), time to first byte, p95 of {reps}", s.scale_jobs),
+        format!("{p:.1} ms"),
+        "≤ 50 ms",
+        p <= 50.0,
+    ));
+
+    let hot_path = format!("/job/{hot}");
+    let mut page = Vec::new();
+    let mut hot_size = 0;
+    for _ in 0..reps.min(30) {
+        let (_, all, size, status) = get(&state, &hot_path);
+        assert_eq!(status, 200, "{hot_path}");
+        page.push(all);
+        hot_size = size;
+    }
+    let p = p95_ms(&page);
+    figures.push(Figure::check(
+        PART,
+        format!(
+            "job page with its 90-day heatmap ({} runs of its own in 1M history lines), p95",
+            s.history_lines / 40
+        ),
+        format!("{p:.1} ms"),
+        "≤ 100 ms",
+        p <= 100.0,
+    ));
+
+    let mut largest = (hot_size, hot_path.clone());
+    for path in [
+        "/",
+        "/jobs",
+        "/jobs?limit=500",
+        "/jobs?sort=failures&limit=500",
+        "/timeline",
+        "/oneshots",
+        "/audit",
+        "/nodes",
+    ] {
+        let (_, _, size, _) = get(&state, path);
+        if size > largest.0 {
+            largest = (size, path.to_string());
+        }
+    }
+    if let Some(m) = sizes.iter().max() {
+        if *m > largest.0 {
+            largest = (*m, "/jobs".into());
+        }
+    }
+    figures.push(Figure::check(
+        PART,
+        format!("largest page ({})", largest.1),
+        format!("{:.1} KB", largest.0 as f64 / 1024.0),
+        "≤ 150 KB",
+        largest.0 <= 150 * 1024,
+    ));
+
+    // 20 open pages: each an event stream held open.
+    let rss_before = util::proc_status_kb(d.pid(), "VmRSS").unwrap_or(0);
+    let mut pages = Vec::new();
+    for _ in 0..20 {
+        let mut s = UnixStream::connect(state.join("web.sock")).unwrap_or_else(|e| util::die(e));
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap_or_else(|e| util::die(e));
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        pages.push(s);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let rss_after = util::proc_status_kb(d.pid(), "VmRSS").unwrap_or(0);
+    let delta = (rss_after as f64 - rss_before as f64) / rss_before.max(1) as f64 * 100.0;
+    figures.push(Figure::check(
+        PART,
+        "daemon RSS with 20 open pages (event streams), against none",
+        format!(
+            "{} → {} ({delta:+.1}%)",
+            util::mb(rss_before),
+            util::mb(rss_after)
+        ),
+        "±5%",
+        delta.abs() <= 5.0,
+    ));
+
+    // A run's end as an open page hears it: from the trigger's answer to
+    // the event on the stream (the run itself is `true`).
+    let mut heard = Vec::new();
+    for _ in 0..5 {
+        let mut page = pages.pop().unwrap_or_else(|| util::die("a page"));
+        let mut buf = [0u8; 65536];
+        // Whatever came so far.
+        page.set_read_timeout(Some(Duration::from_millis(200))).ok();
+        while page.read(&mut buf).is_ok_and(|n| n > 0) {}
+        page.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        let t = Instant::now();
+        let mut c = d.client();
+        c.call(r#"{"v":1,"op":"trigger","job":"bench-quick"}"#);
+        let mut seen = String::new();
+        while !(seen.contains("run_ended") || seen.contains("\"changed\"")) {
+            match page.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        heard.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let worst = heard.iter().max().copied().unwrap_or_default();
+    figures.push(Figure::check(
+        PART,
+        "a run's end heard by an open page (trigger to event, worst of 5)",
+        util::ms(worst),
+        "≤ 1 s",
+        worst <= Duration::from_secs(1),
+    ));
+    drop(pages);
+    d.stop();
+    figures
+}
