@@ -193,3 +193,349 @@ fn the_overview_counts_and_lists_what_matters() {
     assert_eq!(firsts, sorted, "soonest first");
     assert_eq!(o["daemon"]["running"], true);
 }
+
+/// A subscription's lines, read on a thread of their own so a test can
+/// wait for one with a deadline.
+struct Subscriber {
+    lines: std::sync::mpsc::Receiver<Value>,
+    conn: std::os::unix::net::UnixStream,
+}
+
+impl Subscriber {
+    /// Subscribes now and returns once the overview came.
+    fn open(env: &Env, request: &str) -> (Subscriber, Value) {
+        use std::io::{BufRead, BufReader, Write};
+        let mut conn = std::os::unix::net::UnixStream::connect(env.socket()).expect("connect");
+        conn.write_all(format!("{request}\n").as_bytes())
+            .expect("subscribe");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = BufReader::new(conn.try_clone().expect("clone"));
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                let Ok(line) = line else { return };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    return;
+                };
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        let sub = Subscriber {
+            lines: rx,
+            conn,
+        };
+        let first = sub.next().expect("the overview");
+        (sub, first)
+    }
+
+    fn next(&self) -> Option<Value> {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .ok()
+    }
+
+    /// Reads events until one for which `wanted` holds; panics after 20 s
+    /// without one.
+    fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let line = self
+                .next()
+                .unwrap_or_else(|| panic!("no {what} within 20 s"));
+            assert_eq!(line["ok"], true, "{line}");
+            if wanted(&line["data"]) {
+                return line["data"].clone();
+            }
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    /// Hangs up (the reading thread holds the socket too).
+    fn drop(&mut self) {
+        let _ = self.conn.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+const QUICK: &str = "[jobs.quick]\nschedule = \"@yearly\"\ncommand = \"echo hello; sleep 0.2\"\n\n[jobs.other]\nschedule = \"@yearly\"\ncommand = \"true\"\n";
+
+#[test]
+fn a_subscriber_gets_the_overview_then_a_runs_start_and_end() {
+    let env = Env::new();
+    env.jobs(QUICK);
+    let _d = env.daemon();
+    let (sub, first) = Subscriber::open(&env, r#"{"v":1,"op":"subscribe"}"#);
+    assert_eq!(first["ok"], true);
+    assert_eq!(first["data"]["counts"]["jobs"], 2);
+    env.rea(&["trigger", "quick"]).ok();
+    let started = sub.until("run_started", |e| e["event"] == "run_started");
+    assert_eq!(started["job"], "quick");
+    let ended = sub.until("run_ended", |e| e["event"] == "run_ended");
+    assert_eq!(ended["job"], "quick");
+    assert_eq!(ended["status"], "succeeded");
+    assert_eq!(ended["run"], started["run"]);
+    assert!(ended["duration_ms"].as_u64().unwrap() >= 200);
+    let summary = sub.until("the job's summary", |e| {
+        e["event"] == "job" && e["summary"]["outcomes"] == "s"
+    });
+    assert_eq!(summary["summary"]["name"], "quick");
+    env.rea(&["pause", "other"]).ok();
+    let paused = sub.until("paused", |e| e["event"] == "paused");
+    assert_eq!(paused["jobs"], serde_json::json!(["other"]));
+    env.rea(&["reload"]).ok();
+    // An unchanged file is not read again; a changed one is.
+    env.jobs(&format!(
+        "{QUICK}\n[jobs.third]\nschedule = \"@yearly\"\ncommand = \"true\"\n"
+    ));
+    env.rea(&["reload"]).ok();
+    let reloaded = sub.until("reloaded", |e| e["event"] == "reloaded");
+    assert_eq!(reloaded["jobs"], 3);
+}
+
+#[test]
+fn a_subscriber_follows_a_runs_output() {
+    let env = Env::new();
+    env.jobs(
+        "[jobs.talk]\nschedule = \"@yearly\"\ncommand = \"echo one; sleep 1; echo two; sleep 1\"\n",
+    );
+    let _d = env.daemon();
+    let run = env.rea(&["trigger", "talk", "--json"]).json()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (sub, _) = Subscriber::open(
+        &env,
+        &format!(r#"{{"v":1,"op":"subscribe","follow":"{run}"}}"#),
+    );
+    let out = sub.until("the run's output", |e| {
+        e["event"] == "output" && e["text"].as_str().unwrap_or("").contains("two")
+    });
+    assert_eq!(out["run"], run.as_str());
+    sub.until("run_ended", |e| e["event"] == "run_ended");
+    // A run that is not running cannot be followed.
+    let answer = Conn::open(&env.socket())
+        .ask(r#"{"v":1,"op":"subscribe","follow":"nope"}"#)
+        .unwrap();
+    assert_eq!(answer["ok"], false);
+    assert!(answer["error"]
+        .as_str()
+        .unwrap()
+        .contains("no run \"nope\" is running"));
+}
+
+/// 300 jobs with long names: pausing or resuming them all is one event
+/// of about 20 KB.
+fn wide_jobs() -> String {
+    let mut toml = QUICK.to_string();
+    for i in 0..300 {
+        toml.push_str(&format!(
+            "[jobs.a-rather-long-job-name-for-a-big-event-{i:03}]\nschedule = \"@yearly\"\ncommand = \"true\"\n"
+        ));
+    }
+    toml
+}
+
+#[test]
+fn a_slow_subscriber_is_told_what_it_lost_and_goes_on() {
+    let env = Env::new();
+    env.jobs(&wide_jobs());
+    let _d = env.daemon();
+    let mut slow = Conn::open(&env.socket());
+    assert!(slow.send(r#"{"v":1,"op":"subscribe"}"#));
+    assert_eq!(slow.recv().expect("the overview")["ok"], true);
+    // 200 events of ~20 KB while the slow client reads nothing: far more
+    // than its queue (256 KiB) and its socket hold.
+    let mut flood = Conn::open(&env.socket());
+    for i in 0..100 {
+        for op in ["pause", "resume"] {
+            let answer = flood
+                .ask(&format!(r#"{{"v":1,"op":"{op}","all":true}}"#))
+                .unwrap_or_else(|| panic!("pause {i}"));
+            assert_eq!(answer["ok"], true);
+        }
+    }
+    // The daemon answers others meanwhile.
+    env.rea(&["status", "quick"]).ok();
+    // Now it reads: what fitted, then how much it lost, then new events.
+    let mut lost = 0;
+    let mut seen = 0;
+    while lost == 0 {
+        let line = slow.recv().expect("a line");
+        seen += 1;
+        if line["data"]["event"] == "lost" {
+            lost = line["data"]["events"].as_u64().unwrap();
+        }
+    }
+    assert!(lost > 0 && seen < 200, "lost {lost} after {seen} lines");
+    env.rea(&["trigger", "quick"]).ok();
+    loop {
+        let line = slow.recv().expect("events after the loss");
+        if line["data"]["event"] == "run_ended" {
+            assert_eq!(line["data"]["job"], "quick");
+            break;
+        }
+    }
+}
+
+#[test]
+fn a_subscriber_that_hangs_up_is_dropped_at_once() {
+    let env = Env::new();
+    env.jobs(QUICK);
+    let _d = env.daemon();
+    let (stays, _) = Subscriber::open(&env, r#"{"v":1,"op":"subscribe"}"#);
+    // Root may hold every subscription (64); the next is refused.
+    let mut held: Vec<Subscriber> = (0..63)
+        .map(|_| Subscriber::open(&env, r#"{"v":1,"op":"subscribe"}"#).0)
+        .collect();
+    let refused = Conn::open(&env.socket())
+        .ask(r#"{"v":1,"op":"subscribe"}"#)
+        .unwrap();
+    assert_eq!(refused["ok"], false);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many subscribers"),
+        "{refused}"
+    );
+    // One hangs up, while nothing happens: its slot is free at once.
+    held.pop();
+    let mut again = None;
+    for _ in 0..100 {
+        let answer = Conn::open(&env.socket()).ask(r#"{"v":1,"op":"subscribe"}"#);
+        if answer.as_ref().is_some_and(|a| a["ok"] == true) {
+            again = answer;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        again.is_some(),
+        "the slot of the client that left was given back"
+    );
+    // Every other hangs up; the one that stays still gets events.
+    held.clear();
+    env.rea(&["trigger", "quick"]).ok();
+    let ended = stays.until("run_ended", |e| e["event"] == "run_ended");
+    assert_eq!(ended["job"], "quick");
+    env.rea(&["status"]).ok();
+}
+
+/// Speaks to the socket as a user: sends its request line, then prints
+/// every answer line as it comes.
+const CLIENT: &str = r#"use IO::Socket::UNIX; $| = 1;
+my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!";
+print $s "$ARGV[1]\n";
+while (my $l = <$s>) { print $l; }"#;
+
+/// A client of the socket running as `user`, its answer lines on a
+/// channel.
+struct AsUser {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<Value>,
+}
+
+impl AsUser {
+    fn start(env: &Env, user: &str, request: &str) -> AsUser {
+        use std::io::BufRead;
+        let (uid, gid) = crate::support::throwaway_user(user).expect("root creates the test users");
+        let mut child = std::process::Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--clear-groups")
+            .args(["perl", "-e", CLIENT])
+            .arg(env.socket())
+            .arg(request)
+            .current_dir("/")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("setpriv perl");
+        let out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        AsUser { child, lines: rx }
+    }
+
+    fn next(&self) -> Value {
+        self.lines
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("an answer line within 20 s")
+    }
+}
+
+impl Drop for AsUser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_user_sees_only_her_own_jobs_and_events() {
+    use std::os::unix::fs::PermissionsExt;
+    if crate::support::skip_unless_root("a_user_sees_only_her_own_jobs_and_events") {
+        return;
+    }
+    const ALICE: &str = "rea-alice";
+    const BOB: &str = "rea-bob";
+    let quick = |name: &str| {
+        format!("[jobs.{name}]\nschedule = \"@yearly\"\ncommand = \"sleep 0.1\"\ntags = [\"t\"]\n")
+    };
+    let env = crate::users::shared_env(&quick("sys"));
+    for (user, jobs) in [(ALICE, ["hers", "backup"]), (BOB, ["his", "backup"])] {
+        let text: String = jobs.iter().map(|j| quick(j)).collect();
+        let f = env.write(&format!("users/{user}.toml"), &text);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        crate::support::throwaway_user(user).expect("user");
+    }
+    let _d = env.daemon();
+
+    // Root sees five jobs; alice her two, named as she writes them.
+    let all = ask(&env, r#"{"v":1,"op":"jobs","sort":"name"}"#);
+    assert_eq!(all["matching"], 5, "{all}");
+    let page = AsUser::start(&env, ALICE, r#"{"v":1,"op":"jobs","sort":"name"}"#).next();
+    assert_eq!(page["ok"], true, "{page}");
+    assert_eq!(names(&page["data"]), ["backup", "hers"]);
+    assert_eq!(page["data"]["matching"], 2);
+    assert_eq!(page["data"]["jobs"][0]["tenant"], ALICE);
+    // Asking for bob's tenant, or searching his names, finds nothing.
+    let page = AsUser::start(
+        &env,
+        ALICE,
+        &format!(r#"{{"v":1,"op":"jobs","tenant":"{BOB}"}}"#),
+    )
+    .next();
+    assert_eq!(page["data"]["matching"], 0, "{page}");
+    let page = AsUser::start(&env, ALICE, r#"{"v":1,"op":"jobs","text":"his"}"#).next();
+    assert_eq!(page["data"]["matching"], 0, "{page}");
+    let o = AsUser::start(&env, ALICE, r#"{"v":1,"op":"overview"}"#).next();
+    assert_eq!(o["data"]["counts"]["jobs"], 2, "{o}");
+    assert_eq!(o["data"]["tenant"], ALICE);
+
+    // Her subscription hears of her runs only.
+    let sub = AsUser::start(&env, ALICE, r#"{"v":1,"op":"subscribe"}"#);
+    assert_eq!(sub.next()["data"]["counts"]["jobs"], 2);
+    env.rea(&["trigger", "sys"]).ok();
+    env.rea(&["trigger", &format!("{BOB}/backup")]).ok();
+    env.rea(&["pause", &format!("{BOB}/his"), "sys"]).ok();
+    env.rea(&["trigger", &format!("{ALICE}/hers")]).ok();
+    let mut hers_ended = false;
+    while !hers_ended {
+        let line = sub.next();
+        let e = &line["data"];
+        let text = e.to_string();
+        assert!(!text.contains(BOB) && !text.contains("\"sys\""), "{text}");
+        assert!(!text.contains(&format!("{ALICE}/")), "localized: {text}");
+        hers_ended = e["event"] == "run_ended" && e["job"] == "hers";
+    }
+}

@@ -46,8 +46,9 @@ impl Loop {
                         m.observe(&rec);
                     }
                     log_record(&rec);
-                    self.engine.observe(&rec);
+                    let changed = self.engine.observe(&rec);
                     self.append(&rec);
+                    self.publish_record(&rec, changed);
                     self.notify_waiters(&rec);
                 }
                 Action::OneShotDone { id } => self.backend.oneshot_done(&id),

@@ -105,6 +105,11 @@ impl Loop {
         }
     }
 
+    /// This node's name in its cluster (None in local mode).
+    pub(super) fn node_name(&self) -> Option<String> {
+        Some(self.backend.node()?.node.node().to_string())
+    }
+
     /// This node as `rea status` shows it (None in local mode).
     pub(super) fn cluster_info(&self) -> Option<ClusterNodeInfo> {
         let cl = self.backend.node()?;
@@ -170,6 +175,7 @@ impl Loop {
             NodeEvent::LeaseLost { why } => {
                 warn!("cluster: {why}; no scheduled run starts until the lease is back");
                 actions.extend(self.engine.lease_lost(now));
+                self.publish_node("lease_lost");
             }
             NodeEvent::LeaseBack { epoch } => {
                 info!(
@@ -177,6 +183,7 @@ impl Loop {
                     "cluster: lease held; catching up what could not be claimed"
                 );
                 actions.extend(self.engine.cluster_back(now));
+                self.publish_node("lease_held");
             }
             NodeEvent::ClockCorrected { by_ms } => {
                 // The clock the engine schedules on moved (the timer is

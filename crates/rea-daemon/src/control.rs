@@ -364,6 +364,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
     }));
     let mut reader = tokio::io::BufReader::with_capacity(64 * 1024, r);
     let mut buf = Vec::new();
+    let mut subscribed = false;
     let mut slice = 0u32;
     loop {
         slice += 1;
@@ -374,7 +375,16 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
         buf.clear();
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
         let read = tokio::io::AsyncBufReadExt::read_until(&mut limited, b'\n', &mut buf);
-        match tokio::time::timeout(IDLE_TIMEOUT, read).await {
+        // A subscription is never idle, and its connection arms no timer
+        // while it waits (an idle subscriber costs the daemon no wakeup).
+        let read = async {
+            if subscribed {
+                Ok(read.await)
+            } else {
+                tokio::time::timeout(IDLE_TIMEOUT, read).await
+            }
+        };
+        match read.await {
             Ok(Ok(0)) => {
                 if peer_closed(reader.get_ref()) {
                     let _ = gone_tx.send(true);
@@ -409,6 +419,7 @@ async fn connection(stream: UnixStream, tx: mpsc::UnboundedSender<Incoming>, pee
             }) => {
                 // Heavy answers wait for every earlier one to be written.
                 let wanted = if request.is_cheap() { 1 } else { MAX_PIPELINED };
+                subscribed |= matches!(request, Request::Subscribe(_));
                 let Ok(permit) = permits.clone().acquire_many_owned(wanted).await else {
                     break;
                 };

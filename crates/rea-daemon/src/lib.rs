@@ -28,6 +28,7 @@
 //! | `cluster.rs` | cluster mode: claims to the node, its events back to the engine |
 //! | `status.rs` | what `rea status` and systemd are told |
 //! | `live.rs` | the live views: `overview` and pages of job summaries (`jobs`) |
+//! | `subscribe.rs` | `subscribe`: events pushed to bounded per-subscriber queues |
 //! | `users.rs` | who is asking (a user's scope) and users' job files |
 //! | `quota.rs` | each user's share of a shared cap (connections, followers, queries), a reserve for root |
 //! | `audit.rs` | every state-changing request and its answer, to the audit log |
@@ -75,6 +76,7 @@ mod runs;
 mod shutdown;
 mod startup;
 mod status;
+mod subscribe;
 mod timer;
 mod users;
 mod watch;
@@ -370,6 +372,8 @@ struct Loop {
     hook_batches: HashMap<u64, hooks::HookBatch>,
     /// Clients following runs' output, and the runs they may follow.
     follows: follow::Follows,
+    /// Clients subscribed to the live views' events.
+    subscribers: subscribe::Subscribers,
     /// Where runs' output is copied as it comes (`job_output = "journal"`,
     /// with a journal socket there).
     journald: Option<rea_exec::journald::Journal>,

@@ -295,6 +295,7 @@ impl Loop {
         self.files.last_reload = now;
         free_in_background(old);
         info!(jobs = self.config.jobs.len(), "job file reloaded");
+        self.publish_reload();
         ReloadReply {
             jobs: self.config.jobs.len(),
             unchanged: false,

@@ -111,10 +111,7 @@ impl Loop {
                 Ok(page) => Response::with(&page),
                 Err(refusal) => refusal,
             }),
-            Request::Subscribe(_) => Reply::Done(Response::err(
-                "bad_request",
-                "this daemon does not answer subscriptions yet",
-            )),
+            Request::Subscribe(sub) => self.subscribe(sub, scope),
             Request::EditPut { .. } => Reply::Done(Response::err(
                 "bad_request",
                 "an edit is answered apart",
@@ -350,6 +347,7 @@ impl Loop {
             match self.engine.submit(shot, now) {
                 Ok(acts) => {
                     actions.extend(acts);
+                    self.publish_oneshot(&id, "pending");
                     let _ = reply.send(Reply::Done(Response::with(&SubmitReply {
                         id,
                         due: Ts(due),
@@ -468,6 +466,7 @@ impl Loop {
                 if pause { "paused" } else { "resumed" }
             );
         }
+        self.publish_pause(&changed, pause);
         Reply::Done(Response::with(&PauseReply {
             changed,
             paused: self.engine.paused().iter().cloned().collect(),

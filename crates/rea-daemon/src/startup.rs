@@ -156,6 +156,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         connections,
         hook_batches: HashMap::new(),
         follows: Default::default(),
+        subscribers: Default::default(),
         journald: crate::journal_for(config.daemon.job_output),
         config,
         opts: opts.clone(),

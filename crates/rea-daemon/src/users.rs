@@ -198,7 +198,15 @@ pub(super) fn localizing(mut reply: oneshot::Sender<Reply>, me: String) -> onesh
                 let (tx2, rx2) = mpsc::channel(1);
                 let me2 = me.clone();
                 tokio::spawn(async move {
-                    while let Some(line) = lines.recv().await {
+                    // Ends as soon as the client is gone, even while the
+                    // stream is idle (a subscription), so its producer
+                    // learns it at once.
+                    loop {
+                        let line = tokio::select! {
+                            line = lines.recv() => line,
+                            () = tx2.closed() => return,
+                        };
+                        let Some(line) = line else { return };
                         if tx2.send(localize(line, &me2)).await.is_err() {
                             return;
                         }

@@ -221,13 +221,21 @@ pub enum Event {
         node: String,
         state: String,
     },
-    /// Output of the followed run.
+    /// Output of the followed run. `skipped`: bytes of its output this
+    /// subscriber lost before `text` (it read too slowly; the run's record
+    /// keeps its captured output).
     Output {
         run: String,
         text: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        skipped: u64,
     },
     /// Events this subscriber missed because it read too slowly.
     Lost {
         events: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
