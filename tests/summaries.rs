@@ -221,10 +221,7 @@ impl Subscriber {
                 }
             }
         });
-        let sub = Subscriber {
-            lines: rx,
-            conn,
-        };
+        let sub = Subscriber { lines: rx, conn };
         let first = sub.next().expect("the overview");
         (sub, first)
     }

@@ -762,14 +762,18 @@ fn a_live_update_arrives_in_an_open_page_without_a_reload() {
     env.jobs(&jobs);
     let _d = env.daemon();
     let mut dt = Devtools::start(browser, &env.path("chromium-live"));
-    env.rea(&["trigger", "slow"]).ok();
     dt.open(&login(&env, "/job/slow"));
     dt.wait_for(
-        "the page, the run in progress",
-        "document.getElementById('state') !== null && document.getElementById('state').textContent === 'running'",
+        "the page, its live stream open",
+        "document.getElementById('state') !== null && document.getElementById('live').className === 'on'",
     );
     // Marks this document: a reload would lose it.
     dt.eval("window.__same_document = true");
+    env.rea(&["trigger", "slow"]).ok();
+    dt.wait_for(
+        "the run's start in the open page",
+        "document.getElementById('state').textContent === 'running'",
+    );
     wait_until("the run to end", || !env.finals("slow").is_empty());
     dt.wait_for(
         "the run's end in the open page",

@@ -61,7 +61,11 @@ fn history(state: &Path, jobs: &[String], hot: &str, lines: usize) {
         };
         let mut rec = Record::new(Event::Run, started);
         rec.job = Some(job);
-        rec.run = Some(format!("{:010X}{:06X}", started.timestamp_millis(), k & 0xFF_FFFF));
+        rec.run = Some(format!(
+            "{:010X}{:06X}",
+            started.timestamp_millis(),
+            k & 0xFF_FFFF
+        ));
         rec.attempt = Some(1);
         rec.trigger = Some(Trigger::Schedule);
         rec.status = Some(RunStatus::Started);
@@ -99,7 +103,11 @@ fn get(state: &Path, path: &str) -> (Duration, Duration, usize, u16) {
     let mut raw = first[..n].to_vec();
     raw.extend_from_slice(&rest);
     let text = String::from_utf8_lossy(&raw);
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len());
     (ttfb, all, body, status)
 }
@@ -144,8 +152,14 @@ pub(crate) fn web(s: &Settings) -> Vec<Figure> {
         .collect();
     figures.push(Figure::info(
         PART,
-        format!("`rea status`, {} jobs (today's CLI, for comparison)", s.scale_jobs),
-        format!("{:.0} ms median", util::median(&status_times).as_secs_f64() * 1000.0),
+        format!(
+            "`rea status`, {} jobs (today's CLI, for comparison)",
+            s.scale_jobs
+        ),
+        format!(
+            "{:.0} ms median",
+            util::median(&status_times).as_secs_f64() * 1000.0
+        ),
     ));
 
     let mut ttfb = Vec::new();
@@ -165,7 +179,10 @@ pub(crate) fn web(s: &Settings) -> Vec<Figure> {
     let p = p95_ms(&ttfb);
     figures.push(Figure::check(
         PART,
-        format!("job list (100 of {} jobs), time to first byte, p95 of {reps}", s.scale_jobs),
+        format!(
+            "job list (100 of {} jobs), time to first byte, p95 of {reps}",
+            s.scale_jobs
+        ),
         format!("{p:.1} ms"),
         "≤ 50 ms",
         p <= 50.0,

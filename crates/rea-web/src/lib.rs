@@ -87,9 +87,6 @@ const MAX_STREAMS: usize = 64;
 /// How often an open event stream is written to when nothing happens, so
 /// a closed page is noticed and its subscription dropped.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// How often a page's overview is read again when the daemon cannot
-/// push changes (no `subscribe`).
-const POLL: Duration = Duration::from_secs(1);
 
 /// The web socket's path in a state directory.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
@@ -428,13 +425,6 @@ impl Web {
             .await;
         let (first, mut lines) = match answer {
             Answer::Lines(first, lines) if first.ok => (first, lines),
-            Answer::One(r) | Answer::Lines(r, _)
-                if r.error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("does not answer")) =>
-            {
-                self.polled(viewer.uid)
-            }
             Answer::One(r) | Answer::Lines(r, _) => {
                 let why = r.error.unwrap_or_else(|| "the daemon refused".into());
                 refuse(stream, 503, &why).await;
@@ -476,43 +466,6 @@ impl Web {
                 Err(_) => out.extend_from_slice(b": keep-alive\n\n"),
             }
         }
-    }
-
-    /// For a daemon that answers `overview` but not `subscribe` yet: the
-    /// overview asked every [`POLL`], and an event `changed` each time it
-    /// differs (the page then reads itself again). Ends when the page
-    /// goes (its receiver dropped).
-    fn polled(&self, uid: u32) -> (Response, mpsc::Receiver<Response>) {
-        let (tx, rx) = mpsc::channel(4);
-        let ask = self.daemon.clone();
-        tokio::spawn(async move {
-            let mut last: Option<serde_json::Value> = None;
-            loop {
-                let now = match ask.ask(uid, Request::Overview).await {
-                    Answer::One(r) | Answer::Lines(r, _) if r.ok => r.data,
-                    _ => None,
-                };
-                let mut now = now.unwrap_or_default();
-                // Uptime changes every second and says nothing.
-                if let Some(d) = now.get_mut("daemon") {
-                    d["uptime_s"] = serde_json::Value::Null;
-                }
-                if last.as_ref().is_some_and(|l| *l != now)
-                    && tx
-                        .send(Response::ok(serde_json::json!({"event": "changed"})))
-                        .await
-                        .is_err()
-                {
-                    return;
-                }
-                last = Some(now);
-                tokio::select! {
-                    () = tokio::time::sleep(POLL) => {}
-                    () = tx.closed() => return,
-                }
-            }
-        });
-        (Response::ok(serde_json::json!({})), rx)
     }
 
     /// Asks the daemon as `uid`; the first line's data, or the refusal.

@@ -61,6 +61,7 @@ fn layout(
     title: &str,
     live: Option<&str>,
     flash: Option<&str>,
+    attrs: &str,
     body: &str,
 ) -> String {
     let mut out = String::with_capacity(body.len() + 2048);
@@ -72,6 +73,7 @@ fn layout(
     if let Some(l) = live {
         let _ = write!(out, " data-live=\"{}\"", esc(l));
     }
+    out.push_str(attrs);
     let role = if viewer.read_only {
         " (read-only)"
     } else if viewer.admin {
@@ -107,6 +109,7 @@ fn error_page(viewer: &Viewer, r: &Refusal) -> Response {
             "Not available",
             None,
             None,
+            "",
             &format!("<p class=\"error\">{}</p>", esc(&r.message)),
         ),
     )
@@ -124,6 +127,13 @@ pub(crate) async fn page(web: &Web, viewer: &Viewer, req: &http::Request) -> Res
         .map(|s| http::decode(s.as_bytes(), false))
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    // What the script needs to tell which events concern this page.
+    let attrs = match segs.as_slice() {
+        ["jobs"] => " data-page=\"jobs\"".to_string(),
+        ["job", name] => format!(" data-job=\"{}\"", esc(name)),
+        ["run", id] => format!(" data-run=\"{}\"", esc(id)),
+        _ => String::new(),
+    };
     let result = match segs.as_slice() {
         [""] => overview(web, viewer).await,
         ["jobs"] => jobs(web, viewer, &params).await,
@@ -139,27 +149,18 @@ pub(crate) async fn page(web: &Web, viewer: &Viewer, req: &http::Request) -> Res
         }),
     };
     match result {
-        Ok((title, live, body)) => {
-            Response::html(200, layout(viewer, &title, live.as_deref(), flash, &body))
-        }
+        Ok((title, live, body)) => Response::html(
+            200,
+            layout(viewer, &title, live.as_deref(), flash, &attrs, &body),
+        ),
         Err(r) => error_page(viewer, &r),
     }
 }
 
 type Page = Result<(String, Option<String>, String), Refusal>;
 
-/// The daemon does not answer the live views (an older daemon): the
-/// console reads `status` instead.
-fn no_live_views(r: &Refusal) -> bool {
-    r.message.contains("does not answer")
-}
-
 async fn overview(web: &Web, viewer: &Viewer) -> Page {
-    let ov: Overview = match web.ask_as(viewer.uid, Request::Overview).await {
-        Ok(o) => o,
-        Err(r) if no_live_views(&r) => overview_from_status(web, viewer).await?,
-        Err(r) => return Err(r),
-    };
+    let ov: Overview = web.ask_as(viewer.uid, Request::Overview).await?;
     let c = &ov.counts;
     let mut b = String::new();
     let _ = write!(
@@ -239,83 +240,6 @@ async fn overview(web: &Web, viewer: &Viewer) -> Page {
     Ok(("Overview".into(), Some("/events".into()), b))
 }
 
-/// An overview made of a `status` answer (a daemon without live views).
-async fn overview_from_status(web: &Web, viewer: &Viewer) -> Result<Overview, Refusal> {
-    let st: StatusReply = web
-        .ask_as(viewer.uid, Request::Status { job: None })
-        .await?;
-    let mut counts = rea_proto::live::Counts {
-        jobs: st.jobs.len(),
-        oneshots_pending: st.daemon.oneshots_pending,
-        ..Default::default()
-    };
-    let mut running = Vec::new();
-    let mut failing = Vec::new();
-    let mut next_due = Vec::new();
-    for j in &st.jobs {
-        match j.state.as_str() {
-            "running" => counts.running += 1,
-            "queued" => counts.queued += 1,
-            "disabled" => counts.disabled += 1,
-            _ => {}
-        }
-        counts.paused += usize::from(j.paused);
-        if j.consecutive_failures > 0 {
-            counts.failing += 1;
-            failing.push(summary_of(j));
-        }
-        for r in &j.running {
-            running.push(rea_proto::live::RunNow {
-                run: r.run.clone(),
-                job: j.name.clone(),
-                since: r.since,
-                pid: r.pid,
-                node: None,
-            });
-        }
-        if let Some(t) = &j.next_fire {
-            next_due.push(rea_proto::live::Due {
-                job: j.name.clone(),
-                at: *t,
-            });
-        }
-    }
-    failing.sort_by_key(|j| std::cmp::Reverse(j.consecutive_failures));
-    failing.truncate(20);
-    running.truncate(50);
-    next_due.sort_by_key(|d| d.at.0);
-    next_due.truncate(10);
-    Ok(Overview {
-        daemon: st.daemon,
-        counts,
-        running,
-        failing,
-        next_due,
-        tenant: st.tenant,
-    })
-}
-
-fn summary_of(j: &rea_proto::protocol::JobInfo) -> JobSummary {
-    JobSummary {
-        name: j.name.clone(),
-        tenant: None,
-        state: j.state.clone(),
-        paused: j.paused,
-        schedule: None,
-        timezone: None,
-        tags: Vec::new(),
-        next_fire: j.next_fire,
-        running: u32::try_from(j.running.len()).unwrap_or(u32::MAX),
-        outcomes: String::new(),
-        consecutive_failures: j.consecutive_failures,
-        last_duration_ms: None,
-        p50_ms: None,
-        p95_ms: None,
-        last_success: None,
-        last_failure: None,
-    }
-}
-
 fn sort_of(s: &str) -> JobSort {
     match s {
         "name" => JobSort::Name,
@@ -338,42 +262,9 @@ fn sort_name(s: JobSort) -> &'static str {
     }
 }
 
-/// A page of jobs, from the daemon (or made of `status` by an older one).
+/// A page of jobs, filtered and sorted by the daemon.
 async fn jobs_page(web: &Web, viewer: &Viewer, q: JobsQuery) -> Result<JobsPage, Refusal> {
-    match web.ask_as(viewer.uid, Request::Jobs(q.clone())).await {
-        Err(r) if no_live_views(&r) => {
-            let st: StatusReply = web
-                .ask_as(viewer.uid, Request::Status { job: None })
-                .await?;
-            let text = q.text.as_deref().map(str::to_lowercase);
-            let mut all: Vec<JobSummary> = st
-                .jobs
-                .iter()
-                .filter(|j| {
-                    text.as_deref()
-                        .is_none_or(|t| j.name.to_lowercase().contains(t))
-                })
-                .filter(|j| q.state.as_deref().is_none_or(|s| j.state == s))
-                .filter(|j| !q.failing || j.consecutive_failures > 0)
-                .map(summary_of)
-                .collect();
-            let matching = all.len();
-            let skip: usize = q
-                .cursor
-                .as_deref()
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0);
-            let limit = q.limit.unwrap_or(rea_proto::live::DEFAULT_PAGE);
-            let jobs: Vec<JobSummary> = all.drain(..).skip(skip).take(limit).collect();
-            let next = (skip + jobs.len() < matching).then(|| (skip + jobs.len()).to_string());
-            Ok(JobsPage {
-                jobs,
-                matching,
-                next,
-            })
-        }
-        other => other,
-    }
+    web.ask_as(viewer.uid, Request::Jobs(q)).await
 }
 
 /// A query string's pairs; an empty value is no value.
@@ -396,7 +287,7 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
     let limit = param("limit")
         .and_then(|l| l.parse().ok())
         .unwrap_or(100usize)
-        .clamp(1, 500);
+        .clamp(1, 100);
     let q = JobsQuery {
         text: param("q").map(str::to_string),
         tag: param("tag").map(str::to_string),
@@ -943,15 +834,10 @@ async fn oneshots(web: &Web, viewer: &Viewer) -> Page {
 }
 
 async fn nodes(web: &Web, viewer: &Viewer) -> Page {
-    let ov = match web.ask_as::<Overview>(viewer.uid, Request::Overview).await {
-        Ok(o) => o.daemon,
-        Err(r) if no_live_views(&r) => {
-            web.ask_as::<StatusReply>(viewer.uid, Request::Status { job: None })
-                .await?
-                .daemon
-        }
-        Err(r) => return Err(r),
-    };
+    let ov = web
+        .ask_as::<Overview>(viewer.uid, Request::Overview)
+        .await?
+        .daemon;
     let mut b = String::new();
     match &ov.cluster {
         None => b.push_str("<p>This daemon runs alone (local mode): no cluster nodes.</p>"),
