@@ -73,6 +73,9 @@ _rea() {
             rea,trigger)
                 cmd="rea__subcmd__trigger"
                 ;;
+            rea,web)
+                cmd="rea__subcmd__web"
+                ;;
             *)
                 ;;
         esac
@@ -80,7 +83,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload history logs audit submit at cancel pending import edit"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload web history logs audit submit at cancel pending import edit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -855,6 +858,36 @@ _rea() {
             ;;
         rea__subcmd__trigger)
             opts="-f -h -V --wait --follow --raw --force --json --file --state-dir --client-timeout --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rea__subcmd__web)
+            opts="-f -h -V --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
