@@ -77,6 +77,7 @@ pub struct Web {
     sessions: Sessions,
     connections: Shares,
     streams: Shares,
+    names: Mutex<std::collections::HashMap<u32, String>>,
 }
 
 /// Connections served at once on both listeners together (a user holds at
@@ -149,12 +150,30 @@ impl Web {
             sessions: Sessions::default(),
             connections: Shares::new(MAX_CONNECTIONS),
             streams: Shares::new(MAX_STREAMS),
+            names: Mutex::default(),
         })
     }
 
     /// New settings (after a reload).
     pub fn configure(&self, settings: Settings) {
         *self.settings.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+    }
+
+    /// A uid's name, read from the user database once (a rename shows
+    /// after a restart).
+    fn user_name(&self, uid: u32) -> String {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.len() > 4096 {
+            names.clear();
+        }
+        names
+            .entry(uid)
+            .or_insert_with(|| {
+                rea_host::user::user_by_uid(uid)
+                    .map(|u| u.name)
+                    .unwrap_or_else(|| format!("uid {uid}"))
+            })
+            .clone()
     }
 
     /// The TCP address served (it changes only with a restart).
@@ -258,6 +277,10 @@ impl Web {
         let session = match via {
             Via::Socket(uid) => {
                 if req.path == "/login-link" {
+                    if let Err(why) = same_origin(&req, &host) {
+                        refuse(stream, 403, why).await;
+                        return;
+                    }
                     let r = self.login_link(&req, uid, &settings);
                     http::write_response(stream, &r).await;
                     return;
@@ -301,7 +324,7 @@ impl Web {
         };
         let viewer = Viewer {
             uid,
-            name: user_name(uid),
+            name: self.user_name(uid),
             admin: is_admin(uid),
             read_only: settings.viewers.contains(&uid),
             csrf: session.csrf.clone(),
@@ -566,12 +589,6 @@ fn cookie(id: &str) -> String {
 /// socket's `Peer::is_admin`).
 fn is_admin(uid: u32) -> bool {
     uid == 0 || uid == rustix::process::geteuid().as_raw()
-}
-
-fn user_name(uid: u32) -> String {
-    rea_host::user::user_by_uid(uid)
-        .map(|u| u.name)
-        .unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// Whether `Host` (with or without a port) names this console.

@@ -407,10 +407,12 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
 /// The summary of the job named exactly `name`, if the daemon has one.
 async fn summary(web: &Web, viewer: &Viewer, name: &str) -> Option<JobSummary> {
     let mut cursor = None;
-    // A name's substring matches few jobs; a few pages at most.
-    for _ in 0..5 {
+    // Its name as the text filter, by name: a few pages at most (a short
+    // name can be in many others; the protocol has no exact lookup).
+    for _ in 0..3 {
         let q = JobsQuery {
             text: Some(name.to_string()),
+            sort: JobSort::Name,
             limit: Some(rea_proto::live::MAX_PAGE),
             cursor: cursor.take(),
             ..JobsQuery::default()
