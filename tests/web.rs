@@ -784,3 +784,26 @@ fn a_live_update_arrives_in_an_open_page_without_a_reload() {
         serde_json::Value::Bool(true)
     );
 }
+
+#[test]
+fn a_closed_page_gives_its_event_stream_back_at_once() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    let sock = env.state().join("web.sock");
+    // More than the cap of event streams (64), one after the other: each
+    // closed page's subscription must be gone before long.
+    for i in 0..80 {
+        let mut s = UnixStream::connect(&sock).expect("connect");
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).expect("read");
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(head.starts_with("HTTP/1.1 200"), "page {i}: {head}");
+        assert!(head.contains("text/event-stream"), "page {i}: {head}");
+        drop(s);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -384,6 +384,13 @@ fn chromium_load(dir: &TempDir, reps: usize) -> Option<Figure> {
         dt.eval("window.__old = true; location.reload()");
     }
     let p = percentile(&times, 95.0);
+    // Where the time of the last load went, for whoever reads the log.
+    let breakdown = dt.eval(
+        "JSON.stringify(performance.getEntries().map(e => [e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.duration)]))",
+    );
+    eprintln!(
+        "rea-bench web: the last load in Chromium (name, start ms, duration ms): {breakdown}"
+    );
     Some(Figure::check(
         PART,
         format!("job list, full page load in headless Chromium, p95 of {reps}"),

@@ -422,7 +422,7 @@ impl Web {
 
     /// `GET /events[?follow=RUN]`: server-sent events fed by a
     /// subscription asked as the viewer, until the page goes away.
-    async fn events<S: AsyncWrite + Unpin>(
+    async fn events<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
         viewer: &Viewer,
@@ -464,11 +464,15 @@ impl Web {
         head.push_str("\r\n");
         let mut out = head.into_bytes();
         push_event(&mut out, &first);
+        // A closed page is noticed at once (its end of file), not at the
+        // next write: its subscription and share go with it.
+        let (mut r, mut w) = tokio::io::split(stream);
+        let mut sink = [0u8; 512];
         loop {
             let ok = matches!(
                 tokio::time::timeout(http::WRITE_TIMEOUT, async {
-                    stream.write_all(&out).await?;
-                    stream.flush().await
+                    w.write_all(&out).await?;
+                    w.flush().await
                 })
                 .await,
                 Ok(Ok(()))
@@ -477,7 +481,15 @@ impl Web {
             if !ok {
                 return;
             }
-            match tokio::time::timeout(KEEPALIVE, lines.recv()).await {
+            let next = tokio::select! {
+                next = tokio::time::timeout(KEEPALIVE, lines.recv()) => next,
+                read = tokio::io::AsyncReadExt::read(&mut r, &mut sink) => match read {
+                    // A client has nothing more to say on this connection.
+                    Ok(n) if n > 0 => continue,
+                    _ => return,
+                },
+            };
+            match next {
                 Ok(Some(line)) => {
                     push_event(&mut out, &line);
                     while out.len() < 64 * 1024 {
