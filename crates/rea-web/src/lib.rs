@@ -89,6 +89,8 @@ const MAX_STREAMS: usize = 64;
 /// a closed page is noticed and its subscription dropped.
 const KEEPALIVE: Duration = Duration::from_secs(15);
 
+const NO_TOKEN: &str = "cannot read /dev/urandom for a session token; try again";
+
 /// The web socket's path in a state directory.
 pub fn socket_path(state_dir: &Path) -> PathBuf {
     state_dir.join("web.sock")
@@ -288,7 +290,10 @@ impl Web {
                 match self.sessions.find(req.cookie("rea_session"), Some(uid)) {
                     Some(s) => s,
                     None => {
-                        let s = self.sessions.create(uid);
+                        let Some(s) = self.sessions.create(uid) else {
+                            refuse(stream, 503, NO_TOKEN).await;
+                            return;
+                        };
                         set_cookie = Some(cookie(&s.id));
                         s
                     }
@@ -387,7 +392,9 @@ impl Web {
                 "the console has no TCP address: set [daemon] web_listen, or forward web.sock (ssh -L 8080:/path/web.sock host)",
             );
         };
-        let t = self.sessions.login_link(uid);
+        let Some(t) = self.sessions.login_link(uid) else {
+            return http::Response::text(503, NO_TOKEN);
+        };
         http::Response::text(200, format!("http://{addr}/login?t={t}\n"))
     }
 
@@ -411,7 +418,9 @@ impl Web {
         };
         match self.sessions.redeem(&get("t")) {
             Some(uid) => {
-                let s = self.sessions.create(uid);
+                let Some(s) = self.sessions.create(uid) else {
+                    return http::Response::text(503, NO_TOKEN);
+                };
                 let mut r = http::Response::redirect(next);
                 r.headers.push(("Set-Cookie", cookie(&s.id)));
                 r

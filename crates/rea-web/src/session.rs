@@ -22,17 +22,15 @@ const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 const LOGIN_TTL: Duration = Duration::from_secs(120);
 const MAX_LOGINS: usize = 256;
 
-/// 32 random bytes from the kernel, as 64 hex digits.
-pub(crate) fn token() -> String {
+/// 32 random bytes from the kernel, as 64 hex digits; `None` when the
+/// kernel gives none (the request is then refused, never served with a
+/// guessable token).
+pub(crate) fn token() -> Option<String> {
     let mut b = [0u8; 32];
-    // /dev/urandom never blocks once the pool is initialised, which it is
-    // long before a daemon serves pages; a read that fails leaves no token
-    // to guess from: the process aborts rather than hand out zeros.
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
-    if read.is_err() {
-        panic!("cannot read /dev/urandom for a session token");
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// Compares two tokens in time independent of where they differ.
@@ -77,11 +75,11 @@ impl Sessions {
     }
 
     /// A new session for `uid`; its oldest beyond the caps are dropped.
-    pub(crate) fn create(&self, uid: u32) -> Session {
+    pub(crate) fn create(&self, uid: u32) -> Option<Session> {
         let s = Session {
-            id: token(),
+            id: token()?,
             uid,
-            csrf: token(),
+            csrf: token()?,
             used: Instant::now(),
         };
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -110,12 +108,12 @@ impl Sessions {
             }
         }
         inner.sessions.insert(s.id.clone(), s.clone());
-        s
+        Some(s)
     }
 
     /// A one-time login token for `uid`.
-    pub(crate) fn login_link(&self, uid: u32) -> String {
-        let t = token();
+    pub(crate) fn login_link(&self, uid: u32) -> Option<String> {
+        let t = token()?;
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.logins.retain(|_, (_, at)| at.elapsed() <= LOGIN_TTL);
         if inner.logins.len() >= MAX_LOGINS {
@@ -129,7 +127,7 @@ impl Sessions {
             }
         }
         inner.logins.insert(t.clone(), (uid, Instant::now()));
-        t
+        Some(t)
     }
 
     /// Spends a login token: its uid, once.
@@ -223,10 +221,10 @@ mod tests {
     #[test]
     fn a_login_link_is_good_once_and_sessions_are_per_uid() {
         let s = Sessions::default();
-        let t = s.login_link(7);
+        let t = s.login_link(7).unwrap();
         assert_eq!(s.redeem(&t), Some(7));
         assert_eq!(s.redeem(&t), None);
-        let a = s.create(7);
+        let a = s.create(7).unwrap();
         assert!(s.find(Some(&a.id), Some(7)).is_some());
         assert!(s.find(Some(&a.id), Some(8)).is_none());
         assert!(s.find(Some("nope"), None).is_none());
