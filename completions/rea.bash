@@ -749,7 +749,7 @@ _rea() {
             return 0
             ;;
         rea__subcmd__status)
-            opts="-f -h -V --json --check --tenant --utc --file --state-dir --client-timeout --help --version"
+            opts="-f -h -V --json --check --tenant --utc --all --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

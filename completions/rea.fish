@@ -87,6 +87,7 @@ complete -c rea -n "__fish_rea_using_subcommand status" -l client-timeout -d 'Ho
 complete -c rea -n "__fish_rea_using_subcommand status" -l json -d 'Machine-readable output'
 complete -c rea -n "__fish_rea_using_subcommand status" -l check -d 'A monitoring probe (Nagios, Icinga, a cron\'d check): print one line and exit 0 (OK), 1 (WARNING: the daemon runs an older job file because the new one is invalid, or cannot write its history) or 2 (CRITICAL: a job\'s last run failed or timed out, or no daemon runs)'
 complete -c rea -n "__fish_rea_using_subcommand status" -l utc -d 'Show times in UTC instead of the machine\'s zone'
+complete -c rea -n "__fish_rea_using_subcommand status" -l all -d 'Every job, page after page (live, the first 100 are shown unless this is given; the offline view always shows every job)'
 complete -c rea -n "__fish_rea_using_subcommand status" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand status" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand trigger" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F

@@ -254,6 +254,10 @@ pub(crate) struct StatusArgs {
     /// Show times in UTC instead of the machine's zone
     #[arg(long)]
     pub(crate) utc: bool,
+    /// Every job, page after page (live, the first 100 are shown unless
+    /// this is given; the offline view always shows every job)
+    #[arg(long, conflicts_with_all = ["json", "check"])]
+    pub(crate) all: bool,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,12 @@
 //! failures and the next fire. Live from the daemon when one runs for the
 //! state directory; otherwise the offline view, computed from the job file
 //! and the history log, clearly labelled as such.
+//!
+//! Live, without a job named, it asks for the `overview` and the first
+//! page of `jobs` (the daemon's per-job summaries, bounded answers
+//! whatever the number of jobs); `--all` follows the pages' cursor to the
+//! end, a page at a time. `--json` and `--check` still read the complete
+//! `status` answer (every job): its schema is what scripts and probes read.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rea_core::job::Job;
@@ -12,7 +18,10 @@ use crate::cli::{Global, StatusArgs};
 use crate::failure::{self, CommandResult, Failure};
 use crate::table::Table;
 use rea_host::state_dir;
-use rea_proto::protocol::{StatusReply, Ts};
+use rea_proto::live::{
+    JobSummary as LiveJob, JobsPage, JobsQuery, Overview, RunNow, DEFAULT_PAGE, MAX_PAGE,
+};
+use rea_proto::protocol::{DaemonInfo, StatusReply, Ts};
 use rea_proto::{Client, ClientError, Request};
 
 pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
@@ -21,6 +30,9 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
     }
     let dir = super::state_dir(global)?;
     match Client::connect(&dir, global.client_timeout) {
+        Ok(mut client) if args.job.is_none() && !args.json && !args.check => {
+            paged(&mut client, args.all, crate::time_text::zone(args.utc))
+        }
         Ok(mut client) => {
             let request = Request::Status {
                 job: args.job.clone(),
@@ -42,27 +54,180 @@ pub(crate) fn run(global: &Global, args: &StatusArgs) -> CommandResult {
     }
 }
 
-/// `, cpu 1.20s, mem 35.2 MiB`: what a running run has used so far, as
-/// far as its cgroup tells.
-fn used_so_far(r: &rea_proto::protocol::RunningInfo) -> String {
+fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
+    t.map(|t| super::relative(t.0, now)).unwrap_or_default()
+}
+
+/// The overview, then the jobs a page at a time: the first page only, or
+/// every page with `all`.
+fn paged(client: &mut Client, all: bool, tz: chrono_tz::Tz) -> CommandResult {
+    let now = Utc::now();
+    let o = super::ask::<Overview>(client, &Request::Overview)?.data;
+    header(&o.daemon, now);
+    let c = &o.counts;
+    println!(
+        "jobs: {} ({} running, {} queued, {} paused, {} disabled, {} failing)",
+        c.jobs, c.running, c.queued, c.paused, c.disabled, c.failing
+    );
+    if !o.failing.is_empty() {
+        let names: Vec<String> = o
+            .failing
+            .iter()
+            .map(|j| format!("{} ({})", j.name, j.consecutive_failures))
+            .collect();
+        let more = c.failing.saturating_sub(o.failing.len());
+        println!(
+            "failing: {}{}",
+            names.join(", "),
+            if more > 0 {
+                format!(" and {more} more (rea status --all)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(first) = o.next_due.first() {
+        let soon: Vec<String> = o
+            .next_due
+            .iter()
+            .take(3)
+            .map(|d| format!("{} {}", d.job, ago(Some(d.at), now)))
+            .collect();
+        println!(
+            "next: {} ({})",
+            soon.join(", "),
+            crate::time_text::show(first.at.0, tz)
+        );
+    }
+    let mut query = JobsQuery {
+        limit: Some(if all { MAX_PAGE } else { DEFAULT_PAGE }),
+        ..JobsQuery::default()
+    };
+    let mut first = true;
+    let mut shown = 0usize;
+    loop {
+        let page = super::ask::<JobsPage>(client, &Request::Jobs(query.clone()))?.data;
+        let table = rows(&page.jobs, &o.running, now);
+        let text = table.render();
+        // The header once; each page is aligned on its own.
+        let text = if first {
+            text.as_str()
+        } else {
+            text.split_once('\n').map_or("", |(_, rest)| rest)
+        };
+        print!("{text}");
+        first = false;
+        shown += page.jobs.len();
+        match page.next {
+            Some(next) if all => query.cursor = Some(next),
+            Some(_) => {
+                println!(
+                    "... and {} more job(s): rea status --all, or rea status JOB",
+                    page.matching.saturating_sub(shown)
+                );
+                break;
+            }
+            None => break,
+        }
+    }
+    failure::ok()
+}
+
+/// A page of jobs as a table for people.
+fn rows(jobs: &[LiveJob], running: &[RunNow], now: DateTime<Utc>) -> Table {
+    let mut table = Table::new(["JOB", "STATE", "LAST", "WHEN", "FAILS", "NEXT", "RECENT"]);
+    for j in jobs {
+        let state = match j.state.as_str() {
+            "running" => match running.iter().find(|r| r.job == j.name) {
+                Some(r) => format!(
+                    "running {} (pid {}{}){}",
+                    ago(r.since, now).trim_end_matches(" ago"),
+                    r.pid
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "null".into()),
+                    used(r.cpu_ms, r.memory_peak_kb),
+                    match j.running {
+                        0 | 1 => String::new(),
+                        n => format!(" +{} more", n - 1),
+                    }
+                ),
+                None => "running".to_string(),
+            },
+            "retry_pending" => format!("retry {}", ago(j.retry_at, now)),
+            "queued" => format!("queued ({})", j.queued),
+            other => other.to_string(),
+        };
+        let state = if j.paused && !state.starts_with("paused") {
+            format!("{state}, paused")
+        } else {
+            state
+        };
+        let next = if j.paused || j.state == "disabled" {
+            "-".to_string()
+        } else if j.next_fire.is_none() && !j.after.is_empty() {
+            format!("after {}", j.after.join(", "))
+        } else {
+            ago(j.next_fire, now)
+        };
+        let last = j
+            .outcomes
+            .chars()
+            .rev()
+            .find(|c| *c != 'x' && *c != 'm')
+            .map_or("never run", outcome_word);
+        // The last 16 outcomes, newest last.
+        let recent: String = j
+            .outcomes
+            .chars()
+            .skip(j.outcomes.chars().count().saturating_sub(16))
+            .collect();
+        table.row([
+            j.name.clone(),
+            state,
+            last.to_string(),
+            ago(j.last_run, now),
+            j.consecutive_failures.to_string(),
+            next,
+            recent,
+        ]);
+    }
+    table
+}
+
+/// What a summary's outcome letter says, as the history's status.
+fn outcome_word(c: char) -> &'static str {
+    match c {
+        's' => "succeeded",
+        'f' | 'e' => "failed",
+        't' => "timed_out",
+        'k' => "killed",
+        'i' => "interrupted",
+        'o' => "out of memory",
+        _ => "?",
+    }
+}
+
+/// `, cpu 1.20s, mem 35.2 MiB`: what a running run has used so far.
+fn used(cpu_ms: Option<u64>, memory_peak_kb: Option<u64>) -> String {
     let mut out = String::new();
-    if let Some(ms) = r.cpu_ms {
+    if let Some(ms) = cpu_ms {
         out.push_str(&format!(", cpu {:.2}s", ms as f64 / 1000.0));
     }
-    if let Some(kb) = r.memory_peak_kb {
+    if let Some(kb) = memory_peak_kb {
         out.push_str(&format!(", mem {:.1} MiB", kb as f64 / 1024.0));
     }
     out
 }
 
-fn ago(t: Option<Ts>, now: DateTime<Utc>) -> String {
-    t.map(|t| super::relative(t.0, now)).unwrap_or_default()
+/// The daemon's lines: its state, its file, how runs are contained, and
+/// what is wrong.
+fn header(d: &DaemonInfo, now: DateTime<Utc>) {
+    daemon_line(d);
+    trouble(d, now);
 }
 
-/// Renders the daemon's answer for people.
-fn live(data: &StatusReply, tz: chrono_tz::Tz) {
-    let now = Utc::now();
-    let d = &data.daemon;
+/// `daemon: running (pid N, up 3h); 2/8 running, 0 waiting for a slot`.
+fn daemon_line(d: &DaemonInfo) {
     let up = rea_core::duration::format(std::time::Duration::from_secs(d.uptime_s.max(0) as u64));
     println!(
         "daemon: running (pid {}, up {up}); {}/{} running{}, {} waiting for a slot{}",
@@ -79,15 +244,10 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
             _ => String::new(),
         }
     );
-    if let Some(o) = &data.oneshot {
-        println!(
-            "one-shot {}: {}, due {} ({})",
-            o.id,
-            o.state,
-            crate::time_text::show(o.due.0, tz),
-            ago(Some(o.due), now)
-        );
-    }
+}
+
+/// The daemon's file, how it contains runs, and what is wrong with it.
+fn trouble(d: &DaemonInfo, now: DateTime<Utc>) {
     println!(
         "file: {} (loaded {})",
         d.file,
@@ -117,6 +277,23 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
             );
         }
     }
+}
+
+/// Renders the daemon's answer for people.
+fn live(data: &StatusReply, tz: chrono_tz::Tz) {
+    let now = Utc::now();
+    let d = &data.daemon;
+    daemon_line(d);
+    if let Some(o) = &data.oneshot {
+        println!(
+            "one-shot {}: {}, due {} ({})",
+            o.id,
+            o.state,
+            crate::time_text::show(o.due.0, tz),
+            ago(Some(o.due), now)
+        );
+    }
+    trouble(d, now);
     if data.oneshot.is_some() {
         // `rea status ONE-SHOT-ID`: its line above is the answer.
         return;
@@ -131,7 +308,7 @@ fn live(data: &StatusReply, tz: chrono_tz::Tz) {
                     r.pid
                         .map(|p| p.to_string())
                         .unwrap_or_else(|| "null".into()),
-                    used_so_far(r),
+                    used(r.cpu_ms, r.memory_peak_kb),
                     match j.running.len() {
                         0 | 1 => String::new(),
                         n => format!(" +{} more", n - 1),

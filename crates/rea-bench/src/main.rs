@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|web
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|status|web
 //! ```
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ mod oneshots;
 mod queries;
 mod report;
 mod scale;
+mod status;
 mod tenant_query;
 mod tenants;
 mod throughput;
@@ -49,6 +50,9 @@ enum Part {
     Governed,
     Tenants,
     TenantQuery,
+    /// `rea status` at 100,000 jobs, subscribers (issue 21)
+    Status,
+    /// The web console at 100,000 jobs (issue 22)
     Web,
 }
 
@@ -234,6 +238,9 @@ fn main() {
     }
     if want(Part::TenantQuery) {
         figures.extend(tenant_query::tenant_query(&s));
+    }
+    if want(Part::Status) {
+        figures.extend(status::status(&s));
     }
     if want(Part::Web) {
         figures.extend(web::web(&s));

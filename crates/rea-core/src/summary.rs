@@ -6,7 +6,7 @@
 //!
 //! It is held per job by the engine, beside what the engine already knows
 //! of the job (its next fire, pause, failure streak, tenant), so it is
-//! small by design: 52 bytes (`size_of` is asserted below), whatever the
+//! small by design: 56 bytes (`size_of` is asserted below), whatever the
 //! job's history. Outcomes are 4-bit codes in a ring; the quantiles are
 //! streaming estimates on a log scale (two bytes each), which is what a
 //! sparkline and a "p95 got worse" column need, not an exact order
@@ -128,6 +128,8 @@ pub struct Summary {
     /// Seconds since the epoch; 0: never.
     last_success: u32,
     last_failure: u32,
+    /// The last final run's end (any outcome but skipped).
+    last_run: u32,
 }
 
 impl Summary {
@@ -147,6 +149,9 @@ impl Summary {
         };
         self.push(outcome);
         let ended = rec.ended.unwrap_or(rec.ts);
+        if outcome != Outcome::Skipped {
+            self.last_run = secs(ended);
+        }
         if outcome == Outcome::Success {
             self.last_success = secs(ended);
         } else if outcome.is_failure() {
@@ -238,9 +243,9 @@ impl Summary {
         instant(self.last_failure)
     }
 
-    /// The later of the last success and the last failure.
-    pub fn last_end(&self) -> Option<DateTime<Utc>> {
-        instant(self.last_success.max(self.last_failure))
+    /// When the last final run (any outcome but skipped) ended.
+    pub fn last_run(&self) -> Option<DateTime<Utc>> {
+        instant(self.last_run)
     }
 }
 
@@ -301,7 +306,7 @@ mod tests {
     #[test]
     fn fits_its_budget() {
         assert!(std::mem::size_of::<Summary>() <= 64);
-        assert_eq!(std::mem::size_of::<Summary>(), 52);
+        assert_eq!(std::mem::size_of::<Summary>(), 56);
     }
 
     #[test]
@@ -320,7 +325,7 @@ mod tests {
         assert_eq!(s.last_outcome(), Some(Outcome::TimedOut));
         assert_eq!(s.last_success(), Some(at(89)));
         assert_eq!(s.last_failure(), Some(at(100)));
-        assert_eq!(s.last_end(), Some(at(100)));
+        assert_eq!(s.last_run(), Some(at(100)));
     }
 
     #[test]

@@ -81,12 +81,17 @@ impl Loop {
             running: running
                 .sorted()
                 .into_iter()
-                .map(|(_, since, run, job, pid)| RunNow {
-                    run: run.to_string(),
-                    job: job.to_string(),
-                    since: since.map(Ts),
-                    pid,
-                    node: None,
+                .map(|(_, since, run, job, pid)| {
+                    let used = self.runs.usage_now(run);
+                    RunNow {
+                        run: run.to_string(),
+                        job: job.to_string(),
+                        since: since.map(Ts),
+                        pid,
+                        cpu_ms: used.as_ref().map(|u| u.user_ms + u.sys_ms),
+                        memory_peak_kb: used.and_then(|u| u.memory_peak_kb),
+                        node: self.node_name(),
+                    }
                 })
                 .collect(),
             failing: failing
@@ -217,7 +222,10 @@ pub(super) fn summary_of(v: &JobView<'_>) -> JobSummary {
         timezone: (&*v.job.timezone_name != "UTC").then(|| v.job.timezone_name.to_string()),
         tags: v.job.tags.clone(),
         next_fire: v.next_fire.map(Ts),
+        retry_at: v.retry_at.map(Ts),
         running: u32::try_from(v.running).unwrap_or(u32::MAX),
+        queued: u32::try_from(v.queued).unwrap_or(u32::MAX),
+        after: v.job.after.clone(),
         outcomes: s.outcome_letters(),
         consecutive_failures: v.consecutive_failures,
         last_duration_ms: s.last_duration().map(ms),
@@ -225,6 +233,7 @@ pub(super) fn summary_of(v: &JobView<'_>) -> JobSummary {
         p95_ms: s.p95().map(ms),
         last_success: s.last_success().map(Ts),
         last_failure: s.last_failure().map(Ts),
+        last_run: s.last_run().map(Ts),
     }
 }
 
@@ -250,7 +259,7 @@ fn sort_key(sort: JobSort, index: usize, v: &JobView<'_>) -> i64 {
         JobSort::NextFire => v.next_fire.map_or(i64::MAX, |t| t.timestamp_millis()),
         JobSort::Failures => -i64::from(v.consecutive_failures),
         JobSort::Duration => s.p95().map_or(1, |d| -(d.as_millis() as i64)),
-        JobSort::LastRun => s.last_end().map_or(i64::MAX, |t| -t.timestamp()),
+        JobSort::LastRun => s.last_run().map_or(i64::MAX, |t| -t.timestamp()),
     }
 }
 

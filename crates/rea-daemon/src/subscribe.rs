@@ -263,7 +263,7 @@ impl Loop {
         if is_job && changed {
             if let Some(v) = self.engine.job_view(name) {
                 let event = Event::Job {
-                    summary: summary_of(&v),
+                    summary: Box::new(summary_of(&v)),
                 };
                 self.subscribers.publish(&event, visible);
             }

@@ -42,8 +42,17 @@ pub struct JobSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     pub next_fire: Option<Ts>,
+    /// When its pending retry is due (state `retry_pending`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Ts>,
     /// Runs in progress now.
     pub running: u32,
+    /// Runs waiting (for a slot, or for the job's previous run).
+    #[serde(default)]
+    pub queued: u32,
+    /// The jobs it runs after (its `after` list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
     pub outcomes: String,
     pub consecutive_failures: u32,
     pub last_duration_ms: Option<u64>,
@@ -52,6 +61,10 @@ pub struct JobSummary {
     pub p95_ms: Option<u64>,
     pub last_success: Option<Ts>,
     pub last_failure: Option<Ts>,
+    /// When the last final run that was not skipped ended, whatever its
+    /// outcome (the `last_run` sort's key).
+    #[serde(default)]
+    pub last_run: Option<Ts>,
 }
 
 /// How a `jobs` page is ordered.
@@ -68,7 +81,7 @@ pub enum JobSort {
     Failures,
     /// Longest p95 first.
     Duration,
-    /// Most recent end (success or failure) first.
+    /// Most recent end (of a run that was not skipped) first.
     LastRun,
 }
 
@@ -133,6 +146,12 @@ pub struct RunNow {
     pub job: String,
     pub since: Option<Ts>,
     pub pid: Option<u32>,
+    /// What it has used so far, from its cgroup (where the daemon has
+    /// one per run): CPU, and the memory peak where that controller is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_kb: Option<u64>,
     /// The node running it, in cluster mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
@@ -197,7 +216,7 @@ pub enum Event {
     /// A job's summary changed (a run started or ended, it was paused or
     /// resumed, its next fire moved).
     Job {
-        summary: JobSummary,
+        summary: Box<JobSummary>,
     },
     Paused {
         jobs: Vec<String>,

@@ -149,7 +149,8 @@ pub struct JobView<'a> {
     pub job: &'a Job,
     pub paused: bool,
     pub next_fire: Option<DateTime<Utc>>,
-    pub retry_pending: bool,
+    /// When its pending retry is due.
+    pub retry_at: Option<DateTime<Utc>>,
     /// Runs handed to the daemon (spawned or being claimed).
     pub running: usize,
     /// Runs waiting for a slot or for the job's previous run.
@@ -166,7 +167,7 @@ impl JobView<'_> {
             "running"
         } else if self.queued > 0 {
             "queued"
-        } else if self.retry_pending {
+        } else if self.retry_at.is_some() {
             "retry_pending"
         } else if !self.job.enabled {
             "disabled"
@@ -198,7 +199,7 @@ impl Engine {
                 Some(Due::Occurrence { at, .. }) => Some(*at),
                 _ => None,
             }),
-            retry_pending: s.retry.is_some(),
+            retry_at: s.retry.and_then(|id| self.heap.due_of(id)),
             running: s.active.saturating_sub(s.queued),
             queued: s.queued + s.waiting.len(),
             consecutive_failures: s.consecutive_failures,
