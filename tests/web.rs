@@ -269,7 +269,10 @@ fn each_page_shows_what_the_daemon_holds_in_chromium() {
         "schedule in words: {job}"
     );
     assert_eq!(job.matches("<li>").count(), 10, "the next 10 fires: {job}");
-    assert!(job.contains("<svg class=\"heat\""), "{job}");
+    assert!(
+        job.contains("<img class=\"heat\" src=\"/job/backup/heatmap.svg\""),
+        "{job}"
+    );
     assert!(
         job.contains(&format!("href=\"/run/{run}\"")),
         "history: {job}"
@@ -320,6 +323,16 @@ fn each_action_takes_effect_and_is_audited_as_web() {
     assert_eq!(r.status, 303, "{r:?}");
     assert!(r.header("location").unwrap().contains("triggered"), "{r:?}");
     env.wait_until("the triggered run", || !env.finals("backup").is_empty());
+    let heat = c.get("/job/backup/heatmap.svg");
+    assert_eq!(heat.status, 200, "{heat:?}");
+    assert_eq!(heat.header("content-type"), Some("image/svg+xml"));
+    assert_eq!(heat.body.matches("<rect ").count(), 90, "{}", heat.body);
+    assert_eq!(
+        heat.body.matches("fill=\"#40c463\"").count(),
+        1,
+        "today's run: {}",
+        heat.body
+    );
 
     assert_eq!(c.act("/job/backup", "/job/backup/pause").status, 303);
     assert!(env.rea(&["status", "backup"]).stdout.contains("paused"));
@@ -549,6 +562,8 @@ fn a_tenant_cannot_open_another_tenants_job_or_run() {
     );
     for path in [
         "/job/rea-bob%2Fhis".to_string(),
+        "/job/rea-bob%2Fhis/heatmap.svg".to_string(),
+        "/job/sys/heatmap.svg".to_string(),
         "/job/his".to_string(),
         "/job/sys".to_string(),
         format!("/run/{his_run}"),

@@ -78,6 +78,40 @@ pub struct Web {
     connections: Shares,
     streams: Shares,
     names: Mutex<std::collections::HashMap<u32, String>>,
+    /// Heatmaps made in the last minute, by viewer and job.
+    pub(crate) heatmaps: Recent,
+}
+
+/// Images kept for a minute (at most 256: the oldest go first).
+#[derive(Default)]
+pub(crate) struct Recent(
+    Mutex<std::collections::HashMap<(u32, String), (std::time::Instant, String)>>,
+);
+
+impl Recent {
+    const KEEP: Duration = Duration::from_secs(60);
+
+    pub(crate) fn get(&self, key: &(u32, String)) -> Option<String> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|(at, _)| at.elapsed() < Self::KEEP)
+            .map(|(_, v)| v.clone())
+    }
+
+    pub(crate) fn put(&self, key: (u32, String), value: String) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, (at, _)| at.elapsed() < Self::KEEP);
+        if map.len() >= 256 {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                map.remove(&k);
+            }
+        }
+        map.insert(key, (std::time::Instant::now(), value));
+    }
 }
 
 /// Connections served at once on both listeners together (a user holds at
@@ -153,6 +187,7 @@ impl Web {
             connections: Shares::new(MAX_CONNECTIONS),
             streams: Shares::new(MAX_STREAMS),
             names: Mutex::default(),
+            heatmaps: Recent::default(),
         })
     }
 

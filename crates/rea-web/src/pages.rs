@@ -134,6 +134,17 @@ pub(crate) async fn page(web: &Web, viewer: &Viewer, req: &http::Request) -> Res
         ["run", id] => format!(" data-run=\"{}\"", esc(id)),
         _ => String::new(),
     };
+    if let ["job", name, "heatmap.svg"] = segs.as_slice() {
+        return match heatmap(web, viewer, name).await {
+            Ok(image) => Response {
+                status: 200,
+                content_type: "image/svg+xml",
+                headers: Vec::new(),
+                body: image.into_bytes(),
+            },
+            Err(r) => error_page(viewer, &r),
+        };
+    }
     let result = match segs.as_slice() {
         [""] => overview(web, viewer).await,
         ["jobs"] => jobs(web, viewer, &params).await,
@@ -581,39 +592,27 @@ async fn job(web: &Web, viewer: &Viewer, name: &str, before: Option<&str>) -> Pa
             }
         }
     }
-    // One history query (a user has one at a time): the last 90 days'
-    // final runs, for the heatmap, the trend and the first page.
-    let since = now - Duration::days(90);
+    // The newest runs only: the trend and the first page (a job's 90 days
+    // can be tens of thousands of runs; the heatmap is an image of its
+    // own, so the page does not wait for it).
     let query = rea_store::history::Query {
         job: Some(name.to_string()),
         statuses: RunStatus::FINAL.to_vec(),
-        since: Some(since),
         until: before
             .and_then(|b| DateTime::parse_from_rfc3339(b).ok())
             .map(|t| t.with_timezone(&Utc)),
-        limit: Some(20_000),
+        limit: Some(101),
         runs_only: true,
         ..Default::default()
     };
     let paging = query.until.is_some();
     let records = web.history(viewer.uid, query).await?;
     if !paging {
-        b.push_str("<h2>Last 90 days</h2>");
-        let start = (now - Duration::days(89)).date_naive();
-        let mut days: Vec<(NaiveDate, svg::Day)> = (0..90)
-            .map(|i| (start + Duration::days(i), svg::Day::default()))
-            .collect();
-        for r in &records {
-            let idx = (r.ts.date_naive() - start).num_days();
-            if let Some((_, d)) = usize::try_from(idx).ok().and_then(|i| days.get_mut(i)) {
-                match r.status {
-                    Some(RunStatus::Succeeded) => d.ok += 1,
-                    Some(RunStatus::Skipped) | None => {}
-                    _ => d.bad += 1,
-                }
-            }
-        }
-        b.push_str(&svg::heatmap(&days));
+        let _ = write!(
+            b,
+            "<h2>Last 90 days</h2><img class=\"heat\" src=\"/job/{enc}/heatmap.svg\" width=\"{}\" height=\"77\" alt=\"success by day over 90 days\">",
+            svg::HEATMAP_WIDTH
+        );
         let durations: Vec<u64> = records
             .iter()
             .filter_map(|r| r.duration_ms)
@@ -640,6 +639,57 @@ async fn job(web: &Web, viewer: &Viewer, name: &str, before: Option<&str>) -> Pa
         }
     }
     Ok((name.to_string(), Some("/events".into()), b))
+}
+
+/// A job's last 90 days, a day a cell: its final runs read from the
+/// history (a job run every five minutes has 26,000 of them). Kept a
+/// minute per viewer and job, so an open page's refreshes do not read the
+/// history again.
+async fn heatmap(web: &Web, viewer: &Viewer, name: &str) -> Result<String, Refusal> {
+    // Only a job the viewer may see (her history query would be empty for
+    // another's, but the page says "no such job" as the CLI does).
+    web.ask(
+        viewer.uid,
+        Request::Status {
+            job: Some(name.to_string()),
+        },
+    )
+    .await?;
+    let key = (viewer.uid, name.to_string());
+    if let Some(image) = web.heatmaps.get(&key) {
+        return Ok(image);
+    }
+    let now = Utc::now();
+    let records = web
+        .history(
+            viewer.uid,
+            rea_store::history::Query {
+                job: Some(name.to_string()),
+                statuses: RunStatus::FINAL.to_vec(),
+                since: Some(now - Duration::days(90)),
+                limit: Some(100_000),
+                runs_only: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let start = (now - Duration::days(89)).date_naive();
+    let mut days: Vec<(NaiveDate, svg::Day)> = (0..90)
+        .map(|i| (start + Duration::days(i), svg::Day::default()))
+        .collect();
+    for r in &records {
+        let idx = (r.ts.date_naive() - start).num_days();
+        if let Some((_, d)) = usize::try_from(idx).ok().and_then(|i| days.get_mut(i)) {
+            match r.status {
+                Some(RunStatus::Succeeded) => d.ok += 1,
+                Some(RunStatus::Skipped) | None => {}
+                _ => d.bad += 1,
+            }
+        }
+    }
+    let image = svg::heatmap(&days);
+    web.heatmaps.put(key, image.clone());
+    Ok(image)
 }
 
 /// A few common schedules said in words; others are shown as written.

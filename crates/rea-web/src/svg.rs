@@ -57,26 +57,31 @@ pub(crate) struct Day {
     pub(crate) bad: u32,
 }
 
-/// 90 days in columns of weeks, oldest first; each cell's class says how
-/// the day went (none, all good, some failed, all failed).
+/// The heatmap image's width: 13 weeks of 11-pixel cells.
+pub(crate) const HEATMAP_WIDTH: usize = 143;
+
+/// 90 days in columns of weeks, oldest first, as an image of its own
+/// (served apart, so its colours are attributes, not the sheet's classes):
+/// each cell says how the day went (none, all good, some failed, all
+/// failed).
 pub(crate) fn heatmap(days: &[(chrono::NaiveDate, Day)]) -> String {
     let cell = 11;
     let cols = days.len().div_ceil(7).max(1);
     let w = cols * cell;
     let h = 7 * cell;
     let mut out = format!(
-        "<svg class=\"heat\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"success by day, 90 days\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\">"
     );
     for (i, (date, d)) in days.iter().enumerate() {
         let class = match (d.ok, d.bad) {
-            (0, 0) => "none",
-            (_, 0) => "ok",
-            (0, _) => "bad",
-            _ => "mixed",
+            (0, 0) => "#ebedf0",
+            (_, 0) => "#40c463",
+            (0, _) => "#e5534b",
+            _ => "#f2cc60",
         };
         let _ = write!(
             out,
-            "<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\"><title>{date}: {} ok, {} failed</title></rect>",
+            "<rect fill=\"{class}\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\"><title>{date}: {} ok, {} failed</title></rect>",
             (i / 7) * cell,
             (i % 7) * cell,
             d.ok,
