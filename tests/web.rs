@@ -822,3 +822,23 @@ fn a_closed_page_gives_its_event_stream_back_at_once() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_taken_web_listen_address_refuses_the_start_and_leaves_nothing() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().unwrap();
+    let env = Env::new();
+    env.jobs(&format!("[daemon]\nweb_listen = \"{addr}\"\n\n{JOBS}"));
+    let run = env.rea(&["run"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "cannot serve the web console on {addr} ([daemon] web_listen)"
+        )),
+        "{}",
+        run.stderr
+    );
+    for sock in ["rea.sock", "web.sock"] {
+        assert!(!env.state().join(sock).exists(), "{sock} left behind");
+    }
+}

@@ -82,27 +82,44 @@ pub(crate) fn settings(
     }
 }
 
-/// Binds `web.sock` (and `web_listen`, if set) and serves the console on
-/// the loop's control channel. A taken TCP address is an error for the
-/// start-up to report, as the metrics endpoint's.
-pub(crate) async fn start(
+/// The console's listeners, bound before the control socket so that a
+/// taken `web_listen` fails the start with nothing left behind.
+pub(crate) struct Bound {
+    socket: tokio::net::UnixListener,
+    tcp: Option<(tokio::net::TcpListener, std::net::SocketAddr)>,
+}
+
+/// Binds `web_listen` (if set), then `web.sock`.
+pub(crate) async fn bind(
     state_dir: &std::path::Path,
     config: &Config,
     others: bool,
-    tx: mpsc::UnboundedSender<Incoming>,
-) -> Result<std::sync::Arc<Web>, String> {
-    let socket = rea_web::bind(state_dir, others)?;
+) -> Result<Bound, String> {
     let tcp = match config.daemon.web_listen {
         None => None,
         Some(addr) => {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("cannot listen on web_listen {addr}: {e}"))?;
+            let l = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                format!("cannot serve the web console on {addr} ([daemon] web_listen): {e}")
+            })?;
             let local = l.local_addr().unwrap_or(addr);
-            info!("web console listening on http://{local} (log in with `rea web`)");
             Some((l, local))
         }
     };
+    let socket = rea_web::bind(state_dir, others)?;
+    Ok(Bound { socket, tcp })
+}
+
+/// Serves the console on the loop's control channel.
+pub(crate) fn serve(
+    bound: Bound,
+    config: &Config,
+    others: bool,
+    tx: mpsc::UnboundedSender<Incoming>,
+) -> std::sync::Arc<Web> {
+    let Bound { socket, tcp } = bound;
+    if let Some((_, local)) = &tcp {
+        info!("web console listening on http://{local} (log in with `rea web`)");
+    }
     let web = Web::new(
         Box::new(Port { tx }),
         settings(config, others, tcp.as_ref().map(|(_, a)| *a)),
@@ -111,5 +128,5 @@ pub(crate) async fn start(
     if let Some((l, _)) = tcp {
         tokio::spawn(web.clone().serve_tcp(l));
     }
-    Ok(web)
+    web
 }
