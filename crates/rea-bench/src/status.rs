@@ -30,7 +30,9 @@ fn job_name(i: usize) -> String {
 }
 
 /// `lines` history records (a started and a final line per run) spread
-/// over the jobs, ending a minute ago: about 1% failed, a few timed out.
+/// over the jobs, a run every 5 ms ending a minute ago (so each job's last
+/// run is recent and start-up has little to catch up), between a previous
+/// daemon's start and stop lines: about 1% failed, a few timed out.
 fn write_history(dir: &TempDir, jobs: usize, lines: usize) {
     let state = dir.state();
     fs::create_dir_all(&state).unwrap_or_else(|e| util::die(e));
@@ -39,15 +41,18 @@ fn write_history(dir: &TempDir, jobs: usize, lines: usize) {
     let mut out = BufWriter::with_capacity(1 << 20, f);
     let runs = lines / 2;
     let end = Utc::now() - chrono::Duration::minutes(1);
-    let start = end - chrono::Duration::milliseconds(500 * runs as i64);
+    let start = end - chrono::Duration::milliseconds(5 * runs as i64);
     let mut rng = fastrand::Rng::with_seed(21);
     let mut write = |rec: &Record| {
         serde_json::to_writer(&mut out, rec).unwrap_or_else(|e| util::die(e));
         out.write_all(b"\n").unwrap_or_else(|e| util::die(e));
     };
+    let mut daemon = Record::new(Event::DaemonStarted, start - chrono::Duration::seconds(1));
+    daemon.detail = Some(serde_json::json!({"pid": 1234, "version": "0.1.0"}));
+    write(&daemon);
     for k in 0..runs {
         let job = job_name(k % jobs);
-        let scheduled: DateTime<Utc> = start + chrono::Duration::milliseconds(500 * k as i64);
+        let scheduled: DateTime<Utc> = start + chrono::Duration::milliseconds(5 * k as i64);
         let duration = rng.u64(5..5_000);
         let ended = scheduled + chrono::Duration::milliseconds(duration as i64);
         let roll = rng.u32(0..1000);
@@ -79,6 +84,9 @@ fn write_history(dir: &TempDir, jobs: usize, lines: usize) {
         rec.output_bytes = Some(3);
         write(&rec);
     }
+    let mut stopped = Record::new(Event::DaemonStopped, end + chrono::Duration::seconds(6));
+    stopped.reason = Some("signal".into());
+    write(&stopped);
     out.flush().unwrap_or_else(|e| util::die(e));
 }
 
@@ -138,7 +146,7 @@ pub(crate) fn status(s: &Settings) -> Vec<Figure> {
         began.elapsed().as_secs_f64()
     );
     let mut d = Daemon::spawn(&dir);
-    let ready = d.wait_ready(Duration::from_secs(300));
+    let ready = d.wait_ready(Duration::from_secs(900));
     std::thread::sleep(Duration::from_secs(3));
     let rss0 = rss(&d);
 

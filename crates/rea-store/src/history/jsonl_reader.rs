@@ -499,7 +499,13 @@ impl HistoryReader for JsonlReader {
                         if scheduled > *best {
                             *best = scheduled;
                         }
-                        if latest.len() == jobs.len() {
+                        // Computed once, when the last job gets its answer:
+                        // answers only grow later, so this stays a lower
+                        // bound of their oldest (stopping on it is never
+                        // early). Recomputing it at every line cost a pass
+                        // over every job per line: with 100,000 jobs and a
+                        // million lines the start never ended.
+                        if settle_below.is_none() && latest.len() == jobs.len() {
                             settle_below = latest.values().min().copied();
                         }
                     }
