@@ -70,11 +70,11 @@ _rea() {
             rea,submit)
                 cmd="rea__subcmd__submit"
                 ;;
-            rea,top)
-                cmd="rea__subcmd__top"
-                ;;
             rea,trigger)
                 cmd="rea__subcmd__trigger"
+                ;;
+            rea,web)
+                cmd="rea__subcmd__web"
                 ;;
             *)
                 ;;
@@ -83,7 +83,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload history logs audit submit at cancel pending import edit top"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload web history logs audit submit at cancel pending import edit"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,7 +346,7 @@ _rea() {
             fi
             case "${prev}" in
                 --status)
-                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed alert" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed" -- "${cur}"))
                     return 0
                     ;;
                 --since)
@@ -856,8 +856,8 @@ _rea() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rea__subcmd__top)
-            opts="-f -h -V --utc --file --state-dir --client-timeout --help --version"
+        rea__subcmd__trigger)
+            opts="-f -h -V --wait --follow --raw --force --json --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -886,17 +886,13 @@ _rea() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rea__subcmd__trigger)
-            opts="-f -h -V --wait --follow --raw --force --param --json --file --state-dir --client-timeout --help --version"
+        rea__subcmd__web)
+            opts="-f -h -V --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --param)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

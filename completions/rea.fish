@@ -39,6 +39,7 @@ complete -c rea -n "__fish_rea_needs_command" -f -a "kill" -d 'Stop a job\'s run
 complete -c rea -n "__fish_rea_needs_command" -f -a "pause" -d 'Stop starting jobs on their schedule (kept across daemon restarts)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "resume" -d 'Undo pause'
 complete -c rea -n "__fish_rea_needs_command" -f -a "reload" -d 'Make the daemon re-read the job file now'
+complete -c rea -n "__fish_rea_needs_command" -f -a "web" -d 'Where the web console is, and a one-time login link for it'
 complete -c rea -n "__fish_rea_needs_command" -f -a "history" -d 'Past runs from the history log, newest first'
 complete -c rea -n "__fish_rea_needs_command" -f -a "logs" -d 'The captured output of a job\'s latest run (or of one run)'
 complete -c rea -n "__fish_rea_needs_command" -f -a "audit" -d 'Who asked the daemon for which change, and what it answered, newest first'
@@ -128,6 +129,11 @@ complete -c rea -n "__fish_rea_using_subcommand reload" -l state-dir -d 'Where t
 complete -c rea -n "__fish_rea_using_subcommand reload" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
 complete -c rea -n "__fish_rea_using_subcommand reload" -s h -l help -d 'Print help'
 complete -c rea -n "__fish_rea_using_subcommand reload" -s V -l version -d 'Print version'
+complete -c rea -n "__fish_rea_using_subcommand web" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand web" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
+complete -c rea -n "__fish_rea_using_subcommand web" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
+complete -c rea -n "__fish_rea_using_subcommand web" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rea -n "__fish_rea_using_subcommand web" -s V -l version -d 'Print version'
 complete -c rea -n "__fish_rea_using_subcommand history" -l status -d 'Only runs with this status (repeatable)' -r -f -a "started\t''
 succeeded\t''
 failed\t''

@@ -114,6 +114,16 @@ pub(crate) enum Command {
     Resume(SelectArgs),
     /// Make the daemon re-read the job file now
     Reload,
+    /// Where the web console is, and a one-time login link for it
+    ///
+    /// The daemon serves its web console on web.sock in the state
+    /// directory (reach it with ssh -L 8080:/var/lib/rea/web.sock HOST),
+    /// and also on [daemon] web_listen (a loopback address) when it is set.
+    /// For that address this prints a link, good once and for two minutes,
+    /// that logs its opener in as the user who ran rea web: each user sees
+    /// and acts on her own jobs only, as with the CLI; users in [daemon]
+    /// web_viewers may look and not act.
+    Web,
     /// Past runs from the history log, newest first
     History(HistoryArgs),
     /// The captured output of a job's latest run (or of one run)

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         Command::Pause(a) => commands::pause::run(g, a, true),
         Command::Resume(a) => commands::pause::run(g, a, false),
         Command::Reload => commands::reload::run(g),
+        Command::Web => commands::web::run(g),
         Command::History(a) => commands::history::run(g, a),
         Command::Logs(a) => commands::logs::run(g, a),
         Command::Audit(a) => commands::audit::run(g, a),

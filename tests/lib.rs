@@ -43,3 +43,4 @@ mod top;
 mod torture;
 mod users;
 mod webhooks;
+mod web;

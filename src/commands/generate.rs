@@ -26,7 +26,7 @@ const REA_JOBS_5: &str = include_str!("../../man/src/rea-jobs.5.in");
 
 /// Pages written by hand whole, `{{VERSION}}` replaced: what the daemon
 /// shows the world beyond the command line.
-const REFERENCE_PAGES: [(&str, &str); 3] = [
+const REFERENCE_PAGES: [(&str, &str); 4] = [
     (
         "rea-history.5",
         include_str!("../../man/src/rea-history.5.in"),
@@ -39,12 +39,13 @@ const REFERENCE_PAGES: [(&str, &str); 3] = [
         "rea-protocol.7",
         include_str!("../../man/src/rea-protocol.7.in"),
     ),
+    ("rea-web.7", include_str!("../../man/src/rea-web.7.in")),
 ];
 
 /// EXIT STATUS and EXAMPLES of each command's page, written by hand in
 /// `man/src/commands/`; a visible subcommand without an entry stops the
 /// generator (and so `tests/generated.rs`).
-const COMMAND_SECTIONS: [(&str, &str); 20] = [
+const COMMAND_SECTIONS: [(&str, &str); 21] = [
     ("run", include_str!("../../man/src/commands/rea-run.1.in")),
     (
         "check",
@@ -101,6 +102,7 @@ const COMMAND_SECTIONS: [(&str, &str); 20] = [
     ),
     ("edit", include_str!("../../man/src/commands/rea-edit.1.in")),
     ("top", include_str!("../../man/src/commands/rea-top.1.in")),
+    ("web", include_str!("../../man/src/commands/rea-web.1.in")),
 ];
 
 /// Pages a command's SEE ALSO names besides rea(1) and rea-jobs(5).
@@ -109,6 +111,7 @@ fn related(command: &str) -> &'static [&'static str] {
         "run" => &["rea-metrics(7)", "rea-history(5)", "systemd.service(5)"],
         "status" => &["rea-metrics(7)", "rea-protocol(7)"],
         "history" | "logs" => &["rea-history(5)"],
+        "web" => &["rea-web(7)"],
         "submit" | "at" | "cancel" | "pending" | "trigger" | "kill" => &["rea-protocol(7)"],
         "import" => &["crontab(5)"],
         "edit" => &["crontab(1)"],

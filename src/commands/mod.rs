@@ -25,6 +25,7 @@ pub(crate) mod status;
 pub(crate) mod submit;
 pub(crate) mod top;
 pub(crate) mod trigger;
+pub(crate) mod web;
 
 use std::path::PathBuf;
 

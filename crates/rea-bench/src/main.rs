@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p rea-bench -- all [--quick]
-//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts|webhooks|status|top
+//! cargo run --release -p rea-bench -- precision|idle|scale|throughput|queries|footprint|heap|oneshots|cluster|governed|tenants|tenant-query|alerts|webhooks|status|top|web
 //! ```
 
 use std::path::PathBuf;
@@ -31,6 +31,7 @@ mod throughput;
 mod top;
 mod util;
 mod webhooks;
+mod web;
 
 use report::Figure;
 
@@ -58,6 +59,8 @@ enum Part {
     Status,
     /// `rea top` at 100,000 jobs (issue 21)
     Top,
+    /// The web console at 100,000 jobs (issue 22)
+    Web,
 }
 
 /// The rea benchmark suite (uses the release `rea` next to this binary).
@@ -254,6 +257,9 @@ fn main() {
     }
     if want(Part::Top) {
         figures.extend(top::top(&s));
+    }
+    if want(Part::Web) {
+        figures.extend(web::web(&s));
     }
     let table = report::table(&figures);
     println!("{table}");

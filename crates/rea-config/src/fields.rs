@@ -777,7 +777,85 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
             }
         },
     },
+    SubField {
+        name: "web_listen",
+        apply: |ctx, v, d| {
+            let Some(s) = ctx.string(v, "a string like \"127.0.0.1:8080\"") else {
+                return;
+            };
+            match s.parse::<std::net::SocketAddr>() {
+                Ok(addr) if addr.ip().is_loopback() => d.web_listen = Some(addr),
+                // The console's TCP identity is a session cookie made by
+                // `rea web`'s one-time link: on another address anyone
+                // who can reach it could try, and nothing encrypts it.
+                Ok(_) => ctx.error(
+                    v.span().start,
+                    format!("web_listen {s:?} is not a loopback address"),
+                    Some(
+                        "the console serves loopback only: write \"127.0.0.1:PORT\" or \"[::1]:PORT\", and reach it from elsewhere through ssh -L or a TLS reverse proxy on this machine"
+                            .to_string(),
+                    ),
+                ),
+                Err(_) => ctx.error(
+                    v.span().start,
+                    format!("invalid web_listen address {s:?}"),
+                    Some("write IP:PORT, e.g. \"127.0.0.1:8080\" (an address, not a host name)".to_string()),
+                ),
+            }
+        },
+    },
+    SubField {
+        name: "web_hosts",
+        apply: |ctx, v, d| {
+            if let Some(names) = string_list(ctx, v, "[\"rea.example.org\"]") {
+                for (at, n) in &names {
+                    let ok = !n.is_empty()
+                        && n.len() <= 253
+                        && n.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+                    if !ok {
+                        ctx.error(
+                            *at,
+                            format!("invalid host name {n:?}"),
+                            Some("a DNS name or an IP address, without a port".into()),
+                        );
+                    }
+                }
+                d.web_hosts = names
+                    .into_iter()
+                    .map(|(_, n)| n.to_ascii_lowercase())
+                    .collect();
+            }
+        },
+    },
+    SubField {
+        name: "web_viewers",
+        apply: |ctx, v, d| {
+            if let Some(names) = string_list(ctx, v, "[\"alice\"]") {
+                d.web_viewers = names.into_iter().map(|(_, n)| n).collect();
+            }
+        },
+    },
 ];
+
+/// An array of non-empty strings, each with where it is written.
+fn string_list(ctx: &mut Ctx, v: &Value, example: &str) -> Option<Vec<(usize, String)>> {
+    let DeValue::Array(items) = v.get_ref() else {
+        ctx.type_error(v, &format!("an array of strings like {example}"), None);
+        return None;
+    };
+    let mut out = Vec::new();
+    for item in items.iter() {
+        if let Some(s) = ctx.string(item, "a string") {
+            if s.trim().is_empty() || s.contains('\0') {
+                ctx.error(item.span().start, "an empty name".to_string(), None);
+            } else {
+                out.push((item.span().start, s.to_string()));
+            }
+        }
+    }
+    Some(out)
+}
 
 /// `[cluster]`, with where `lease` and `heartbeat` were written (their
 /// relation is checked once the table is read).

@@ -176,6 +176,15 @@ pub struct DaemonConfig {
     /// Default false: a user's delivery to such an address is refused. The
     /// system's jobs may always.
     pub webhook_private_targets: bool,
+    /// A loopback TCP address where the web console is also served
+    /// (`web.sock` in the state directory always is). Default: none.
+    pub web_listen: Option<std::net::SocketAddr>,
+    /// Host names the web console answers to besides `localhost`,
+    /// `127.0.0.1` and `[::1]` (the `Host` header's allow-list, against
+    /// DNS rebinding). Default: none.
+    pub web_hosts: Vec<String>,
+    /// Users whose web console is read-only (pages, no actions).
+    pub web_viewers: Vec<String>,
 }
 
 impl DaemonConfig {
@@ -217,6 +226,9 @@ impl Default for DaemonConfig {
             cgroups: true,
             monitor_group: None,
             webhook_private_targets: false,
+            web_listen: None,
+            web_hosts: Vec::new(),
+            web_viewers: Vec::new(),
         }
     }
 }

@@ -193,6 +193,9 @@ command = "date"
                 monitor_group: None,
                 cgroups: true,
                 webhook_private_targets: false,
+                web_listen: None,
+                web_hosts: Vec::new(),
+                web_viewers: Vec::new(),
             }
         );
         let j = job(&config, "sync-orders");
@@ -385,7 +388,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group, webhook_private_targets\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group, webhook_private_targets, web_listen, web_hosts, web_viewers\n"
         );
     }
 
@@ -1033,6 +1036,30 @@ retry = { attempts = 101 }
     fn duplicate_tags_collapse() {
         let config = ok("[jobs.a]\nschedule = \"* * * * *\"\ncommand = \"true\"\ntags = [\"x\", \"y\", \"x\"]\n");
         assert_eq!(config.jobs[0].tags, ["x", "y"]);
+    }
+
+    #[test]
+    fn web_console_keys() {
+        let config = ok("[daemon]\nweb_listen = \"127.0.0.1:8080\"\nweb_hosts = [\"Rea.Example\"]\nweb_viewers = [\"alice\"]\n");
+        assert_eq!(
+            config.daemon.web_listen,
+            Some(([127, 0, 0, 1], 8080).into())
+        );
+        assert_eq!(config.daemon.web_hosts, vec!["rea.example".to_string()]);
+        assert_eq!(config.daemon.web_viewers, vec!["alice".to_string()]);
+        assert_eq!(ok("[daemon]\n").daemon.web_listen, None);
+        let e = errors("[daemon]\nweb_listen = \"0.0.0.0:8080\"\n");
+        assert!(
+            e.starts_with("jobs.toml:2:14: web_listen \"0.0.0.0:8080\" is not a loopback address"),
+            "{e}"
+        );
+        let e = errors("[daemon]\nweb_hosts = [\"a b\"]\n");
+        assert!(
+            e.starts_with("jobs.toml:2:14: invalid host name \"a b\""),
+            "{e}"
+        );
+        let e = errors("[daemon]\nweb_viewers = \"alice\"\n");
+        assert!(e.starts_with("jobs.toml:2:15: "), "{e}");
     }
 
     #[test]

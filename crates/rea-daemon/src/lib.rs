@@ -83,6 +83,7 @@ mod timer;
 mod users;
 mod watch;
 mod webhooks;
+mod web;
 
 use reload::ReloadCause;
 use shutdown::Stopping;
@@ -330,6 +331,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
     // The last answers' entries are written before the process ends.
     d.audit.drained(std::time::Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(rea_host::state_dir::socket_path(&opts.state_dir));
+    let _ = std::fs::remove_file(rea_web::socket_path(&opts.state_dir));
     info!("rea daemon stopped");
     drop(lock);
     Ok(())
@@ -410,4 +412,8 @@ struct Loop {
     accounts: rea_host::account::Accounts,
     /// Where state-changing requests are recorded with their answers.
     audit: audit::Audit,
+    /// The web console, told of each configuration a reload applies.
+    web: std::sync::Arc<rea_web::Web>,
+    /// Whether users other than root and the daemon's may connect.
+    others: bool,
 }

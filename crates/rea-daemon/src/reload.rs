@@ -282,6 +282,17 @@ impl Loop {
         if cfg.daemon.job_output != self.config.daemon.job_output {
             self.journald = crate::journal_for(cfg.daemon.job_output);
         }
+        if (&cfg.daemon.web_hosts, &cfg.daemon.web_viewers)
+            != (
+                &self.config.daemon.web_hosts,
+                &self.config.daemon.web_viewers,
+            )
+        {
+            // The TCP address stays until a restart.
+            let tcp = self.web.tcp_address();
+            self.web
+                .configure(crate::web::settings(&cfg, self.others, tcp));
+        }
         let old = std::mem::replace(&mut self.config, cfg);
         self.files.last_reload = now;
         free_in_background(old);

@@ -93,6 +93,9 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let (mut metrics, scrapes) = metrics::start(&config).await.map_err(StartError::Other)?;
     // Users' files mean users talk to the daemon about their jobs.
     let others = files.set().users.as_ref().is_some_and(|d| d.is_dir());
+    let web = crate::web::bind(&opts.state_dir, &config, others)
+        .await
+        .map_err(StartError::Other)?;
     let listener = crate::control::bind(&opts.state_dir, others).map_err(StartError::Other)?;
 
     let containment = rea_exec::cgroup::Containment::detect(
@@ -134,6 +137,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let (tx, finished) = mpsc::unbounded_channel::<Msg>();
     let (ctl_tx, control) = mpsc::unbounded_channel::<Incoming>();
     let connections = crate::control::Connections::new();
+    let web = crate::web::serve(web, &config, others, ctl_tx.clone());
     tokio::spawn(crate::control::serve(
         listener,
         ctl_tx,
@@ -169,6 +173,8 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
         accounts: Default::default(),
         mail: Default::default(),
         webhooks,
+        web,
+        others,
     };
     let mut rec = Record::new(Event::DaemonStarted, started_at);
     rec.detail = Some(json!({

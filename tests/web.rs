@@ -1,0 +1,844 @@
+//! The web console (`web.sock`, `[daemon] web_listen`, `rea web`): its
+//! pages in headless Chromium (Debian's `chromium`; these tests skip
+//! loudly by name without it), its actions, a live update arriving in an
+//! open page without a reload, and its refusals: a forged Host, a
+//! cross-origin POST, a POST without its CSRF token, another tenant's job
+//! or run by URL, and an action by a read-only viewer.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{skip_unless_root, throwaway_user, wait_until, Env, PATIENCE};
+use crate::users::shared_env;
+
+/// An HTTP answer.
+#[derive(Debug)]
+struct Http {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Http {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// Sends `raw` on `stream` and reads the answer to its end.
+fn exchange(mut s: UnixStream, raw: &str) -> Http {
+    s.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    s.write_all(raw.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("read");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Http {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// Connects to `sock` as `uid`/`gid`: a thread of ours takes those ids
+/// (the raw system calls change the calling thread's only, unlike libc's
+/// wrappers) and connects, so the daemon's SO_PEERCRED sees that user.
+fn connect_as(sock: &Path, ids: Option<(u32, u32)>) -> UnixStream {
+    let Some((uid, gid)) = ids else {
+        return UnixStream::connect(sock).expect("connect to web.sock");
+    };
+    let sock = sock.to_path_buf();
+    std::thread::spawn(move || {
+        // SAFETY: plain system calls on this thread's credentials; the
+        // thread ends right after.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_setresgid, gid, gid, gid), 0);
+            assert_eq!(libc::syscall(libc::SYS_setresuid, uid, uid, uid), 0);
+        }
+        UnixStream::connect(&sock).expect("connect to web.sock as a user")
+    })
+    .join()
+    .expect("connecting thread")
+}
+
+/// A browser's conversation with `web.sock`, as one user: it keeps the
+/// session cookie and reads the CSRF token from the pages.
+struct Client {
+    sock: PathBuf,
+    ids: Option<(u32, u32)>,
+    cookie: Option<String>,
+}
+
+impl Client {
+    fn new(env: &Env, ids: Option<(u32, u32)>) -> Client {
+        Client {
+            sock: env.state().join("web.sock"),
+            ids,
+            cookie: None,
+        }
+    }
+
+    fn send(&mut self, raw: &str) -> Http {
+        let r = exchange(connect_as(&self.sock, self.ids), raw);
+        if let Some(c) = r.header("set-cookie") {
+            self.cookie = c.split(';').next().map(str::to_string);
+        }
+        r
+    }
+
+    fn cookie_line(&self) -> String {
+        self.cookie
+            .as_ref()
+            .map(|c| format!("Cookie: {c}\r\n"))
+            .unwrap_or_default()
+    }
+
+    fn get(&mut self, path: &str) -> Http {
+        let raw = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\n{}\r\n",
+            self.cookie_line()
+        );
+        self.send(&raw)
+    }
+
+    /// A form POST with `extra` headers.
+    fn post(&mut self, path: &str, form: &str, extra: &str) -> Http {
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\n{}{extra}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            self.cookie_line(),
+            form.len()
+        );
+        self.send(&raw)
+    }
+
+    /// The page's CSRF token (opening it first makes the session).
+    fn csrf(&mut self, page: &str) -> String {
+        let r = self.get(page);
+        assert_eq!(r.status, 200, "{page}: {}", r.body);
+        csrf_of(&r.body).unwrap_or_else(|| panic!("no CSRF token on {page}:\n{}", r.body))
+    }
+
+    /// POSTs a form with this session's token, as the page's own form does.
+    fn act(&mut self, page: &str, action: &str) -> Http {
+        let token = self.csrf(page);
+        self.post(
+            action,
+            &format!("csrf={token}"),
+            "Origin: http://localhost\r\nSec-Fetch-Site: same-origin\r\n",
+        )
+    }
+}
+
+fn csrf_of(body: &str) -> Option<String> {
+    let at = body.find("name=\"csrf\" value=\"")? + "name=\"csrf\" value=\"".len();
+    Some(body[at..].split('"').next()?.to_string())
+}
+
+fn chromium(test: &str) -> Option<&'static str> {
+    for c in ["chromium", "chromium-browser"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if found {
+            return Some(c);
+        }
+    }
+    eprintln!("\n*** SKIPPED {test}: chromium is not installed (apt-get install chromium) ***\n");
+    None
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A job file with `jobs` and the console on a free loopback port.
+fn with_tcp(jobs: &str) -> (String, u16) {
+    let port = free_port();
+    (
+        format!("[daemon]\nweb_listen = \"127.0.0.1:{port}\"\n\n{jobs}"),
+        port,
+    )
+}
+
+/// A one-time login link from `rea web`, going to `next`.
+fn login(env: &Env, next: &str) -> String {
+    let run = env.rea(&["web"]);
+    run.ok();
+    let url = run.stdout.trim().to_string();
+    assert!(url.contains("/login?t="), "rea web printed {url:?}");
+    format!("{url}&next={next}")
+}
+
+fn chromium_cmd(browser: &str, profile: &Path) -> Command {
+    let mut c = Command::new(browser);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-extensions",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .stdin(Stdio::null())
+    .stderr(
+        std::fs::File::create(profile.with_extension("log"))
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null()),
+    );
+    c
+}
+
+/// The DOM Chromium built for `url`, its scripts run.
+fn dump_dom(browser: &str, env: &Env, url: &str) -> String {
+    let profile = env.path("chromium-profile");
+    let out = chromium_cmd(browser, &profile)
+        .arg("--dump-dom")
+        .arg(url)
+        .stdout(Stdio::piped())
+        .output()
+        .expect("run chromium");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const JOBS: &str = r#"
+[jobs.backup]
+schedule = "30 2 * * *"
+command = "echo backing up; echo done"
+tags = ["nightly"]
+
+[jobs.flaky]
+schedule = "*/10 * * * *"
+command = "echo oops >&2; exit 3"
+"#;
+
+#[test]
+fn each_page_shows_what_the_daemon_holds_in_chromium() {
+    let Some(browser) = chromium("web::each_page_shows_what_the_daemon_holds_in_chromium") else {
+        return;
+    };
+    let env = Env::new();
+    let (jobs, _) = with_tcp(JOBS);
+    env.jobs(&jobs);
+    let _d = env.daemon();
+    env.rea(&["trigger", "--wait", "backup"]);
+    env.rea(&["trigger", "--wait", "flaky"]);
+    env.rea(&["submit", "--in", "1h", "--", "true"]).ok();
+    let run = env.finals("backup")[0]["run"].as_str().unwrap().to_string();
+
+    let page = |next: &str| dump_dom(browser, &env, &login(&env, next));
+    let overview = page("/");
+    assert!(overview.contains("<h1>Overview</h1>"), "{overview}");
+    assert!(overview.contains("<b>2</b> jobs"), "{overview}");
+    assert!(overview.contains("<b>1</b> failing"), "{overview}");
+    assert!(overview.contains("href=\"/job/flaky\""), "{overview}");
+
+    let jobs = page("/jobs?sort=name");
+    assert!(jobs.contains("2 matching jobs"), "{jobs}");
+    let (b, f) = (
+        jobs.find("data-job=\"backup\""),
+        jobs.find("data-job=\"flaky\""),
+    );
+    assert!(b.is_some() && b < f, "sorted by name: {jobs}");
+    assert!(jobs.contains("<svg class=\"spark\""), "a sparkline: {jobs}");
+    let filtered = page("/jobs?q=flak");
+    assert!(
+        filtered.contains("1 matching jobs") && !filtered.contains("data-job=\"backup\""),
+        "{filtered}"
+    );
+
+    let job = page("/job/backup");
+    assert!(
+        job.contains("every day at 02:30"),
+        "schedule in words: {job}"
+    );
+    assert_eq!(job.matches("<li>").count(), 10, "the next 10 fires: {job}");
+    assert!(
+        job.contains("<img class=\"heat\" src=\"/job/backup/heatmap.svg\""),
+        "{job}"
+    );
+    assert!(
+        job.contains(&format!("href=\"/run/{run}\"")),
+        "history: {job}"
+    );
+
+    let run_page = page(&format!("/run/{run}"));
+    assert!(run_page.contains("backing up\ndone"), "output: {run_page}");
+
+    let timeline = page("/timeline");
+    assert!(timeline.contains("<svg class=\"gantt\""), "{timeline}");
+    assert!(timeline.contains(">backup<"), "{timeline}");
+
+    let oneshots = page("/oneshots");
+    assert!(oneshots.contains("1 pending"), "{oneshots}");
+
+    let nodes = page("/nodes");
+    assert!(nodes.contains("local mode"), "{nodes}");
+
+    let audit = page("/audit");
+    assert!(audit.contains("<td>trigger</td><td>backup</td>"), "{audit}");
+    assert!(audit.contains("<td>cli</td>"), "{audit}");
+
+    // Without a login link, TCP shows the way in and nothing else.
+    let port = jobs_port(&env);
+    let anon = dump_dom(browser, &env, &format!("http://127.0.0.1:{port}/jobs"));
+    assert!(
+        anon.contains("rea web") && !anon.contains("backup"),
+        "{anon}"
+    );
+}
+
+fn jobs_port(env: &Env) -> u16 {
+    let text = env.read("jobs.toml");
+    let at = text.find("127.0.0.1:").expect("web_listen") + "127.0.0.1:".len();
+    text[at..].split('"').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn each_action_takes_effect_and_is_audited_as_web() {
+    let env = Env::new();
+    env.jobs(&format!(
+        "{JOBS}\n[jobs.long]\nschedule = \"@yearly\"\ncommand = \"sleep 300\"\nkill_grace = \"1s\"\n"
+    ));
+    let _d = env.daemon();
+    let mut c = Client::new(&env, None);
+
+    let r = c.act("/job/backup", "/job/backup/trigger");
+    assert_eq!(r.status, 303, "{r:?}");
+    assert!(r.header("location").unwrap().contains("triggered"), "{r:?}");
+    env.wait_until("the triggered run", || !env.finals("backup").is_empty());
+    let heat = c.get("/job/backup/heatmap.svg");
+    assert_eq!(heat.status, 200, "{heat:?}");
+    assert_eq!(heat.header("content-type"), Some("image/svg+xml"));
+    assert_eq!(heat.body.matches("<rect ").count(), 90, "{}", heat.body);
+    assert_eq!(
+        heat.body.matches("fill=\"#40c463\"").count(),
+        1,
+        "today's run: {}",
+        heat.body
+    );
+
+    assert_eq!(c.act("/job/backup", "/job/backup/pause").status, 303);
+    assert!(env.rea(&["status", "backup"]).stdout.contains("paused"));
+    let page = c.get("/job/backup").body;
+    assert!(
+        page.contains("(paused)") && page.contains("/job/backup/resume"),
+        "{page}"
+    );
+    assert_eq!(c.act("/job/backup", "/job/backup/resume").status, 303);
+    assert!(!env.rea(&["status", "backup"]).stdout.contains("paused"));
+
+    env.rea(&["submit", "--in", "1h", "--", "true"]).ok();
+    let oneshots = c.get("/oneshots").body;
+    let at = oneshots
+        .find("action=\"/oneshot/")
+        .expect("a cancel button")
+        + "action=\"".len();
+    let cancel = oneshots[at..].split('"').next().unwrap().to_string();
+    assert_eq!(c.act("/oneshots", &cancel).status, 303);
+    assert!(c.get("/oneshots").body.contains("0 pending"));
+
+    env.rea(&["trigger", "long"]).ok();
+    env.wait_until("long to run", || {
+        env.rea(&["status", "long"]).stdout.contains("running")
+    });
+    let page = c.get("/job/long").body;
+    let at = page.find("action=\"/run/").expect("a kill button") + "action=\"".len();
+    let kill = page[at..].split('"').next().unwrap().to_string();
+    assert_eq!(c.act("/job/long", &kill).status, 303);
+    env.wait_until("the killed run", || !env.runs("long", "killed").is_empty());
+
+    let audit = env.rea(&["audit", "--json"]);
+    let entries: Vec<serde_json::Value> = audit
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let web: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["source"] == "web")
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for action in ["trigger", "pause", "resume", "cancel", "kill"] {
+        assert!(web.contains(&action), "{action} by the web in {audit:?}");
+    }
+}
+
+#[test]
+fn forged_host_cross_origin_and_missing_csrf_are_refused() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    let mut c = Client::new(&env, None);
+    let token = c.csrf("/job/backup");
+
+    // DNS rebinding: another site's name in Host.
+    for host in [
+        "evil.example",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io:8080",
+    ] {
+        let r = c.send(&format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n"));
+        assert_eq!(r.status, 421, "Host {host}: {r:?}");
+        assert!(!r.body.contains("backup"));
+    }
+    let r = c.send("GET / HTTP/1.1\r\n\r\n");
+    assert_eq!(r.status, 421, "no Host: {r:?}");
+
+    // A page of another origin posting the form (with a stolen token, even).
+    let r = c.post(
+        "/job/backup/trigger",
+        &format!("csrf={token}"),
+        "Origin: http://evil.example\r\n",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = c.post(
+        "/job/backup/trigger",
+        &format!("csrf={token}"),
+        "Sec-Fetch-Site: cross-site\r\n",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    // Same origin, no token or a wrong one.
+    let r = c.post("/job/backup/trigger", "", "Origin: http://localhost\r\n");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body.contains("CSRF"), "{r:?}");
+    let r = c.post(
+        "/job/backup/trigger",
+        "csrf=0000",
+        "Origin: http://localhost\r\n",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    // Another session's token is not this one's.
+    let mut other = Client::new(&env, None);
+    let r = other.post(
+        "/job/backup/trigger",
+        &format!("csrf={token}"),
+        "Origin: http://localhost\r\n",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(env.finals("backup").is_empty(), "nothing ran");
+
+    // The headers every answer carries; no CORS, ever.
+    let r = c.get("/");
+    assert!(r
+        .header("set-cookie")
+        .is_none_or(|v| v.contains("HttpOnly") && v.contains("SameSite=Strict")));
+    assert!(r.header("content-security-policy").is_some());
+    assert!(r.header("x-frame-options") == Some("DENY"));
+    assert!(
+        !r.head.to_ascii_lowercase().contains("access-control-allow"),
+        "{}",
+        r.head
+    );
+    let fresh = Client::new(&env, None).get("/");
+    let cookie = fresh.header("set-cookie").expect("a session cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+
+    // Bounded requests: a huge head, chunked bodies, a silent client.
+    let r = c.send(&format!(
+        "GET / HTTP/1.1\r\nHost: localhost\r\nX: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    ));
+    assert_eq!(r.status, 431);
+    let r = c.send("POST /job/backup/trigger HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    assert_eq!(r.status, 411);
+    let r = c.send("GET / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999\r\n\r\n");
+    assert_eq!(r.status, 413);
+    // The login link is for rea web only: a page cannot ask for one.
+    let r = c.post("/login-link", "", "Origin: http://localhost\r\n");
+    assert_eq!(r.status, 400, "{r:?}");
+}
+
+#[test]
+fn a_login_link_is_good_once_and_tcp_needs_one() {
+    let env = Env::new();
+    let (jobs, port) = with_tcp(JOBS);
+    env.jobs(&jobs);
+    let _d = env.daemon();
+    let tcp = |raw: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let anon = tcp(&format!(
+        "GET /jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    ));
+    assert!(anon.starts_with("HTTP/1.1 401"), "{anon}");
+    assert!(!anon.contains("backup"));
+    let url = login(&env, "/jobs");
+    let path = &url[url.find("/login").unwrap()..];
+    let first = tcp(&format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    ));
+    assert!(first.starts_with("HTTP/1.1 303"), "{first}");
+    assert!(first.contains("Location: /jobs\r\n"), "{first}");
+    let cookie = first
+        .lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    let again = tcp(&format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    ));
+    assert!(
+        again.starts_with("HTTP/1.1 401"),
+        "a link is good once: {again}"
+    );
+    let jobs = tcp(&format!(
+        "GET /jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n"
+    ));
+    assert!(
+        jobs.starts_with("HTTP/1.1 200") && jobs.contains("data-job=\"backup\""),
+        "{jobs}"
+    );
+    // An open redirect is not: `next` stays on this console.
+    let url = login(&env, "//evil.example/");
+    let path = &url[url.find("/login").unwrap()..];
+    let r = tcp(&format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    ));
+    assert!(r.contains("Location: /\r\n"), "{r}");
+}
+
+#[test]
+fn a_tenant_cannot_open_another_tenants_job_or_run() {
+    if skip_unless_root("web::a_tenant_cannot_open_another_tenants_job_or_run") {
+        return;
+    }
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"echo root-secret\"\n");
+    let alice = throwaway_user("rea-alice").expect("user");
+    let bob = throwaway_user("rea-bob").expect("user");
+    for (user, job, secret) in [
+        ("rea-alice", "hers", "alice-secret"),
+        ("rea-bob", "his", "bob-secret"),
+    ] {
+        let f = env.write(
+            &format!("users/{user}.toml"),
+            &format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"echo {secret}\"\n"),
+        );
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let _d = env.daemon();
+    env.rea(&["trigger", "--wait", "rea-bob/his"]).ok();
+    env.rea(&["trigger", "--wait", "sys"]).ok();
+    let his_run = env.finals("rea-bob/his")[0]["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sys_run = env.finals("sys")[0]["run"].as_str().unwrap().to_string();
+
+    let mut a = Client::new(&env, Some(alice));
+    let mine = a.get("/jobs");
+    assert_eq!(mine.status, 200, "{mine:?}");
+    assert!(mine.body.contains("data-job=\"hers\""), "{}", mine.body);
+    assert!(
+        !mine.body.contains("his") && !mine.body.contains("sys"),
+        "{}",
+        mine.body
+    );
+    for path in [
+        "/job/rea-bob%2Fhis".to_string(),
+        "/job/rea-bob%2Fhis/heatmap.svg".to_string(),
+        "/job/sys/heatmap.svg".to_string(),
+        "/job/his".to_string(),
+        "/job/sys".to_string(),
+        format!("/run/{his_run}"),
+        format!("/run/{sys_run}"),
+    ] {
+        let r = a.get(&path);
+        assert!(r.status == 404 || r.status == 403, "{path}: {r:?}");
+        assert!(
+            !r.body.contains("bob-secret") && !r.body.contains("root-secret"),
+            "{path}: {}",
+            r.body
+        );
+    }
+    // Nor act on them.
+    let token = a.csrf("/job/hers");
+    for action in [
+        "/job/rea-bob%2Fhis/trigger",
+        "/job/sys/pause",
+        &format!("/run/{sys_run}/kill"),
+    ] {
+        let r = a.post(
+            action,
+            &format!("csrf={token}"),
+            "Origin: http://localhost\r\n",
+        );
+        assert!(
+            r.status == 404 || r.header("location").is_some_and(|l| l.contains("refused")),
+            "{action}: {r:?}"
+        );
+    }
+    assert_eq!(env.finals("rea-bob/his").len(), 1);
+    assert!(!env.rea(&["status", "sys"]).stdout.contains("paused"));
+    // Her own, she may.
+    assert_eq!(a.act("/job/hers", "/job/hers/trigger").status, 303);
+    env.wait_until("her run", || !env.finals("rea-alice/hers").is_empty());
+    let _ = bob;
+}
+
+#[test]
+fn the_viewer_role_cannot_act() {
+    if skip_unless_root("web::the_viewer_role_cannot_act") {
+        return;
+    }
+    let env = shared_env("[daemon]\nweb_viewers = [\"rea-alice\"]\n");
+    let alice = throwaway_user("rea-alice").expect("user");
+    let f = env.write(
+        "users/rea-alice.toml",
+        "[jobs.hers]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let _d = env.daemon();
+    let mut a = Client::new(&env, Some(alice));
+    let page = a.get("/job/hers");
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(page.body.contains("(read-only)"), "{}", page.body);
+    assert!(
+        !page.body.contains("<form class=\"act\""),
+        "no buttons: {}",
+        page.body
+    );
+    // A hand-made POST with her session's token is refused all the same.
+    a.get("/job/hers");
+    let cookie_only = a.cookie.clone();
+    assert!(cookie_only.is_some());
+    let r = a.post(
+        "/job/hers/trigger",
+        "csrf=x",
+        "Origin: http://localhost\r\n",
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(env.finals("rea-alice/hers").is_empty());
+    // The CLI is not the console: her role there is unchanged.
+    let _ = Instant::now();
+}
+
+/// Chromium driven over the DevTools protocol on a pipe
+/// (`--remote-debugging-pipe`: it reads commands on fd 3 and writes
+/// answers and events on fd 4, each a JSON object ended by a NUL).
+struct Devtools {
+    child: std::process::Child,
+    to: std::fs::File,
+    from: std::io::BufReader<std::fs::File>,
+    next: u64,
+    session: Option<String>,
+}
+
+impl Drop for Devtools {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Devtools {
+    fn start(browser: &str, profile: &Path) -> Devtools {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::process::CommandExt;
+        let pipe = || {
+            let mut fds = [0; 2];
+            // SAFETY: fds is two ints for pipe2 to fill.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+            fds
+        };
+        let (cmd, out) = (pipe(), pipe());
+        let (child_reads, child_writes) = (cmd[0], out[1]);
+        let mut c = chromium_cmd(browser, profile);
+        c.arg("--remote-debugging-pipe").stdout(Stdio::null());
+        // SAFETY: only dup2 between fork and exec (async-signal-safe).
+        unsafe {
+            c.pre_exec(move || {
+                // Out of the way of 3 and 4 first, then onto them (dup2
+                // clears close-on-exec on the copy).
+                let r = libc::fcntl(child_reads, libc::F_DUPFD, 10);
+                let w = libc::fcntl(child_writes, libc::F_DUPFD, 10);
+                if r < 0 || w < 0 || libc::dup2(r, 3) < 0 || libc::dup2(w, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = c.spawn().expect("start chromium");
+        // SAFETY: each fd is ours alone from here on.
+        let (to, from) = unsafe {
+            libc::close(child_reads);
+            libc::close(child_writes);
+            (
+                std::fs::File::from(OwnedFd::from_raw_fd(cmd[1])),
+                std::fs::File::from(OwnedFd::from_raw_fd(out[0])),
+            )
+        };
+        Devtools {
+            child,
+            to,
+            from: std::io::BufReader::new(from),
+            next: 0,
+            session: None,
+        }
+    }
+
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::BufRead;
+        self.next += 1;
+        let id = self.next;
+        let mut msg = serde_json::json!({"id": id, "method": method, "params": params});
+        if let Some(s) = &self.session {
+            msg["sessionId"] = serde_json::Value::String(s.clone());
+        }
+        let mut bytes = msg.to_string().into_bytes();
+        bytes.push(0);
+        self.to.write_all(&bytes).expect("write to chromium");
+        loop {
+            let mut buf = Vec::new();
+            let n = self
+                .from
+                .read_until(0, &mut buf)
+                .expect("read from chromium");
+            assert!(n > 0, "chromium went away");
+            buf.pop();
+            let v: serde_json::Value = serde_json::from_slice(&buf).expect("devtools JSON");
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    fn open(&mut self, url: &str) {
+        let t = self.call("Target.createTarget", serde_json::json!({"url": url}));
+        let s = self.call(
+            "Target.attachToTarget",
+            serde_json::json!({"targetId": t["targetId"], "flatten": true}),
+        );
+        self.session = s["sessionId"].as_str().map(str::to_string);
+    }
+
+    fn eval(&mut self, expr: &str) -> serde_json::Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expr, "returnByValue": true}),
+        );
+        r["result"]["value"].clone()
+    }
+
+    fn wait_for(&mut self, what: &str, expr: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.eval(expr) != serde_json::Value::Bool(true) {
+            if Instant::now() > deadline {
+                let live = self.eval(
+                    "document.getElementById('live') && document.getElementById('live').className",
+                );
+                let main = self.eval(
+                    "document.querySelector('main') && document.querySelector('main').innerText",
+                );
+                panic!("timed out waiting for {what} ({expr}); live: {live}; the page:\n{main}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn a_live_update_arrives_in_an_open_page_without_a_reload() {
+    let Some(browser) = chromium("web::a_live_update_arrives_in_an_open_page_without_a_reload")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let (jobs, _) =
+        with_tcp("[jobs.slow]\nschedule = \"@yearly\"\ncommand = \"sleep 2; echo finished\"\n");
+    env.jobs(&jobs);
+    let _d = env.daemon();
+    let mut dt = Devtools::start(browser, &env.path("chromium-live"));
+    dt.open(&login(&env, "/job/slow"));
+    dt.wait_for(
+        "the page, its live stream open",
+        "document.getElementById('state') !== null && document.getElementById('live').className === 'on'",
+    );
+    // Marks this document: a reload would lose it.
+    dt.eval("window.__same_document = true");
+    env.rea(&["trigger", "slow"]).ok();
+    dt.wait_for(
+        "the run's start in the open page",
+        "document.getElementById('state').textContent === 'running'",
+    );
+    wait_until("the run to end", || !env.finals("slow").is_empty());
+    dt.wait_for(
+        "the run's end in the open page",
+        "document.getElementById('state').textContent === 'idle' && document.querySelectorAll('#history tr').length === 2",
+    );
+    assert_eq!(
+        dt.eval("window.__same_document === true"),
+        serde_json::Value::Bool(true)
+    );
+}
+
+#[test]
+fn a_closed_page_gives_its_event_stream_back_at_once() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    let sock = env.state().join("web.sock");
+    // More than the cap of event streams (64), one after the other: each
+    // closed page's subscription must be gone before long.
+    for i in 0..80 {
+        let mut s = UnixStream::connect(&sock).expect("connect");
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).expect("read");
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(head.starts_with("HTTP/1.1 200"), "page {i}: {head}");
+        assert!(head.contains("text/event-stream"), "page {i}: {head}");
+        drop(s);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_taken_web_listen_address_refuses_the_start_and_leaves_nothing() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().unwrap();
+    let env = Env::new();
+    env.jobs(&format!("[daemon]\nweb_listen = \"{addr}\"\n\n{JOBS}"));
+    let run = env.rea(&["run"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "cannot serve the web console on {addr} ([daemon] web_listen)"
+        )),
+        "{}",
+        run.stderr
+    );
+    for sock in ["rea.sock", "web.sock"] {
+        assert!(!env.state().join(sock).exists(), "{sock} left behind");
+    }
+}
