@@ -1227,7 +1227,24 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
                     "cluster chaos: kill -9 {name}{} -> {n} run(s) interrupted {took} ms later",
                     if at_once { ", restarted at once" } else { "" }
                 );
-                assert!(n >= 1, "{name} was running `slow`; nothing was interrupted");
+                if n == 0 {
+                    // Say what the killed node's runs became, and what the
+                    // witness saw, so that a rare failure explains itself.
+                    let rows = pg.psql(&format!(
+                        "select job, status, started_at, ended_at, fence {of_epoch} order by started_at"
+                    ));
+                    let seen: Vec<String> = w
+                        .starts()
+                        .iter()
+                        .filter(|s| s.node == name && s.job == "slow")
+                        .map(|s| format!("{s:?}"))
+                        .collect();
+                    panic!(
+                        "{name} was running `slow`; nothing was interrupted (killed at {at} ms)\n\
+                         its runs of epoch {epoch}:\n{rows}\nthe witness's starts of `slow` on it:\n{}",
+                        seen.join("\n")
+                    );
+                }
                 detection.push((name, took, n));
                 if !at_once {
                     std::thread::sleep(Duration::from_millis(rng.u64(0..1000)));
