@@ -70,6 +70,9 @@ _rea() {
             rea,submit)
                 cmd="rea__subcmd__submit"
                 ;;
+            rea,top)
+                cmd="rea__subcmd__top"
+                ;;
             rea,trigger)
                 cmd="rea__subcmd__trigger"
                 ;;
@@ -83,7 +86,7 @@ _rea() {
 
     case "${cmd}" in
         rea)
-            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload web history logs audit submit at cancel pending import edit"
+            opts="-f -h -V --file --state-dir --client-timeout --help --version run check list next status trigger kill pause resume reload web history logs audit submit at cancel pending import edit top"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,7 +349,7 @@ _rea() {
             fi
             case "${prev}" in
                 --status)
-                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed alert" -- "${cur}"))
                     return 0
                     ;;
                 --since)
@@ -856,13 +859,47 @@ _rea() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rea__subcmd__trigger)
-            opts="-f -h -V --wait --follow --raw --force --json --file --state-dir --client-timeout --help --version"
+        rea__subcmd__top)
+            opts="-f -h -V --utc --file --state-dir --client-timeout --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rea__subcmd__trigger)
+            opts="-f -h -V --wait --follow --raw --force --param --json --file --state-dir --client-timeout --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --param)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
