@@ -767,6 +767,11 @@ fn daemon_shutdown_kills_grandchildren_that_ignore_sigterm() {
         read_pid(&env.path("grandchild")).is_some()
     });
     let grandchild = read_pid(&env.path("grandchild")).unwrap();
+    // The `started` line is written off the loop: the run can be this far
+    // before it reaches the file.
+    env.wait_until("the started record", || {
+        !env.runs("stubborn", "started").is_empty()
+    });
     let pgid = env.runs("stubborn", "started")[0]["pid"].as_i64().unwrap() as i32;
     assert!(!group_members(pgid).is_empty());
     assert_eq!(d.stop(), 0);

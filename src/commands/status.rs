@@ -164,6 +164,8 @@ fn rows(jobs: &[LiveJob], running: &[RunNow], now: DateTime<Utc>) -> Table {
         };
         let next = if j.paused || j.state == "disabled" {
             "-".to_string()
+        } else if j.next_fire.is_none() && !j.dependencies.is_empty() {
+            format!("after {}", rea_core::job::after_text(&j.dependencies))
         } else if j.next_fire.is_none() && !j.after.is_empty() {
             format!("after {}", j.after.join(", "))
         } else {

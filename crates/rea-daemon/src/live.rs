@@ -226,6 +226,7 @@ pub(super) fn summary_of(v: &JobView<'_>) -> JobSummary {
         running: u32::try_from(v.running).unwrap_or(u32::MAX),
         queued: u32::try_from(v.queued).unwrap_or(u32::MAX),
         after: v.job.after.iter().map(|d| d.job.clone()).collect(),
+        dependencies: v.job.after.clone(),
         outcomes: s.outcome_letters(),
         consecutive_failures: v.consecutive_failures,
         last_duration_ms: s.last_duration().map(ms),

@@ -53,6 +53,10 @@ pub struct JobSummary {
     /// The jobs it runs after (its `after` list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// The same entries with their condition (`{"job": .., "on":
+    /// "success" | "failure" | "always"}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<rea_core::job::Dependency>,
     pub outcomes: String,
     pub consecutive_failures: u32,
     pub last_duration_ms: Option<u64>,

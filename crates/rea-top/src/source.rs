@@ -218,6 +218,7 @@ fn legacy_summary(j: &rea_proto::protocol::JobInfo) -> JobSummary {
         running: j.running.len() as u32,
         queued: j.queued as u32,
         after: j.after.clone(),
+        dependencies: j.dependencies.clone(),
         outcomes: j
             .last
             .as_ref()

@@ -30,6 +30,7 @@ pub(crate) fn summary(name: &str, outcomes: &str) -> JobSummary {
         running: 0,
         queued: 0,
         after: Vec::new(),
+        dependencies: Vec::new(),
         outcomes: outcomes.into(),
         consecutive_failures: outcomes.chars().rev().take_while(|c| *c == 'f').count() as u32,
         last_duration_ms: Some(1200),
