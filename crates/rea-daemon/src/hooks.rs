@@ -467,20 +467,7 @@ fn mail_message(job: &Job, rec: &Record, from: &str, now: DateTime<Utc>) -> Stri
         _ => String::new(),
     };
     let output = rec.output.as_deref().unwrap_or("");
-    let mut m = String::new();
-    m.push_str(&format!("From: \"rea on {host}\" <{from}>\n"));
-    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
-    m.push_str(&format!(
-        "Subject: rea: {} {status}{how} on {host}\n",
-        job.name
-    ));
-    m.push_str(&format!("Date: {}\n", now.to_rfc2822()));
-    m.push_str("MIME-Version: 1.0\n");
-    m.push_str("Content-Type: text/plain; charset=utf-8\n");
-    m.push_str("Content-Transfer-Encoding: 8bit\n");
-    m.push_str("Auto-Submitted: auto-generated\n");
-    m.push_str("Precedence: bulk\n");
-    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    let mut m = mail_headers(job, &host, from, &format!("{status}{how}"), now);
     m.push_str(&format!(
         "X-Rea-Run: {}\n\n",
         rec.run.as_deref().unwrap_or("")
@@ -512,6 +499,23 @@ fn mail_message(job: &Job, rec: &Record, from: &str, now: DateTime<Utc>) -> Stri
     m
 }
 
+/// The headers every mail of a job carries (the `X-Rea-*` line of what it
+/// is about follows): `Subject: rea: JOB WHAT on HOST`.
+fn mail_headers(job: &Job, host: &str, from: &str, what: &str, now: DateTime<Utc>) -> String {
+    let mut m = String::new();
+    m.push_str(&format!("From: \"rea on {host}\" <{from}>\n"));
+    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
+    m.push_str(&format!("Subject: rea: {} {what} on {host}\n", job.name));
+    m.push_str(&format!("Date: {}\n", now.to_rfc2822()));
+    m.push_str("MIME-Version: 1.0\n");
+    m.push_str("Content-Type: text/plain; charset=utf-8\n");
+    m.push_str("Content-Transfer-Encoding: 8bit\n");
+    m.push_str("Auto-Submitted: auto-generated\n");
+    m.push_str("Precedence: bulk\n");
+    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    m
+}
+
 /// A mail about an alert raised or resolved, with the same headers as a
 /// run's.
 fn alert_message(
@@ -524,20 +528,7 @@ fn alert_message(
     let host = rea_host::hostname();
     let (kind, state) = (alert.kind.as_str(), alert.state.as_str());
     let reason = rec.reason.as_deref().unwrap_or("");
-    let mut m = String::new();
-    m.push_str(&format!("From: \"rea on {host}\" <{from}>\n"));
-    m.push_str(&format!("To: {}\n", job.extras().mailto.join(", ")));
-    m.push_str(&format!(
-        "Subject: rea: {} alert {kind} {state} on {host}\n",
-        job.name
-    ));
-    m.push_str(&format!("Date: {}\n", now.to_rfc2822()));
-    m.push_str("MIME-Version: 1.0\n");
-    m.push_str("Content-Type: text/plain; charset=utf-8\n");
-    m.push_str("Content-Transfer-Encoding: 8bit\n");
-    m.push_str("Auto-Submitted: auto-generated\n");
-    m.push_str("Precedence: bulk\n");
-    m.push_str(&format!("X-Rea-Job: {}\n", job.name));
+    let mut m = mail_headers(job, &host, from, &format!("alert {kind} {state}"), now);
     m.push_str(&format!("X-Rea-Alert: {kind} {state}\n\n"));
     m.push_str(&format!("job:       {}\n", job.name));
     m.push_str(&format!("alert:     {kind} ({state})\n"));

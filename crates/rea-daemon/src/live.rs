@@ -310,7 +310,7 @@ struct Cursor {
 
 impl Cursor {
     fn of(sort: JobSort, k: &Ordered<'_>) -> String {
-        format!("{}:{}:{}", sort_name(sort), k.key, k.name)
+        format!("{}:{}:{}", sort.as_str(), k.key, k.name)
     }
 
     fn parse(text: &str, sort: JobSort) -> Result<Cursor, String> {
@@ -319,27 +319,16 @@ impl Cursor {
         let (Some(s), Some(key), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(invalid());
         };
-        if s != sort_name(sort) {
+        if s != sort.as_str() {
             return Err(format!(
                 "the cursor belongs to a page sorted by {s}, not by {}: ask with the same sort",
-                sort_name(sort)
+                sort.as_str()
             ));
         }
         Ok(Cursor {
             key: key.parse().map_err(|_| invalid())?,
             name: name.to_string(),
         })
-    }
-}
-
-fn sort_name(sort: JobSort) -> &'static str {
-    match sort {
-        JobSort::File => "file",
-        JobSort::Name => "name",
-        JobSort::NextFire => "next_fire",
-        JobSort::Failures => "failures",
-        JobSort::Duration => "duration",
-        JobSort::LastRun => "last_run",
     }
 }
 

@@ -89,6 +89,20 @@ pub enum JobSort {
     LastRun,
 }
 
+impl JobSort {
+    /// Its name on the wire (and in a cursor, a URL).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobSort::File => "file",
+            JobSort::Name => "name",
+            JobSort::NextFire => "next_fire",
+            JobSort::Failures => "failures",
+            JobSort::Duration => "duration",
+            JobSort::LastRun => "last_run",
+        }
+    }
+}
+
 /// `jobs`: a page of summaries. Filters combine with "and".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobsQuery {

@@ -262,17 +262,6 @@ fn sort_of(s: &str) -> JobSort {
     }
 }
 
-fn sort_name(s: JobSort) -> &'static str {
-    match s {
-        JobSort::File => "file",
-        JobSort::Name => "name",
-        JobSort::NextFire => "next_fire",
-        JobSort::Failures => "failures",
-        JobSort::Duration => "duration",
-        JobSort::LastRun => "last_run",
-    }
-}
-
 /// A page of jobs, filtered and sorted by the daemon.
 async fn jobs_page(web: &Web, viewer: &Viewer, q: JobsQuery) -> Result<JobsPage, Refusal> {
     web.ask_as(viewer.uid, Request::Jobs(q)).await
@@ -320,7 +309,7 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
             ("tenant", q.tenant.as_deref()),
             ("state", q.state.as_deref()),
             ("failing", q.failing.then_some("1")),
-            ("sort", Some(sort_name(sort))),
+            ("sort", Some(sort.as_str())),
             ("desc", descending.then_some("1")),
         ] {
             if let (Some(v), false) = (v, skip.contains(&k)) {
@@ -355,7 +344,7 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
         b,
         "</select> <label><input type=\"checkbox\" name=\"failing\" value=\"1\"{}> failing</label> <input type=\"hidden\" name=\"sort\" value=\"{}\"> <button>Filter</button></form>",
         if q.failing { " checked" } else { "" },
-        sort_name(sort)
+        sort.as_str()
     );
     let _ = write!(b, "<p id=\"matching\">{} matching jobs</p>", page.matching);
     let base = keep(&["sort", "desc"]);
@@ -376,7 +365,7 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
         };
         format!(
             "<a href=\"/jobs?sort={}{desc}{base}\">{label}{mark}</a>",
-            sort_name(key)
+            key.as_str()
         )
     };
     let _ = write!(
