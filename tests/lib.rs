@@ -42,5 +42,5 @@ mod tenants;
 mod top;
 mod torture;
 mod users;
-mod webhooks;
 mod web;
+mod webhooks;

@@ -30,8 +30,8 @@ mod tenants;
 mod throughput;
 mod top;
 mod util;
-mod webhooks;
 mod web;
+mod webhooks;
 
 use report::Figure;
 

@@ -82,8 +82,8 @@ mod subscribe;
 mod timer;
 mod users;
 mod watch;
-mod webhooks;
 mod web;
+mod webhooks;
 
 use reload::ReloadCause;
 use shutdown::Stopping;
