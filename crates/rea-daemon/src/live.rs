@@ -1,9 +1,10 @@
 //! The live views' answers: `overview` and `jobs` (a page of job
 //! summaries, filtered and sorted here). Both read the engine's per-job
-//! views (`Engine::job_views`: borrowed, nothing copied) and keep only
-//! what the answer holds: a page is picked with a heap bounded by its
-//! size, so no answer builds the job set in memory, whatever the number
-//! of jobs. A user's answers hold her jobs only (`Scope::owns`), and are
+//! views (`Engine::job_views_indexed`: borrowed, nothing copied, no
+//! lookup per job) and keep only what the answer holds: a page is picked
+//! with a heap bounded by its size, so no answer builds the job set in
+//! memory, whatever the number of jobs; an unfiltered page of root's in
+//! file order reads only its own jobs (`Engine::job_views_from`). A user's answers hold her jobs only (`Scope::owns`), and are
 //! localized on their way back like every other answer.
 
 use std::cmp::{Ordering, Reverse};
