@@ -87,6 +87,36 @@ fn pages_filters_and_cursors_through_the_daemon() {
     assert_eq!(seen, sorted, "each job once, by name");
     assert_eq!(seen.len(), 33);
 
+    // Pages of 7 in file order: the unfiltered walk (which reads only the
+    // page) and a filter that keeps everything (the full walk) give the
+    // same pages and cursors.
+    let mut by_file = Vec::new();
+    for filter in ["", r#","text":"""#] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let at = cursor
+                .as_ref()
+                .map(|c| format!(r#","cursor":{}"#, serde_json::to_string(c).unwrap()))
+                .unwrap_or_default();
+            let page = ask(
+                &env,
+                &format!(r#"{{"v":1,"op":"jobs","limit":7{filter}{at}}}"#),
+            );
+            assert_eq!(page["matching"], 33, "{filter}");
+            seen.push((names(&page), page.get("next").cloned()));
+            match page.get("next").and_then(Value::as_str) {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        by_file.push(seen);
+    }
+    assert_eq!(by_file[0], by_file[1]);
+    assert_eq!(by_file[0].len(), 5);
+    assert_eq!(by_file[0][0].0[0], "job-00");
+    assert_eq!(by_file[0][4].0, ["job-28", "job-29", "boom", "fine", "off"]);
+
     // Descending.
     let page = ask(
         &env,

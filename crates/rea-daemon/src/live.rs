@@ -1,9 +1,10 @@
 //! The live views' answers: `overview` and `jobs` (a page of job
 //! summaries, filtered and sorted here). Both read the engine's per-job
-//! views (`Engine::job_views`: borrowed, nothing copied) and keep only
-//! what the answer holds: a page is picked with a heap bounded by its
-//! size, so no answer builds the job set in memory, whatever the number
-//! of jobs. A user's answers hold her jobs only (`Scope::owns`), and are
+//! views (`Engine::job_views_indexed`: borrowed, nothing copied, no
+//! lookup per job) and keep only what the answer holds: a page is picked
+//! with a heap bounded by its size, so no answer builds the job set in
+//! memory, whatever the number of jobs; an unfiltered page of root's in
+//! file order reads only its own jobs (`Engine::job_views_from`). A user's answers hold her jobs only (`Scope::owns`), and are
 //! localized on their way back like every other answer.
 
 use std::cmp::{Ordering, Reverse};
@@ -43,11 +44,12 @@ impl Loop {
         let mut counts = Counts::default();
         let mut failing = Bounded::new(OVERVIEW_FAILING);
         let mut due = Bounded::new(OVERVIEW_DUE);
+        // One walk in name order; a job's file position breaks ties, so
+        // the answer is the one a walk in file order gives.
         for (i, v) in self
             .engine
-            .job_views()
-            .filter(|v| scope.owns(v.name))
-            .enumerate()
+            .job_views_indexed()
+            .filter(|(_, v)| scope.owns(v.name))
         {
             counts.jobs += 1;
             counts.running += usize::from(v.running > 0);
@@ -170,11 +172,25 @@ impl Loop {
             }
             !query.failing || v.consecutive_failures > 0
         };
+        let plain = *scope == Scope::Admin
+            && query.sort == JobSort::File
+            && !query.descending
+            && query.text.is_none()
+            && query.tag.is_none()
+            && query.tenant.is_none()
+            && query.state.is_none()
+            && !query.failing;
+        if plain {
+            return Ok(self.file_page(after.as_ref(), limit));
+        }
         let mut matching = 0usize;
         let mut beyond = 0usize;
         // One more than the page: whether a next page exists.
         let mut page: Bounded<Ordered<'_>> = Bounded::new(limit);
-        for (i, v) in self.engine.job_views().enumerate() {
+        // The page's order is its keys' (a job's file position for the
+        // file order), so the walk may go in name order, without a lookup
+        // per job.
+        for (i, v) in self.engine.job_views_indexed() {
             if !wanted(&v) {
                 continue;
             }
@@ -206,6 +222,49 @@ impl Loop {
             matching,
             next,
         })
+    }
+}
+
+impl Loop {
+    /// An unfiltered page of root's in file order: the jobs it shows read
+    /// from the file order, one more to know whether a next page exists,
+    /// and the count of the file's jobs; O(page), not O(jobs). The same
+    /// answer as the general walk, a cursor included (a job's key in file
+    /// order is its position).
+    fn file_page(&self, after: Option<&Cursor>, limit: usize) -> JobsPage {
+        let from = after.map_or(0, |c| usize::try_from(c.key).unwrap_or(0));
+        let mut picked: Vec<(usize, JobView<'_>)> = Vec::with_capacity(limit.min(1024) + 1);
+        for (i, v) in self.engine.job_views_from(from) {
+            let key = Ordered {
+                key: i as i64,
+                name: v.name,
+                descending: false,
+            };
+            if after.is_some_and(|c| key.cmp_cursor(c) != Ordering::Greater) {
+                continue;
+            }
+            picked.push((i, v));
+            if picked.len() > limit {
+                break;
+            }
+        }
+        let more = picked.len() > limit;
+        picked.truncate(limit);
+        let next = more.then(|| picked.last()).flatten().map(|(i, v)| {
+            Cursor::of(
+                JobSort::File,
+                &Ordered {
+                    key: *i as i64,
+                    name: v.name,
+                    descending: false,
+                },
+            )
+        });
+        JobsPage {
+            jobs: picked.iter().map(|(_, v)| summary_of(v)).collect(),
+            matching: self.engine.job_count(),
+            next,
+        }
     }
 }
 

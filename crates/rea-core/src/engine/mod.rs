@@ -350,6 +350,9 @@ struct JobState {
     /// Seen in the plan being applied (`reload`'s mark, so it needs no set
     /// of 100,000 names).
     listed: bool,
+    /// Its place in `order` (file order), kept with it so the live views
+    /// walk `jobs` without a lookup per name (`Engine::job_views_indexed`).
+    position: usize,
     next: Option<EntryId>,
     /// The latest occurrence already dealt with (fired, skipped or missed):
     /// occurrences at or before it are never run again, which is what keeps
@@ -449,10 +452,10 @@ impl Engine {
         };
         for job in plan.jobs {
             let name: Arc<str> = job.name.as_str().into();
+            let mut state = JobState::new(name.clone(), job.clone());
+            state.position = engine.order.len();
             engine.order.push(name.clone());
-            engine
-                .jobs
-                .insert(name.clone(), JobState::new(name, job.clone()));
+            engine.jobs.insert(name, state);
         }
         engine.rebuild_dependents();
         engine
@@ -737,6 +740,7 @@ impl JobState {
             def,
             removed: false,
             listed: false,
+            position: 0,
             next: None,
             last_occurrence: None,
             retry: None,

@@ -80,6 +80,11 @@ impl Engine {
             .iter()
             .filter_map(|j| self.jobs.get(j.name.as_str()).map(|s| s.name.clone()))
             .collect();
+        for (i, name) in self.order.iter().enumerate() {
+            if let Some(s) = self.jobs.get_mut(&**name) {
+                s.position = i;
+            }
+        }
         let jobs = &self.jobs;
         self.paused
             .retain(|n| jobs.get(n.as_str()).is_some_and(|s| s.listed));

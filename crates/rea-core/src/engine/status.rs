@@ -192,16 +192,36 @@ impl Engine {
         self.order.iter().filter_map(|name| self.job_view(name))
     }
 
+    /// Every job of the file with its place in file order, in *name*
+    /// order: one walk of the job map beside the paused set (both sorted
+    /// by name), so no job is looked up by its name. For answers whose
+    /// order is decided by their own keys (counts, bounded pages), where
+    /// [`Engine::job_views`]' lookup per job is most of a 100,000-job
+    /// pass.
+    pub fn job_views_indexed(&self) -> impl Iterator<Item = (usize, JobView<'_>)> + '_ {
+        let mut paused = self.paused.iter().peekable();
+        self.jobs.values().filter_map(move |s| {
+            // Both walks go up by name: skip paused names with no job.
+            while paused.next_if(|p| p.as_str() < &*s.name).is_some() {}
+            let is_paused = paused.next_if(|p| p.as_str() == &*s.name).is_some();
+            (!s.removed).then(|| (s.position, self.view_of(s, is_paused)))
+        })
+    }
+
     /// One job as the live views see it.
     pub fn job_view(&self, name: &str) -> Option<JobView<'_>> {
         let s = self.jobs.get(name)?;
         if s.removed {
             return None;
         }
-        Some(JobView {
+        Some(self.view_of(s, self.paused.contains(name)))
+    }
+
+    fn view_of<'a>(&'a self, s: &'a JobState, paused: bool) -> JobView<'a> {
+        JobView {
             name: &s.name,
             job: &s.def,
-            paused: self.paused.contains(name),
+            paused,
             next_fire: s.next.and_then(|id| match self.heap.get(id) {
                 Some(Due::Occurrence { at, .. }) => Some(*at),
                 _ => None,
@@ -211,7 +231,22 @@ impl Engine {
             queued: s.queued + s.waiting.len(),
             consecutive_failures: s.consecutive_failures,
             summary: &s.summary,
-        })
+        }
+    }
+
+    /// The number of jobs of the file.
+    pub fn job_count(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The first jobs of the file in file order, from `from`: for a page
+    /// in file order, which reads only the jobs it shows.
+    pub fn job_views_from(&self, from: usize) -> impl Iterator<Item = (usize, JobView<'_>)> + '_ {
+        self.order
+            .iter()
+            .enumerate()
+            .skip(from)
+            .filter_map(|(i, name)| self.job_view(name).map(|v| (i, v)))
     }
 
     /// Feeds a history record the daemon writes to its job's summary.

@@ -2324,3 +2324,96 @@ fn a_triggers_params_reach_its_run_its_retries_and_records_and_bad_ones_start_no
         .unwrap();
     assert_eq!(scheduled.params, Some(values(&[("DATE", "today")])));
 }
+
+/// The live views' walk in name order (`job_views_indexed`) sees the same
+/// jobs, places and pauses as the walk in file order, across reloads that
+/// reorder the file and remove a job while it runs.
+#[test]
+fn job_views_in_name_order_agree_with_file_order() {
+    fn both(engine: &Engine) -> (Vec<String>, Vec<String>) {
+        let by_file: Vec<String> = engine
+            .job_views()
+            .enumerate()
+            .map(|(i, v)| format!("{i} {} {} {} {}", v.name, v.paused, v.state(), v.running))
+            .collect();
+        let mut by_name: Vec<(usize, String)> = engine
+            .job_views_indexed()
+            .map(|(i, v)| {
+                let line = format!("{i} {} {} {} {}", v.name, v.paused, v.state(), v.running);
+                (i, line)
+            })
+            .collect();
+        by_name.sort();
+        (by_file, by_name.into_iter().map(|(_, l)| l).collect())
+    }
+    let names = ["m", "b", "z", "a", "q"];
+    let cfg = config(names.iter().map(|n| job(n, "* * * * *")).collect(), 8);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    engine.pause(&["a".into(), "q".into(), "z".into()]);
+    let (r, _) = engine.trigger("b", false, &Values::new(), at("2026-11-29T00:00:40Z"));
+    assert!(matches!(r, TriggerResult::Started { .. }));
+    let (a, b) = both(&engine);
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 5);
+    assert_eq!(engine.job_count(), 5);
+    // b leaves while it runs; the rest are reordered.
+    let cfg = config(
+        ["q", "z", "a", "m"]
+            .iter()
+            .map(|n| job(n, "* * * * *"))
+            .collect(),
+        8,
+    );
+    engine.reload(&cfg.plan(), at("2026-11-29T00:00:41Z"));
+    let (a, b) = both(&engine);
+    assert_eq!(a, b);
+    assert_eq!(a[0], "0 q true paused 0");
+    assert_eq!(engine.job_count(), 4);
+    let from: Vec<_> = engine.job_views_from(2).map(|(i, v)| (i, v.name)).collect();
+    assert_eq!(from, [(2, "a"), (3, "m")]);
+}
+
+/// Not a test of speed (none asserts one): prints how long a pass over
+/// 100,000 jobs takes each way. `cargo test -p rea-core --release --
+/// --ignored --nocapture views_at_scale`.
+#[test]
+#[ignore]
+fn views_at_scale() {
+    let cfg = config(
+        (0..100_000)
+            .map(|i| job(&format!("team-{}/job-{i:06}", i % 97), "*/5 * * * *"))
+            .collect(),
+        8,
+    );
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    engine.start(at("2026-11-29T00:00:30Z"), Recovered::default());
+    let paused: Vec<String> = (0..100_000)
+        .step_by(50)
+        .map(|i| format!("team-{}/job-{i:06}", i % 97))
+        .collect();
+    engine.pause(&paused);
+    let time = |what: &str, f: &dyn Fn() -> usize| {
+        let mut best = std::time::Duration::MAX;
+        let mut n = 0;
+        for _ in 0..5 {
+            #[allow(clippy::disallowed_methods)]
+            let t = std::time::Instant::now();
+            n = f();
+            best = best.min(t.elapsed());
+        }
+        println!("{what}: {best:?} ({n})");
+    };
+    time("job_views (file order)", &|| {
+        engine
+            .job_views()
+            .filter(|v| v.paused || v.next_fire.is_some())
+            .count()
+    });
+    time("job_views_indexed (name order)", &|| {
+        engine
+            .job_views_indexed()
+            .filter(|(_, v)| v.paused || v.next_fire.is_some())
+            .count()
+    });
+}
