@@ -92,12 +92,7 @@ fn unsupported() -> io::Error {
 
 impl HistoryReader for RemoteHistory {
     fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
-        let mut found = Vec::new();
-        self.stream(query, &mut |record| {
-            found.push(record);
-            ControlFlow::Continue(())
-        })?;
-        Ok(found)
+        rea_store::history::collect(|visit| self.stream(query, visit))
     }
 
     fn query_each(

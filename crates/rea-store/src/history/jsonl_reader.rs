@@ -351,12 +351,7 @@ fn quoted(value: &str) -> io::Result<String> {
 
 impl HistoryReader for JsonlReader {
     fn query(&self, query: &Query) -> io::Result<Vec<Record>> {
-        let mut found = Vec::new();
-        self.query_each(query, &mut |record| {
-            found.push(record);
-            ControlFlow::Continue(())
-        })?;
-        Ok(found)
+        crate::history::collect(|visit| self.query_each(query, visit))
     }
 
     fn query_each(

@@ -198,6 +198,20 @@ pub type LastOccurrences = (HashMap<String, DateTime<Utc>>, Option<DateTime<Utc>
 /// no daemon starts, so a run is unfinished while its newest line is
 /// `started`. `crate::conformance` checks each kind against the same
 /// oracle.
+/// Every record a streaming query hands out, gathered: the
+/// [`HistoryReader::query`] of a backend that streams
+/// ([`HistoryReader::query_each`]).
+pub fn collect(
+    each: impl FnOnce(&mut dyn FnMut(Record) -> ControlFlow<()>) -> io::Result<()>,
+) -> io::Result<Vec<Record>> {
+    let mut found = Vec::new();
+    each(&mut |record| {
+        found.push(record);
+        ControlFlow::Continue(())
+    })?;
+    Ok(found)
+}
+
 pub trait HistoryReader {
     /// Matching records, newest first.
     fn query(&self, query: &Query) -> io::Result<Vec<Record>>;
