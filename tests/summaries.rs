@@ -348,7 +348,64 @@ fn a_subscriber_follows_a_runs_output() {
     assert!(answer["error"]
         .as_str()
         .unwrap()
-        .contains("no run \"nope\" is running"));
+        .contains("no run \"nope\" is running or waiting to start"));
+}
+
+#[test]
+fn a_subscriber_follows_a_queued_run_from_its_first_byte() {
+    let env = Env::new();
+    let go = env.path("go");
+    env.jobs(&format!(
+        "[daemon]\nmax_concurrent = 1\n\n\
+         [jobs.hold]\nschedule = \"@yearly\"\ncommand = \"while [ ! -e {go} ]; do sleep 0.05; done\"\n\n\
+         [jobs.talk]\nschedule = \"@yearly\"\ncommand = \"echo first; sleep 0.3; echo second\"\n",
+        go = go.display()
+    ));
+    let _d = env.daemon();
+    env.rea(&["trigger", "hold"]).ok();
+    let queued = env.rea(&["trigger", "talk", "--json"]).json();
+    assert_eq!(queued["state"], "queued", "{queued}");
+    let run = queued["run"].as_str().unwrap().to_string();
+    // Subscribed while the run waits for the one slot: its output comes
+    // whole once it starts, then its end.
+    let (sub, first) = Subscriber::open(
+        &env,
+        &format!(r#"{{"v":1,"op":"subscribe","follow":"{run}"}}"#),
+    );
+    assert_eq!(first["ok"], true, "{first}");
+    std::fs::write(&go, "").expect("release hold");
+    let mut text = String::new();
+    loop {
+        let e = sub.until("talk's output or end", |e| {
+            e["event"] == "output" || (e["event"] == "run_ended" && e["run"] == run.as_str())
+        });
+        if e["event"] == "run_ended" {
+            assert_eq!(e["status"], "succeeded", "{e}");
+            break;
+        }
+        assert_eq!(e["run"], run.as_str(), "{e}");
+        assert!(e.get("skipped").is_none(), "nothing lost: {e}");
+        text.push_str(e["text"].as_str().unwrap());
+    }
+    assert_eq!(text, "first\nsecond\n");
+}
+
+#[test]
+fn a_subscriber_cannot_follow_a_run_that_is_over() {
+    let env = Env::new();
+    env.jobs(QUICK);
+    let _d = env.daemon();
+    let run = env.rea(&["trigger", "quick", "--json"]).json()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_until("quick ended", || !env.finals("quick").is_empty());
+    // Over: it neither runs nor waits.
+    let answer = Conn::open(&env.socket())
+        .ask(&format!(r#"{{"v":1,"op":"subscribe","follow":"{run}"}}"#))
+        .unwrap();
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(answer["code"], "unknown_run", "{answer}");
 }
 
 /// 300 jobs with long names: pausing or resuming them all is one event

@@ -159,6 +159,30 @@ impl Loop {
         stream(first, Source::Waiting(rx), slot)
     }
 
+    /// `subscribe{follow}` of `run`, which waits to start (for a slot or
+    /// for its job's previous run): the run's output once it starts, from
+    /// its first byte, or `None` when it ends without starting or the
+    /// daemon stops. It waits in the same list as `trigger --follow`, so
+    /// one path hands runs to whoever waits for them; it is counted
+    /// against the subscriber's slot, not a follower's.
+    pub(super) fn await_start(
+        &mut self,
+        run: &str,
+    ) -> impl std::future::Future<Output = Option<Follower>> + Send + 'static {
+        self.follows.waiting.retain(|w| !w.tx.is_closed());
+        let (tx, rx) = oneshot::channel();
+        self.follows.waiting.push(Waiting {
+            target: Target::Run(run.to_string()),
+            tx,
+        });
+        async move {
+            match rx.await {
+                Ok(Attach::Run(attached)) => Some(attached.output),
+                Ok(Attach::Ended(_)) | Err(_) => None,
+            }
+        }
+    }
+
     /// A follower's slot, if one is open to `scope`; first forgets
     /// followers whose clients left while they waited.
     fn follow_slot(&mut self, scope: &Scope) -> Result<Slot, Refused> {

@@ -1,7 +1,11 @@
 //! `subscribe`: an overview, then [`Event`] lines pushed as things happen
 //! (runs started and ended, a job's summary changed, pause and resume,
 //! reloads, one-shots, this node's lease), and the output of one run the
-//! subscriber follows.
+//! subscriber follows: one running, or one waiting to start (for a slot or
+//! for its job's previous run), which waits in `follow`'s list like
+//! `trigger --follow` and is handed its run's tap when the run spawns, so
+//! its output comes from the first byte. The wait is bounded by the
+//! subscriber's own slot.
 //!
 //! The loop never waits for a subscriber. It puts each event, once
 //! serialized, into every interested subscriber's queue, bounded in items
@@ -21,9 +25,12 @@
 //! (`crate::quota`).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rea_core::engine::Source;
 use rea_core::record::{Event as RecordEvent, Record};
 use rea_core::tenant::Tenant;
 use rea_proto::live::{Event, Subscription};
@@ -187,22 +194,16 @@ impl Loop {
             Err(refused) => return Reply::Done(too_many(refused)),
         };
         let output = match &sub.follow {
-            None => None,
-            Some(run) => {
-                let visible = self.engine.run_views().find(|r| r.run == run).filter(|r| {
-                    scope.owns(r.source.name())
-                        && (r.source.oneshot().is_none() || *scope == Scope::Admin)
-                });
-                match visible.and_then(|_| self.runs.follow(run)) {
-                    Some(f) => Some((run.clone(), f)),
-                    None => {
-                        return Reply::Done(Response::err(
-                            "unknown_run",
-                            format!("no run {run:?} is running to follow; see `rea status`"),
-                        ))
-                    }
+            None => Output::None,
+            Some(run) => match self.followed(run, scope) {
+                Some(output) => output,
+                None => {
+                    return Reply::Done(Response::err(
+                        "unknown_run",
+                        format!("no run {run:?} is running or waiting to start; see `rea status`"),
+                    ))
                 }
-            }
+            },
         };
         let overview = self.overview(rea_store::clock::now(), scope);
         let queue = Arc::new(Queue::default());
@@ -213,6 +214,29 @@ impl Loop {
         let (tx, rx) = mpsc::channel(LINES_QUEUED);
         tokio::spawn(feed(queue, output, tx, slot));
         Reply::Stream(Response::with(&overview), rx)
+    }
+
+    /// The output of `run` for a subscriber in `scope`: at once if it
+    /// runs, once it starts if it waits for a slot or for its job's
+    /// previous run. None when `scope` may not see it (one-shots are
+    /// root's) or no such run is running or waiting.
+    fn followed(&mut self, run: &str, scope: &Scope) -> Option<Output> {
+        let visible = |source: &Source| {
+            scope.owns(source.name()) && (source.oneshot().is_none() || *scope == Scope::Admin)
+        };
+        if let Some(r) = self.engine.run_views().find(|r| r.run == run) {
+            return visible(r.source)
+                .then(|| self.runs.follow(run))
+                .flatten()
+                .map(|f| Output::Following(run.to_string(), f));
+        }
+        if !visible(self.engine.queued_run(run)?) {
+            return None;
+        }
+        Some(Output::Waiting(
+            run.to_string(),
+            Box::pin(self.await_start(run)),
+        ))
     }
 
     /// What a history record the daemon writes tells subscribers: a run
@@ -360,11 +384,22 @@ fn too_many(refused: Refused) -> Response {
     Response::err("refused", why)
 }
 
+/// The run a subscriber follows.
+enum Output {
+    None,
+    /// It waits to start: its output once it does (None: it never will).
+    Waiting(
+        String,
+        Pin<Box<dyn Future<Output = Option<Follower>> + Send>>,
+    ),
+    Following(String, Follower),
+}
+
 /// A subscriber's task: its queue's lines, and its followed run's output,
 /// to its connection, until the client is gone.
 async fn feed(
     queue: Arc<Queue>,
-    mut output: Option<(String, Follower)>,
+    mut output: Output,
     tx: mpsc::Sender<Response>,
     _slot: Permit<String>,
 ) {
@@ -388,23 +423,36 @@ async fn feed(
         {
             continue;
         }
-        let chunk = match output.as_mut() {
-            Some((_, follower)) => tokio::select! {
+        let (run, chunk) = match &mut output {
+            Output::Following(run, follower) => tokio::select! {
                 () = &mut woken => continue,
                 () = tx.closed() => break,
-                chunk = follower.next() => chunk,
+                chunk = follower.next() => (run.clone(), chunk),
             },
-            None => tokio::select! {
+            Output::Waiting(run, started) => {
+                let follower = tokio::select! {
+                    () = &mut woken => continue,
+                    () = tx.closed() => break,
+                    follower = started => follower,
+                };
+                // Started (its output from the first byte), or ended
+                // without starting (its end comes as `run_ended`).
+                output = match follower {
+                    Some(f) => Output::Following(std::mem::take(run), f),
+                    None => Output::None,
+                };
+                continue;
+            }
+            Output::None => tokio::select! {
                 () = &mut woken => continue,
                 () = tx.closed() => break,
             },
         };
         let Some(chunk) = chunk else {
             // The run's output is over; its end comes as `run_ended`.
-            output = None;
+            output = Output::None;
             continue;
         };
-        let run = output.as_ref().map(|(r, _)| r.clone()).unwrap_or_default();
         let event = Event::Output {
             run,
             text: chunk.text,

@@ -201,7 +201,9 @@ pub struct Overview {
 
 /// `subscribe`: an [`Overview`] first, then [`Event`] lines as things
 /// happen, until the client hangs up. `follow` adds the output of that run
-/// (a run id) as [`Event::Output`] lines.
+/// (a run id) as [`Event::Output`] lines: a run in progress, or one that
+/// waits to start (for a slot, or for its job's previous run), whose
+/// output then comes from its first byte once it starts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Subscription {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -296,4 +296,16 @@ impl Engine {
             since: a.started.map(|s| s.at),
         })
     }
+
+    /// The source of `run` if it waits to start: for a slot (the shares'
+    /// queues) or for its job's previous run (`overlap = "queue"`). One
+    /// pass over the jobs' queues, like the overview a subscription
+    /// starts with.
+    pub fn queued_run(&self, run: &str) -> Option<&Source> {
+        let mut waiting = self
+            .shares
+            .runs()
+            .chain(self.jobs.values().flat_map(|s| s.waiting.iter()));
+        waiting.find(|p| p.run == run).map(|p| &p.source)
+    }
 }

@@ -956,6 +956,28 @@ fn triggers_stop_queueing_at_the_bound() {
 }
 
 #[test]
+fn a_run_waiting_for_a_slot_is_found_by_its_id_until_it_starts() {
+    let cfg = config(vec![job("a", "0 0 1 1 *"), job("b", "0 0 1 1 *")], 1);
+    let mut engine = Engine::new(&cfg.plan(), 5);
+    let now = at("2026-11-29T00:00:30Z");
+    engine.start(now, Recovered::default());
+    let (first, _) = engine.trigger("a", true, &Values::new(), now);
+    let TriggerResult::Started { run: first } = first else {
+        panic!("{first:?}")
+    };
+    let (second, _) = engine.trigger("b", true, &Values::new(), now);
+    let TriggerResult::Queued { run: second } = second else {
+        panic!("{second:?}")
+    };
+    assert_eq!(engine.queued_run(&second).map(|s| s.name()), Some("b"));
+    assert!(
+        engine.queued_run(&first).is_none(),
+        "a running run is not waiting"
+    );
+    assert!(engine.queued_run("no-such-run").is_none());
+}
+
+#[test]
 fn reboot_jobs_run_at_start_only() {
     let cfg = config(vec![job("boot", "@reboot")], 8);
     let mut engine = Engine::new(&cfg.plan(), 5);
