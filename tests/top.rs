@@ -21,7 +21,8 @@ struct Top {
 impl Top {
     /// `rea top ARGS` in the sandbox's environment; after it exits the
     /// pane prints its exit status and whether the terminal is back in
-    /// canonical mode (`icanon`, not `-icanon`), then waits.
+    /// canonical mode and echoes (`icanon` and `echo`, not `-icanon` or
+    /// `-echo`), then waits.
     fn start(env: &Env, test: &str, args: &str, vars: &[(&str, &str)]) -> Option<Top> {
         Top::start_as(env, test, "", args, vars)
     }
@@ -41,7 +42,7 @@ impl Top {
         }
         let socket = env.path(&format!("tmux-{:08x}.sock", fastrand::u32(..)));
         let script = format!(
-            "{wrapper} {} top {args}; echo \"rea top exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; exec sleep 600",
+            "{wrapper} {} top {args}; echo \"rea top exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon\\|-\\?echo'; exec sleep 600",
             rea_bin()
         );
         let mut cmd = Command::new("tmux");
@@ -542,6 +543,74 @@ fn top_gives_the_terminal_back_on_sigterm_and_hangup() {
     wait_until("rea top to end with its terminal", || {
         !crate::support::alive(pid)
     });
+}
+
+#[test]
+fn top_follows_a_triggered_run_that_waits_for_a_slot_from_its_first_line() {
+    let env = Env::new();
+    let go = env.path("go");
+    env.jobs(&format!(
+        "[daemon]\nmax_concurrent = 1\n\n\
+         [jobs.hold]\nschedule = \"@yearly\"\ncommand = \"while [ ! -e {go} ]; do sleep 0.05; done\"\n\n\
+         [jobs.talk]\nschedule = \"@yearly\"\ncommand = \"echo first line; sleep 0.3; echo second line\"\n",
+        go = go.display()
+    ));
+    let _d = env.daemon();
+    env.rea(&["trigger", "hold"]).ok();
+    env.wait_until("hold runs", || !env.runs("hold", "started").is_empty());
+    let Some(top) = Top::start(
+        &env,
+        "top_follows_a_triggered_run_that_waits_for_a_slot_from_its_first_line",
+        "",
+        &[],
+    ) else {
+        return;
+    };
+    top.keys(&["2", "/", "t", "a", "l", "k", "Enter"]);
+    top.wait_for("Jobs 1/1");
+    top.keys(&["t"]);
+    top.wait_for("Run talk now and follow its output? (y/n)");
+    top.keys(&["y"]);
+    let s = top.wait_for("Output of talk");
+    assert!(!s.contains("first line"), "it waits for hold's slot:\n{s}");
+    std::fs::write(&go, "").expect("release hold");
+    let s = top.wait_for("second line");
+    let first = s.find("first line").unwrap_or_else(|| panic!("{s}"));
+    let second = s.find("second line").unwrap_or_else(|| panic!("{s}"));
+    assert!(first < second, "{s}");
+    top.keys(&["q"]);
+    top.wait_exit(0);
+}
+
+#[test]
+fn top_gives_the_terminal_back_after_a_panic() {
+    let env = Env::new();
+    env.jobs(JOBS);
+    let _d = env.daemon();
+    let Some(top) = Top::start(
+        &env,
+        "top_gives_the_terminal_back_after_a_panic",
+        "",
+        &[("REA_TEST_TOP_PANIC_ON_KEY", "%"), ("RUST_BACKTRACE", "0")],
+    ) else {
+        return;
+    };
+    top.wait_for("3 jobs");
+    top.keys(&["%"]);
+    // A panic exits with 101, the message readable on the normal screen.
+    let s = top.wait_exit(101);
+    assert!(
+        s.contains("REA_TEST_TOP_PANIC_ON_KEY=%: a test's panic"),
+        "the panic message is shown:\n{s}"
+    );
+    top.wait_until("the terminal echoes again", |s| {
+        s.lines().any(|l| l == "echo")
+    });
+    let flags = top.tmux(&["display-message", "-p", "#{alternate_on} #{cursor_flag}"]);
+    assert_eq!(flags.trim(), "0 1", "alternate screen left, cursor shown");
+    // What is typed now is echoed by the terminal, a line at a time.
+    top.tmux(&["send-keys", "-l", "typed after the panic"]);
+    top.wait_for("typed after the panic");
 }
 
 #[test]

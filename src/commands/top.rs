@@ -24,6 +24,11 @@ pub(crate) fn run(global: &Global, args: &TopArgs) -> CommandResult {
         utc: args.utc,
         color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         edit,
+        // Tests only: a key that makes rea top panic (the panic hook's
+        // test, tests/top.rs), as REA_TEST_CLOCK_SKEW_MS is for the clock.
+        panic_on_key: std::env::var("REA_TEST_TOP_PANIC_ON_KEY")
+            .ok()
+            .and_then(|v| v.chars().next()),
     };
     match rea_top::run(options) {
         Ok(rea_top::Ended::Quit) => crate::failure::ok(),

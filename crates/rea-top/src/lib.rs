@@ -60,6 +60,10 @@ pub struct Options {
     pub color: bool,
     /// The `rea edit` command line (program first) that `e` runs.
     pub edit: Vec<OsString>,
+    /// For tests only (`REA_TEST_TOP_PANIC_ON_KEY`, read by the binary):
+    /// this key makes rea top panic, so a test can see the panic hook give
+    /// the terminal back.
+    pub panic_on_key: Option<char>,
 }
 
 /// How `rea top` ended.
@@ -227,6 +231,9 @@ fn event_loop(
         while event::poll(Duration::ZERO)? {
             match event::read()? {
                 TermEvent::Key(key) if key.kind != KeyEventKind::Release => {
+                    if let (Some(c), event::KeyCode::Char(k)) = (options.panic_on_key, key.code) {
+                        assert!(k != c, "REA_TEST_TOP_PANIC_ON_KEY={c}: a test's panic");
+                    }
                     commands.extend(app.key(key, now));
                 }
                 _ => {}
