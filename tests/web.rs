@@ -1,9 +1,10 @@
 //! The web console (`web.sock`, `[daemon] web_listen`, `rea web`): its
 //! pages in headless Chromium (Debian's `chromium`; these tests skip
 //! loudly by name without it), its actions, a live update arriving in an
-//! open page without a reload, and its refusals: a forged Host, a
-//! cross-origin POST, a POST without its CSRF token, another tenant's job
-//! or run by URL, and an action by a read-only viewer.
+//! open page without a reload (a run's start and end, a running run's
+//! output as it is printed), and its refusals: a forged Host, a
+//! cross-origin POST, a POST without its CSRF token, another tenant's job,
+//! run or run's output by URL, and an action by a read-only viewer.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -798,6 +799,131 @@ fn a_live_update_arrives_in_an_open_page_without_a_reload() {
         dt.eval("window.__same_document === true"),
         serde_json::Value::Bool(true)
     );
+}
+
+/// A job command that prints `first`, waits for the file `gate`, then
+/// prints `then`: output that comes while a test watches, at its pace.
+fn gated(first: &str, gate: &Path, then: &str) -> String {
+    format!(
+        "echo {first}; while [ ! -e {} ]; do sleep 0.05; done; echo {then}",
+        gate.display()
+    )
+}
+
+#[test]
+fn an_open_run_page_tails_the_output_live_then_shows_the_end() {
+    let Some(browser) = chromium("web::an_open_run_page_tails_the_output_live_then_shows_the_end")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let (one, two) = (env.path("one"), env.path("two"));
+    let command = format!(
+        "{}; {}",
+        gated("line-one", &one, "line-two"),
+        gated("", &two, "line-three")
+    );
+    let (jobs, _) = with_tcp(&format!(
+        "[jobs.talk]\nschedule = \"@yearly\"\ncommand = \"{command}\"\n"
+    ));
+    env.jobs(&jobs);
+    let _d = env.daemon();
+    let run = env.rea(&["trigger", "talk", "--json"]).json()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_until("talk runs", || !env.runs("talk", "started").is_empty());
+    let mut dt = Devtools::start(browser, &env.path("chromium-tail"));
+    dt.open(&login(&env, &format!("/run/{run}")));
+    dt.wait_for(
+        "the run page, its live stream open",
+        "document.getElementById('output') !== null && document.getElementById('live').className === 'on'",
+    );
+    // Marks this document: a reload would lose it.
+    dt.eval("window.__same_document = true");
+    let output = "document.getElementById('output').textContent";
+    let status = "document.getElementById('status').textContent";
+    assert_eq!(dt.eval(status), "started");
+    assert!(!dt.eval(output).as_str().unwrap().contains("line-two"));
+    std::fs::write(&one, "").expect("gate one");
+    dt.wait_for(
+        "the second line, appended while the run goes on",
+        &format!("{output}.includes('line-two\\n') && {status} === 'started'"),
+    );
+    std::fs::write(&two, "").expect("gate two");
+    dt.wait_for(
+        "the run's end and all its output",
+        &format!("{status} === 'succeeded' && {output}.includes('line-three')"),
+    );
+    assert_eq!(
+        dt.eval("window.__same_document === true"),
+        serde_json::Value::Bool(true),
+        "no reload"
+    );
+}
+
+/// Reads a server-sent event stream until its text holds `needle`; the
+/// text so far.
+fn read_stream_until(s: &mut UnixStream, needle: &str) -> String {
+    s.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.contains(needle) {
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert!(n > 0, "the stream ended without {needle:?}:\n{text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    text
+}
+
+#[test]
+fn another_tenants_run_cannot_be_followed_through_the_console() {
+    let test = "web::another_tenants_run_cannot_be_followed_through_the_console";
+    if skip_unless_root(test) {
+        return;
+    }
+    let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    let alice = throwaway_user("rea-alice").expect("user");
+    let bob = throwaway_user("rea-bob").expect("user");
+    let gate = env.path("go");
+    for (user, job, secret) in [("rea-alice", "hers", "alice"), ("rea-bob", "his", "bob")] {
+        let command = gated(
+            &format!("{secret}-secret-1"),
+            &gate,
+            &format!("{secret}-secret-2"),
+        );
+        let f = env.write(
+            &format!("users/{user}.toml"),
+            &format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"{command}\"\n"),
+        );
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let _d = env.daemon();
+    let his_run = env.rea(&["trigger", "rea-bob/his", "--json"]).json()["run"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.wait_until("his run", || !env.runs("rea-bob/his", "started").is_empty());
+
+    // Alice asks for his run's output: not found, and nothing of it.
+    let mut a = Client::new(&env, Some(alice));
+    let r = a.get(&format!("/events?follow={his_run}"));
+    assert_eq!(r.status, 404, "{r:?}");
+    assert!(!r.body.contains("bob-secret"), "{}", r.body);
+    assert!(r.body.contains("no run"), "{}", r.body);
+
+    // Bob follows his own run: its output comes as it is printed.
+    let mut his = connect_as(&env.state().join("web.sock"), Some(bob));
+    his.write_all(
+        format!("GET /events?follow={his_run} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes(),
+    )
+    .expect("write");
+    let head = read_stream_until(&mut his, "\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    std::fs::write(&gate, "").expect("gate");
+    let text = read_stream_until(&mut his, "bob-secret-2");
+    assert!(text.contains("\"event\":\"output\""), "{text}");
+    assert!(!text.contains("rea-bob/"), "localized: {text}");
 }
 
 #[test]

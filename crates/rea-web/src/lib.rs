@@ -493,8 +493,15 @@ impl Web {
         let (first, mut lines) = match answer {
             Answer::Lines(first, lines) if first.ok => (first, lines),
             Answer::One(r) | Answer::Lines(r, _) => {
+                // A run this viewer may not see is not found, as on its
+                // run page; anything else is the daemon's refusal.
+                let status = if r.code.as_deref() == Some("unknown_run") {
+                    404
+                } else {
+                    503
+                };
                 let why = r.error.unwrap_or_else(|| "the daemon refused".into());
-                refuse(stream, 503, &why).await;
+                refuse(stream, status, &why).await;
                 return;
             }
         };
