@@ -14,7 +14,6 @@ mod cluster;
 mod commands;
 mod failure;
 mod table;
-mod terminal;
 mod time_text;
 
 use std::process::ExitCode;

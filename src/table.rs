@@ -2,6 +2,8 @@
 //! Columns are padded to their widest cell; the last column is not padded so
 //! lines carry no trailing spaces.
 
+use rea_core::shown::{shown, Layout};
+
 /// A table under construction.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
@@ -29,7 +31,7 @@ impl Table {
         self.rows.push(
             cells
                 .into_iter()
-                .map(|c| crate::terminal::cell(&c.into()))
+                .map(|c| shown(&c.into(), Layout::Cell))
                 .collect(),
         );
     }

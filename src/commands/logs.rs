@@ -8,6 +8,7 @@ use std::io::{IsTerminal, Write};
 use chrono::SecondsFormat;
 
 use rea_core::record::{Record, RunStatus};
+use rea_core::shown::{shown, Layout};
 
 use crate::cli::{exit, Global, LogsArgs};
 use crate::failure::{self, CommandResult, Failure};
@@ -99,7 +100,7 @@ pub(crate) fn run(global: &Global, args: &LogsArgs) -> CommandResult {
     }
     let output = record.output.as_deref().unwrap_or("");
     if !args.raw && std::io::stdout().is_terminal() {
-        print!("{}", crate::terminal::printable(output));
+        print!("{}", shown(output, Layout::Print));
     } else {
         print!("{output}");
     }
@@ -157,7 +158,7 @@ pub(super) fn print_stream(
             format!("{line}\n")
         } else {
             match serde_json::from_value::<StreamLine>(line) {
-                Ok(StreamLine::Output { text }) if sanitise => crate::terminal::printable(&text),
+                Ok(StreamLine::Output { text }) if sanitise => shown(&text, Layout::Print),
                 Ok(StreamLine::Output { text }) => text,
                 Ok(StreamLine::Skipped { bytes }) => format!("\n… {bytes} bytes skipped …\n"),
                 Ok(StreamLine::Run { run, .. }) => {

@@ -55,6 +55,7 @@
 //! | [`trust`] | who may own the files that decide what runs |
 //! | [`tenant`] | whose a job is: the system or a user; `alice/backup` |
 //! | [`summary`] | a job's recent record for the live views: 64 outcomes, durations, last success and failure |
+//! | [`shown`] | text from outside made safe for a terminal: control characters shown, not sent |
 //! | [`duration`], [`suggest`] | `"1h30m"`; "did you mean" |
 
 pub mod alert;
@@ -71,6 +72,7 @@ pub mod params;
 pub mod record;
 pub mod run;
 pub mod schedule;
+pub mod shown;
 pub mod suggest;
 pub mod summary;
 pub mod tenant;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Local, Utc};
+use rea_core::shown::Layout;
 
 /// `1.2s`, `3m10s`, `-` for none.
 pub(crate) fn duration_ms(ms: Option<u64>) -> String {
@@ -95,40 +96,17 @@ pub(crate) fn status_letter(status: &str) -> char {
     }
 }
 
-/// `text` with control characters shown instead of sent: a job's output
-/// or name must not retitle, recolour or reprogram the terminal (C0, DEL,
-/// C1 and the bidirectional overrides). Tabs become spaces.
+/// `text` on one line of the screen: a job's output or name must not
+/// retitle, recolour or reprogram the terminal (`rea_core::shown`). Tabs
+/// become spaces.
 pub(crate) fn shown(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let u = c as u32;
-        if c == '\t' {
-            out.push_str("    ");
-        } else if u == 0x7f {
-            out.push_str("^?");
-        } else if u < 0x20 {
-            out.push('^');
-            out.push(char::from(b'@' + u as u8));
-        } else if (0x80..0xa0).contains(&u) {
-            out.push_str("M-^");
-            out.push(char::from(b'@' + (u - 0x80) as u8));
-        } else if matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        {
-            out.push_str(&format!("<U+{u:04X}>"));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    rea_core::shown::shown(text, Layout::ScreenLine)
 }
 
 /// A job's output as [`shown`] makes it, line breaks kept; a carriage
 /// return (a progress bar redrawing its line) is dropped.
 pub(crate) fn shown_keep_newlines(text: &str) -> String {
-    text.split('\n')
-        .map(|line| shown(&line.replace('\r', "")))
-        .collect::<Vec<_>>()
-        .join("\n")
+    rea_core::shown::shown(text, Layout::Screen)
 }
 
 /// `s` cut to `width` characters, with `…` where it was cut.
