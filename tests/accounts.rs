@@ -10,17 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
 use crate::support::{skip_unless_root, throwaway_user, Env};
-use crate::users::{editor, job_names, rea_as, rea_as_with_input};
-
-/// A sandbox other users can reach (its state directory's socket, the
-/// editor scripts), with a `users/` directory and `main` as root's file.
-fn shared_env(main: &str) -> Env {
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs(main);
-    fs::create_dir(env.path("users")).expect("mkdir users");
-    env
-}
+use crate::users::{editor, job_names, rea_as, rea_as_with_input, shared_env, user_file};
 
 /// Bytes the process `pid` has read (every thread), from /proc.
 fn bytes_read(pid: i32) -> u64 {
@@ -254,12 +244,12 @@ fn runs_of(env: &Env, job: &str, status: &str) -> Vec<serde_json::Value> {
 
 /// A users/NAME.toml written by root (as `rea edit` installs it) with one
 /// job named `job`.
-fn user_file(env: &Env, user: &str, job: &str) {
-    let f = env.write(
-        &format!("users/{user}.toml"),
+fn id_job_file(env: &Env, user: &str, job: &str) {
+    user_file(
+        env,
+        user,
         &format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"id -un\"\n"),
     );
-    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
 }
 
 /// Finding 8 of #19: the jobs of an expired or locked account kept
@@ -284,20 +274,20 @@ fn expired_and_locked_accounts_do_not_run_their_jobs() {
     admin("chage", &["-E", "0", EXPIRED]);
     let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
     for (user, job) in [(LOCKED, "lck"), (FINE, "fin")] {
-        user_file(&env, user, job);
+        id_job_file(&env, user, job);
     }
     // A hook of a refused run would run as the refused account too.
     let hooks = env.path("hooks");
     fs::create_dir(&hooks).expect("mkdir");
     fs::set_permissions(&hooks, fs::Permissions::from_mode(0o777)).expect("chmod");
-    let f = env.write(
-        &format!("users/{EXPIRED}.toml"),
+    user_file(
+        &env,
+        EXPIRED,
         &format!(
             "[jobs.exp]\nschedule = \"@yearly\"\ncommand = \"id -un\"\non_failure = \"touch {}/ran\"\n",
             hooks.display()
         ),
     );
-    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
     let d = env.daemon();
     rea_as(&env, FINE, &["trigger", "fin", "--wait"], None).ok();
     assert_eq!(
@@ -365,7 +355,7 @@ fn users_allow_and_deny_say_who_may_have_jobs() {
     throwaway_user(ALICE).expect("user");
     throwaway_user(BOB).expect("user");
     let env = shared_env("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    user_file(&env, BOB, "his");
+    id_job_file(&env, BOB, "his");
     let d = env.daemon();
     let names = || {
         let mut n = job_names(&env.rea(&["status", "--json"]).ok().json());
@@ -442,8 +432,7 @@ fn mail_runs_as_her_and_is_bounded_per_tenant() {
     const BOB: &str = "rea-acct-bob";
     throwaway_user(ALICE).expect("user");
     throwaway_user(BOB).expect("user");
-    let env = Env::new();
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
+    let env = shared_env("");
     let mail = env.path("mail");
     fs::create_dir_all(mail.join("running")).expect("mkdir");
     fs::write(mail.join("log"), "").expect("log");
@@ -468,7 +457,6 @@ fn mail_runs_as_her_and_is_bounded_per_tenant() {
         "[daemon]\nsendmail = \"{}\"\n\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
         sendmail.display()
     ));
-    fs::create_dir(env.path("users")).expect("mkdir users");
     // Alice's 8 jobs each mail 300 kB of output.
     let mut hers = String::new();
     for i in 0..8 {
@@ -478,8 +466,7 @@ fn mail_runs_as_her_and_is_bounded_per_tenant() {
     }
     let his = "[jobs.b0]\nschedule = \"@yearly\"\ncommand = \"true\"\nmailto = \"bob@example.com\"\nmail_on = \"always\"\n";
     for (user, text) in [(ALICE, hers.as_str()), (BOB, his)] {
-        let f = env.write(&format!("users/{user}.toml"), text);
-        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+        user_file(&env, user, text);
     }
     let d = env.daemon();
     let log = || fs::read_to_string(mail.join("log")).unwrap_or_default();

@@ -6,26 +6,25 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use crate::support::{skip_unless_root, throwaway_user, Env};
-use crate::users::rea_as;
+use crate::users::{rea_as, shared_env, user_file};
 
 const ALICE: &str = "rea-alice";
 const BOB: &str = "rea-bob";
 
-/// A sandbox whose daemon reads alice's and bob's files (`toml(job)` each,
-/// with their job named `hers` and `his`) beside root's `sys`.
-fn two_users(env: &Env, main: &str, toml: impl Fn(&str) -> String) {
-    fs::set_permissions(env.dir.path(), fs::Permissions::from_mode(0o711)).expect("chmod");
-    env.jobs(&format!("{main}{}", toml("sys")));
+/// A sandbox ([`shared_env`]) whose daemon reads alice's and bob's files
+/// (`toml(job)` each, with their job named `hers` and `his`) beside root's
+/// `sys`.
+fn two_users(main: &str, toml: impl Fn(&str) -> String) -> Env {
+    let env = shared_env(&format!("{main}{}", toml("sys")));
     throwaway_user(ALICE).expect("user");
     throwaway_user(BOB).expect("user");
     for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
-        let f = env.write(&format!("users/{user}.toml"), &toml(job));
-        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+        user_file(&env, user, &toml(job));
     }
+    env
 }
 
 /// A perl script run as `user`: it holds what it is told, and says how
@@ -101,9 +100,8 @@ fn one_users_idle_connections_lock_out_neither_root_nor_another_user() {
     if skip_unless_root("one_users_idle_connections_lock_out_neither_root_nor_another_user") {
         return;
     }
-    let env = Env::new();
     let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    two_users(&env, "", yearly);
+    let env = two_users("", yearly);
     let d = env.daemon();
     let socket = env.socket().display().to_string();
     let mut alice = Holder::start(
@@ -136,10 +134,9 @@ fn one_users_idle_followers_block_no_one_elses() {
     if skip_unless_root("one_users_idle_followers_block_no_one_elses") {
         return;
     }
-    let env = Env::new();
     let yearly =
         |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"echo {job}\"\n");
-    two_users(&env, "", yearly);
+    let env = two_users("", yearly);
     let d = env.daemon();
     let socket = env.socket().display().to_string();
     let mut alice = Holder::start(
@@ -188,9 +185,8 @@ fn idle_metrics_connections_keep_no_scrape_out() {
     if skip_unless_root("idle_metrics_connections_keep_no_scrape_out") {
         return;
     }
-    let env = Env::new();
     let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    two_users(&env, "[daemon]\nmetrics = \"127.0.0.1:0\"\n", yearly);
+    let env = two_users("[daemon]\nmetrics = \"127.0.0.1:0\"\n", yearly);
     let d = env.daemon();
     let addr = crate::metrics::endpoint(&d);
     let (uid, gid) = throwaway_user(BOB).expect("user");
@@ -258,9 +254,8 @@ fn a_users_big_history_query_does_not_stay_in_the_daemon() {
     if skip_unless_root("a_users_big_history_query_does_not_stay_in_the_daemon") {
         return;
     }
-    let env = Env::new();
     let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    two_users(&env, "", yearly);
+    let env = two_users("", yearly);
     fs::create_dir_all(env.state()).expect("mkdir state");
     let records = 16_000;
     let mut history = history_lines(&format!("{ALICE}/hers"), records, 4000);
@@ -311,13 +306,11 @@ fn a_users_output_rotates_out_no_one_elses_history() {
     if skip_unless_root("a_users_output_rotates_out_no_one_elses_history") {
         return;
     }
-    let env = Env::new();
     let job = |job: &str| {
         let bytes = if job == "hers" { 20_000 } else { 10 };
         format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"yes {job} | head -c {bytes}\"\n")
     };
-    two_users(
-        &env,
+    let env = two_users(
         "[daemon]\nhistory_max_bytes = 65536\nhistory_files = 1\n",
         job,
     );
@@ -379,9 +372,8 @@ fn a_users_stalled_history_queries_hold_only_her_own_slot() {
     if skip_unless_root("a_users_stalled_history_queries_hold_only_her_own_slot") {
         return;
     }
-    let env = Env::new();
     let yearly = |job: &str| format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
-    two_users(&env, "", yearly);
+    let env = two_users("", yearly);
     fs::create_dir_all(env.state()).expect("mkdir state");
     // Far more than the socket buffers: her answers stall, unread.
     let mut history = history_lines(&format!("{ALICE}/hers"), 2_000, 4000);

@@ -111,6 +111,14 @@ pub(crate) fn shared_env(main: &str) -> Env {
     env
 }
 
+/// Writes `text` as `user`'s job file in a [`shared_env`]: 0600 and
+/// root's, as `rea edit` installs it and the daemon requires.
+pub(crate) fn user_file(env: &Env, user: &str, text: &str) -> std::path::PathBuf {
+    let f = env.write(&format!("users/{user}.toml"), text);
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+    f
+}
+
 /// [`shared_env`] with a system job `sys` and one job per user (`hers` for
 /// rea-alice, `his` for rea-bob), each a long sleep.
 pub(crate) fn hung_jobs_env() -> Env {
@@ -123,8 +131,7 @@ pub(crate) fn hung_jobs_env() -> Env {
     throwaway_user(ALICE).expect("user");
     throwaway_user(BOB).expect("user");
     for (user, job) in [(ALICE, "hers"), (BOB, "his")] {
-        let f = env.write(&format!("users/{user}.toml"), &hung(job));
-        fs::set_permissions(&f, fs::Permissions::from_mode(0o600)).expect("chmod");
+        user_file(&env, user, &hung(job));
     }
     env
 }

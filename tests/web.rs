@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::{skip_unless_root, throwaway_user, wait_until, Env, PATIENCE};
-use crate::users::shared_env;
+use crate::users::{shared_env, user_file};
 
 /// An HTTP answer.
 #[derive(Debug)]
@@ -892,11 +892,11 @@ fn another_tenants_run_cannot_be_followed_through_the_console() {
             &gate,
             &format!("{secret}-secret-2"),
         );
-        let f = env.write(
-            &format!("users/{user}.toml"),
+        user_file(
+            &env,
+            user,
             &format!("[jobs.{job}]\nschedule = \"@yearly\"\ncommand = \"{command}\"\n"),
         );
-        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
     let _d = env.daemon();
     let his_run = env.rea(&["trigger", "rea-bob/his", "--json"]).json()["run"]
