@@ -90,6 +90,32 @@ fn secs(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// How long from `from` to `to` as a person reads it (`3m10s`; nothing
+/// when `to` is not after `from`).
+fn took(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    crate::duration::format((to - from).to_std().unwrap_or_default())
+}
+
+/// Why `late` is resolved: a run started, this long after `due`.
+fn started_after(due: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    format!(
+        "started {} after its due instant {}",
+        took(due, now),
+        secs(due)
+    )
+}
+
+/// Whether the heap entry `id` that came due is the deadline `entry`
+/// waits for; if so the deadline is spent and cleared. An entry that was
+/// moved or cancelled since comes due under an old id and is ignored.
+fn came_due(entry: &mut Option<EntryId>, id: EntryId) -> bool {
+    let current = *entry == Some(id);
+    if current {
+        *entry = None;
+    }
+    current
+}
+
 impl Engine {
     /// Every job's alerts that are armed or raised, in file order.
     pub fn alert_status(&self) -> Vec<AlertStatus> {
@@ -258,10 +284,9 @@ impl Engine {
                 let Some(a) = self.alerts_of(name) else {
                     return;
                 };
-                if a.late_entry != Some(id) {
+                if !came_due(&mut a.late_entry, id) {
                     return;
                 }
-                a.late_entry = None;
                 self.late_deadline(name, now, out);
             }
             AlertKind::NoSuccessWithin => {
@@ -272,10 +297,9 @@ impl Engine {
                 let Some(a) = s.alerts.as_deref_mut() else {
                     return;
                 };
-                if a.no_success_entry != Some(id) {
+                if !came_due(&mut a.no_success_entry, id) {
                     return;
                 }
-                a.no_success_entry = None;
                 let (Some(limit), Some(since)) = (limit, a.since_success) else {
                     return;
                 };
@@ -302,10 +326,9 @@ impl Engine {
                 let Some(active) = self.runs.get_mut(run) else {
                     return;
                 };
-                if active.over_entry != Some(id) {
+                if !came_due(&mut active.over_entry, id) {
                     return;
                 }
-                active.over_entry = None;
                 active.over = true;
                 let since = active.started.map_or(active.pending.ready_at, |s| s.at);
                 let limit = self
@@ -319,7 +342,7 @@ impl Engine {
                     .unwrap_or_default();
                 let reason = format!(
                     "run {run} still running after {} (started {}; limit {limit})",
-                    crate::duration::format((now - since).to_std().unwrap_or_default()),
+                    took(since, now),
                     secs(since),
                 );
                 self.set_alert(
@@ -426,11 +449,7 @@ impl Engine {
                             job: name.to_string(),
                             kind: AlertKind::Late,
                             state: AlertState::Resolved,
-                            reason: format!(
-                                "started {} after its due instant {}",
-                                crate::duration::format((now - due).to_std().unwrap_or_default()),
-                                secs(due)
-                            ),
+                            reason: started_after(due, now),
                             at: now,
                             due: Some(due),
                             run: run.map(str::to_string),
@@ -442,11 +461,7 @@ impl Engine {
         }
         if raised {
             let due = due.unwrap_or(now);
-            let reason = format!(
-                "started {} after its due instant {}",
-                crate::duration::format((now - due).to_std().unwrap_or_default()),
-                secs(due)
-            );
+            let reason = started_after(due, now);
             self.set_alert(
                 name,
                 AlertKind::Late,
