@@ -3,6 +3,8 @@
 //! the subscription's deltas (a run's end, a slow client, a client that
 //! hangs up).
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 
 use crate::support::{Conn, Env};
@@ -351,18 +353,27 @@ fn a_subscriber_follows_a_runs_output() {
         .contains("no run \"nope\" is running or waiting to start"));
 }
 
-#[test]
-fn a_subscriber_follows_a_queued_run_from_its_first_byte() {
-    let env = Env::new();
+/// A daemon with one slot (`max_concurrent = 1`), taken by `hold` until
+/// the file it returns is made, and a job `talk` running `talk`; returns
+/// once `hold` runs, so a trigger of `talk` waits for the slot.
+pub(crate) fn one_slot_taken(env: &Env, talk: &str) -> (crate::support::Daemon, PathBuf) {
     let go = env.path("go");
     env.jobs(&format!(
         "[daemon]\nmax_concurrent = 1\n\n\
          [jobs.hold]\nschedule = \"@yearly\"\ncommand = \"while [ ! -e {go} ]; do sleep 0.05; done\"\n\n\
-         [jobs.talk]\nschedule = \"@yearly\"\ncommand = \"echo first; sleep 0.3; echo second\"\n",
+         [jobs.talk]\nschedule = \"@yearly\"\ncommand = \"{talk}\"\n",
         go = go.display()
     ));
-    let _d = env.daemon();
+    let d = env.daemon();
     env.rea(&["trigger", "hold"]).ok();
+    env.wait_until("hold runs", || !env.runs("hold", "started").is_empty());
+    (d, go)
+}
+
+#[test]
+fn a_subscriber_follows_a_queued_run_from_its_first_byte() {
+    let env = Env::new();
+    let (_d, go) = one_slot_taken(&env, "echo first; sleep 0.3; echo second");
     let queued = env.rea(&["trigger", "talk", "--json"]).json();
     assert_eq!(queued["state"], "queued", "{queued}");
     let run = queued["run"].as_str().unwrap().to_string();

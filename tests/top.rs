@@ -548,16 +548,8 @@ fn top_gives_the_terminal_back_on_sigterm_and_hangup() {
 #[test]
 fn top_follows_a_triggered_run_that_waits_for_a_slot_from_its_first_line() {
     let env = Env::new();
-    let go = env.path("go");
-    env.jobs(&format!(
-        "[daemon]\nmax_concurrent = 1\n\n\
-         [jobs.hold]\nschedule = \"@yearly\"\ncommand = \"while [ ! -e {go} ]; do sleep 0.05; done\"\n\n\
-         [jobs.talk]\nschedule = \"@yearly\"\ncommand = \"echo first line; sleep 0.3; echo second line\"\n",
-        go = go.display()
-    ));
-    let _d = env.daemon();
-    env.rea(&["trigger", "hold"]).ok();
-    env.wait_until("hold runs", || !env.runs("hold", "started").is_empty());
+    let (_d, go) =
+        crate::summaries::one_slot_taken(&env, "echo first line; sleep 0.3; echo second line");
     let Some(top) = Top::start(
         &env,
         "top_follows_a_triggered_run_that_waits_for_a_slot_from_its_first_line",
