@@ -749,6 +749,27 @@ impl Devtools {
         r["result"]["value"].clone()
     }
 
+    /// Chromium on `page` of the console, logged in by a link of `rea
+    /// web`, once the element `id` is there and the live stream open; the
+    /// document is marked so that [`Devtools::same_document`] tells a
+    /// reload.
+    fn open_live(browser: &str, env: &Env, page: &str, id: &str) -> Devtools {
+        let mut dt = Devtools::start(browser, &env.path("chromium-live"));
+        dt.open(&login(env, page));
+        dt.wait_for(
+            &format!("{page}, its live stream open"),
+            &format!("document.getElementById('{id}') !== null && document.getElementById('live').className === 'on'"),
+        );
+        dt.eval("window.__same_document = true");
+        dt
+    }
+
+    /// Whether the page is still the document [`Devtools::open_live`]
+    /// opened (not reloaded).
+    fn same_document(&mut self) -> bool {
+        self.eval("window.__same_document === true") == serde_json::Value::Bool(true)
+    }
+
     fn wait_for(&mut self, what: &str, expr: &str) {
         let deadline = Instant::now() + PATIENCE;
         while self.eval(expr) != serde_json::Value::Bool(true) {
@@ -777,14 +798,7 @@ fn a_live_update_arrives_in_an_open_page_without_a_reload() {
         with_tcp("[jobs.slow]\nschedule = \"@yearly\"\ncommand = \"sleep 2; echo finished\"\n");
     env.jobs(&jobs);
     let _d = env.daemon();
-    let mut dt = Devtools::start(browser, &env.path("chromium-live"));
-    dt.open(&login(&env, "/job/slow"));
-    dt.wait_for(
-        "the page, its live stream open",
-        "document.getElementById('state') !== null && document.getElementById('live').className === 'on'",
-    );
-    // Marks this document: a reload would lose it.
-    dt.eval("window.__same_document = true");
+    let mut dt = Devtools::open_live(browser, &env, "/job/slow", "state");
     env.rea(&["trigger", "slow"]).ok();
     dt.wait_for(
         "the run's start in the open page",
@@ -795,10 +809,7 @@ fn a_live_update_arrives_in_an_open_page_without_a_reload() {
         "the run's end in the open page",
         "document.getElementById('state').textContent === 'idle' && document.querySelectorAll('#history tr').length === 2",
     );
-    assert_eq!(
-        dt.eval("window.__same_document === true"),
-        serde_json::Value::Bool(true)
-    );
+    assert!(dt.same_document(), "no reload");
 }
 
 /// A job command that prints `first`, waits for the file `gate`, then
@@ -833,14 +844,7 @@ fn an_open_run_page_tails_the_output_live_then_shows_the_end() {
         .unwrap()
         .to_string();
     env.wait_until("talk runs", || !env.runs("talk", "started").is_empty());
-    let mut dt = Devtools::start(browser, &env.path("chromium-tail"));
-    dt.open(&login(&env, &format!("/run/{run}")));
-    dt.wait_for(
-        "the run page, its live stream open",
-        "document.getElementById('output') !== null && document.getElementById('live').className === 'on'",
-    );
-    // Marks this document: a reload would lose it.
-    dt.eval("window.__same_document = true");
+    let mut dt = Devtools::open_live(browser, &env, &format!("/run/{run}"), "output");
     let output = "document.getElementById('output').textContent";
     let status = "document.getElementById('status').textContent";
     assert_eq!(dt.eval(status), "started");
@@ -855,11 +859,7 @@ fn an_open_run_page_tails_the_output_live_then_shows_the_end() {
         "the run's end and all its output",
         &format!("{status} === 'succeeded' && {output}.includes('line-three')"),
     );
-    assert_eq!(
-        dt.eval("window.__same_document === true"),
-        serde_json::Value::Bool(true),
-        "no reload"
-    );
+    assert!(dt.same_document(), "no reload");
 }
 
 /// Reads a server-sent event stream until its text holds `needle`; the
