@@ -703,3 +703,33 @@ impl crate::alert::RunningOver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_comes_due_once_and_a_moved_one_not_at_all() {
+        let mut heap = crate::due_queue::DueQueue::new();
+        let t = DateTime::from_timestamp(0, 0).unwrap();
+        let (old, new) = (heap.insert(t, ()), heap.insert(t, ()));
+        // The deadline was moved: the old entry coming due is ignored.
+        let mut entry = Some(new);
+        assert!(!came_due(&mut entry, old));
+        assert_eq!(entry, Some(new));
+        assert!(came_due(&mut entry, new));
+        assert_eq!(entry, None, "spent");
+        assert!(!came_due(&mut entry, new), "once");
+    }
+
+    #[test]
+    fn reasons_say_how_late_in_words() {
+        let due = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let now = due + chrono::Duration::seconds(190);
+        assert_eq!(
+            started_after(due, now),
+            "started 3m10s after its due instant 2027-01-15T08:00:00Z"
+        );
+        assert_eq!(took(now, due), "0s", "never negative");
+    }
+}
