@@ -639,6 +639,46 @@ fn a_user_sees_only_her_own_jobs_and_events() {
 }
 
 #[test]
+fn a_user_follows_her_own_queued_run_and_not_anothers() {
+    if crate::support::skip_unless_root("a_user_follows_her_own_queued_run_and_not_anothers") {
+        return;
+    }
+    const ALICE: &str = "rea-alice";
+    const BOB: &str = "rea-bob";
+    let env = crate::users::shared_env("");
+    crate::support::throwaway_user(ALICE).expect("user");
+    crate::support::throwaway_user(BOB).expect("user");
+    crate::users::user_file(
+        &env,
+        BOB,
+        "[jobs.his]\nschedule = \"@yearly\"\ncommand = \"echo bob-secret\"\n",
+    );
+    let (_d, go) = one_slot_taken(&env, "true");
+    let queued = env
+        .rea(&["trigger", &format!("{BOB}/his"), "--json"])
+        .json();
+    assert_eq!(queued["state"], "queued", "{queued}");
+    let run = queued["run"].as_str().unwrap().to_string();
+    let follow = format!(r#"{{"v":1,"op":"subscribe","follow":"{run}"}}"#);
+    // Alice may not follow it: as if there were no such run.
+    let hers = AsUser::start(&env, ALICE, &follow).next();
+    assert_eq!(hers["ok"], false, "{hers}");
+    assert_eq!(hers["code"], "unknown_run", "{hers}");
+    // Bob may, and gets its output once it starts.
+    let his = AsUser::start(&env, BOB, &follow);
+    let first = his.next();
+    assert_eq!(first["ok"], true, "{first}");
+    std::fs::write(&go, "").expect("release hold");
+    loop {
+        let e = his.next();
+        if e["data"]["event"] == "output" {
+            assert_eq!(e["data"]["text"], "bob-secret\n", "{e}");
+            break;
+        }
+    }
+}
+
+#[test]
 fn status_opens_with_the_overview_and_a_page_and_all_pages_through() {
     let env = Env::new();
     let mut toml = many_jobs();
