@@ -354,7 +354,10 @@ fn history_where<'a>(
 }
 
 /// One run id everywhere (#24): the id `rea trigger` prints (its node's
-/// engine's) finds the run in the cluster's database too, from any node.
+/// engine's, which names the node so it is unique cluster-wide) is the
+/// run's id in the cluster's database too: `rea history` (human and
+/// `--json`), `rea logs --run` and `rea status`'s running line show it on
+/// every node.
 #[test]
 fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
     let Some(pg) = pg::shared("cluster_the_run_id_trigger_prints") else {
@@ -364,14 +367,14 @@ fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
         &pg.url,
         "runid",
         FAST,
-        &format!("[jobs.hello]\nschedule = \"{YEARLY}\"\ncommand = \"echo hello-from-the-run\"\n"),
+        &format!(
+            "[jobs.hello]\nschedule = \"{YEARLY}\"\ncommand = \"echo hello-from-the-run\"\n\n\
+             [jobs.long]\nschedule = \"{YEARLY}\"\ncommand = \"sleep 30\"\n"
+        ),
     );
-    let mut a = Node::new("a", &file);
-    let mut b = Node::new("b", &file);
-    a.start();
-    b.start();
-    wait_live(&a, &["a", "b"]);
-    let out = a.rea(&["trigger", "hello", "--wait"]);
+    let mut nodes = three_started(&file);
+    wait_live(&nodes[0], &["a", "b", "c"]);
+    let out = nodes[0].rea(&["trigger", "hello", "--wait"]);
     out.ok();
     // "run RUN-ID of hello succeeded …", as `rea trigger --wait` prints it.
     let id = out
@@ -382,20 +385,56 @@ fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
         .expect("a run id")
         .to_string();
     assert!(
-        id.parse::<i64>().is_err(),
-        "the engine's id, not the database's: {id}"
+        id.parse::<i64>().is_err() && id.ends_with("-a"),
+        "the engine's id, naming its node, not the database's: {id}"
     );
-    for n in [&a, &b] {
+    for n in &nodes {
         n.rea(&["logs", "hello", "--run", &id])
             .ok()
             .stdout_is("hello-from-the-run\n");
+        let h = n.history("hello");
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h[0]["run"], id.as_str(), "{}", h[0]);
+        assert_eq!(h[0]["status"], "succeeded");
+        n.rea(&["history", "hello"]).ok().stdout_has(&id);
     }
+    // A running run: the id its trigger printed is the one `rea status`
+    // shows running, on another node, and its history line's.
+    let out = nodes[1].rea(&["trigger", "long"]);
+    out.ok();
+    let long = out
+        .stdout
+        .split_whitespace()
+        .find(|w| w.ends_with("-b"))
+        .unwrap_or_else(|| panic!("a run id in {:?}", out.stdout))
+        .to_string();
+    wait_long("the run shown running", PATIENCE, || {
+        let st = nodes[2].status();
+        st["jobs"].as_array().is_some_and(|jobs| {
+            jobs.iter()
+                .any(|j| j["job"] == "long" && j["running"][0][0] == long.as_str())
+        })
+    });
+    nodes[2]
+        .rea(&["status"])
+        .ok()
+        .stdout_has(&format!("running on b (run {long})"));
+    nodes[1].rea(&["kill", "long"]).ok();
+    wait_long("the killed run's end in the history", PATIENCE, || {
+        nodes[0]
+            .history("long")
+            .first()
+            .is_some_and(|r| r["status"] == "killed")
+    });
+    assert_eq!(nodes[0].history("long")[0]["run"], long.as_str());
     // An unknown id is not looked for in a local state directory.
-    a.rea(&["logs", "hello", "--run", "nope"])
+    nodes[0]
+        .rea(&["logs", "hello", "--run", "nope"])
         .code(5)
         .stderr_is("rea: no run \"nope\" in cluster \"runid\"'s history\n");
-    assert_eq!(a.daemon.take().expect("running").stop(), 0);
-    assert_eq!(b.daemon.take().expect("running").stop(), 0);
+    for n in &mut nodes {
+        assert_eq!(n.daemon.take().expect("running").stop(), 0);
+    }
 }
 
 #[test]
