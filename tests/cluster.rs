@@ -958,6 +958,126 @@ fn cluster_one_shots_and_pauses_are_cluster_wide() {
 /// alone). Due one-shots are claimed only up to the free slots of a node
 /// (`max_concurrent = 1` here), so a node that is busy leaves the rest to
 /// the others instead of taking them all and queueing them itself.
+/// A submission is answered only once it is durable (#24): answered, the
+/// one-shot is in the database already, and its node killed -9 right
+/// after the answer leaves it to a peer, which runs it, once.
+#[test]
+fn cluster_a_submission_answered_is_durable_and_runs_on_a_peer_after_kill_9() {
+    let Some(pg) = pg::shared("cluster_submission_durable") else {
+        return;
+    };
+    let w = Witness::new();
+    let file = cluster_file(
+        &pg.url,
+        "durable",
+        FAST,
+        &format!("[jobs.idle]\nschedule = \"{YEARLY}\"\ncommand = \"true\"\n"),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    a.rea(&[
+        "submit",
+        "--in",
+        "2s",
+        "--name",
+        "kept",
+        "--shell",
+        "--",
+        &w.line().replace("\\\"", "\""),
+    ])
+    .ok()
+    .stdout_is("kept\n");
+    a.daemon.take().expect("running").kill9();
+    // Due in 2 s: no node has claimed it yet, and the answer came after
+    // the commit.
+    assert_eq!(
+        pg.psql(
+            "select count(*) from rea.pending where cluster = 'durable' and kind = 'oneshot' and job = 'kept'"
+        ),
+        "1"
+    );
+    wait_until("the one-shot ran on b", || !w.of("kept").is_empty());
+    let ran = w.of("kept");
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0].node, "b");
+    assert_eq!(b.daemon.take().expect("running").stop(), 0);
+}
+
+/// A submission the database has not confirmed when its submitter stops
+/// waiting is never said to have failed (#24): it may have been queued.
+/// Here the database holds each insert (another session has the one-shot's
+/// name in an open transaction): `rea submit` that gives up first (the
+/// client's timeout), and one whose node gives up first (the statement's
+/// limit), both say it may have been queued and how to check; once the
+/// other session ends, both are indeed pending, and a second submission
+/// of the same name is refused.
+#[test]
+fn cluster_a_submission_without_an_answer_in_time_is_said_to_be_maybe_queued() {
+    let Some(pg) = pg::shared("cluster_submission_unconfirmed") else {
+        return;
+    };
+    let file = cluster_file(
+        &pg.url,
+        "unconfirmed",
+        FAST,
+        &format!("[jobs.idle]\nschedule = \"{YEARLY}\"\ncommand = \"true\"\n"),
+    );
+    let mut a = Node::new("a", &file);
+    a.start();
+    wait_live(&a, &["a"]);
+    let holder = std::thread::spawn(move || {
+        pg.psql(
+            "begin;
+             insert into rea.pending (cluster, kind, job, due_at) values
+               ('unconfirmed', 'oneshot', 'late-1', now() + interval '1 hour'),
+               ('unconfirmed', 'oneshot', 'late-2', now() + interval '1 hour');
+             select pg_sleep(8);
+             rollback;",
+        )
+    });
+    wait_until("the other session holds the names", || {
+        pg.psql(
+            "select count(*) from pg_stat_activity where pid <> pg_backend_pid() and state = 'active' and query like '%pg_sleep(8)%'",
+        ) == "1"
+    });
+    let submit = |name: &str, timeout: &str| {
+        a.rea(&[
+            "--client-timeout",
+            timeout,
+            "submit",
+            "--name",
+            name,
+            "--in",
+            "1h",
+            "--",
+            "true",
+        ])
+    };
+    // The client gives up first (its node waits up to the lease, 1 s).
+    let out = submit("late-1", "300ms");
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_has("the daemon did not answer within 300ms")
+        .stderr_has("the one-shot may have been queued all the same: `rea pending` lists it")
+        .stderr_has("submitting it again is safe: a one-shot named \"late-1\" is refused while it is pending");
+    // The node gives up first.
+    let out = submit("late-2", "30s");
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_has("the cluster database did not confirm one-shot \"late-2\"")
+        .stderr_has("it may have been queued all the same: `rea pending` lists it if so");
+    holder.join().expect("the other session");
+    wait_until("both one-shots pending", || {
+        let p = a.rea(&["pending"]).ok().stdout.clone();
+        p.contains("late-1") && p.contains("late-2")
+    });
+    submit("late-1", "10s")
+        .code(6)
+        .stderr_has("a one-shot named \"late-1\" is already pending");
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
+}
+
 #[test]
 fn cluster_one_shots_submitted_together_are_answered_each_and_shared_by_free_slots() {
     let Some(pg) = pg::shared("cluster_one_shots_free_slots") else {

@@ -263,6 +263,14 @@ impl Loop {
                         "refused",
                         format!("cannot queue the one-shot in the cluster database: {e}"),
                     ),
+                    Err(SubmitError::Unconfirmed(e)) => Response::err(
+                        "unconfirmed",
+                        format!(
+                            "the cluster database did not confirm one-shot {id:?} ({e}); \
+                             it may have been queued all the same: `rea pending` lists it if so, \
+                             and a second one-shot named {id:?} is refused while it is pending"
+                        ),
+                    ),
                 };
                 let _ = reply.send(Reply::Done(resp));
             }),

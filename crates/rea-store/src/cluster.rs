@@ -104,6 +104,10 @@ pub enum SubmitError {
     Duplicate { id: String },
     /// The store could not take it (the message says why).
     Refused(String),
+    /// The store did not confirm in time (no answer, a broken connection
+    /// after the request was sent): it may have been queued all the same,
+    /// so the submitter is told so, never that it failed.
+    Unconfirmed(String),
 }
 
 impl fmt::Display for SubmitError {
@@ -113,6 +117,10 @@ impl fmt::Display for SubmitError {
                 write!(f, "a one-shot named {id:?} is already pending")
             }
             SubmitError::Refused(why) => f.write_str(why),
+            SubmitError::Unconfirmed(why) => write!(
+                f,
+                "the store did not confirm it ({why}): it may have been queued all the same"
+            ),
         }
     }
 }

@@ -7,7 +7,10 @@
 //!   the *send* time of its last successful renewal: past it the node
 //!   claims nothing and says so ([`NodeEvent::LeaseLost`]) without waiting for
 //!   the socket. Renewal never queues behind a claim waiting on a job's row.
-//! - the **main** task takes the daemon's commands one at a time: claims
+//! - the **main** task takes the daemon's commands one at a time
+//!   (submissions first, from a channel of their own: a burst of claims
+//!   never holds a submitter's answer; after each, one waiting command, so
+//!   submissions never starve claims): claims
 //!   (answered as [`NodeEvent::Claimed`]: the daemon's loop never waits on the
 //!   database), run starts and ends (kept in a bounded backlog and written
 //!   in order when the database accepts them, those that arrived together
@@ -132,6 +135,10 @@ enum Cmd {
 /// The daemon's handle on its cluster node.
 pub struct Node {
     tx: mpsc::UnboundedSender<Cmd>,
+    /// Submissions, apart: the main task takes them before any command
+    /// waiting (a burst of claims never holds a submitter's answer). Each
+    /// is a client waiting on the control socket, bounded there.
+    submits: mpsc::UnboundedSender<Cmd>,
     shared: Arc<Mutex<Shared>>,
     settings: Settings,
     /// Wakes the main task when slots free up while due one-shots wait.
@@ -160,6 +167,7 @@ impl Node {
         }));
         let slots = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = mpsc::unbounded_channel();
+        let (submits, submits_rx) = mpsc::unbounded_channel();
         tokio::spawn(heartbeat_loop(
             settings.clone(),
             shared.clone(),
@@ -170,6 +178,7 @@ impl Node {
             shared.clone(),
             events,
             rx,
+            submits_rx,
             slots.clone(),
         ));
         let (audit, audit_rx) = mpsc::channel(audit::QUEUE);
@@ -181,6 +190,7 @@ impl Node {
         ));
         Node {
             tx,
+            submits,
             shared,
             settings,
             slots,
@@ -260,7 +270,7 @@ impl ClusterNode for Node {
     /// Queues a one-shot in the store (any node may run it); the reply
     /// says when it is durable.
     fn submit(&self, shot: OneShot, reply: Done<Result<(), SubmitError>>) {
-        let _ = self.tx.send(Cmd::Submit {
+        let _ = self.submits.send(Cmd::Submit {
             shot: Box::new(shot),
             reply,
         });
