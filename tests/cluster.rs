@@ -15,8 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use crate::metrics::{endpoint, scrape, value};
+use crate::summaries::Subscriber;
 use crate::support::pg::{self, Pg};
-use crate::support::{wait_until, Daemon, Env, PATIENCE};
+use crate::support::{wait_until, Conn, Daemon, Env, PATIENCE};
 
 /// Test timings where a dead node must be noticed quickly: lease 1s,
 /// heartbeat 250ms, grace 250ms.
@@ -435,6 +436,83 @@ fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
     for n in &mut nodes {
         assert_eq!(n.daemon.take().expect("running").stop(), 0);
     }
+}
+
+/// Live views in cluster mode (#21): node a's overview lists a run that
+/// node b started (with b's run id and node), a's subscribers hear of its
+/// start and end and of b leaving, and the job's summary on a (its recent
+/// outcomes) counts the run though a never ran it.
+#[test]
+fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
+    let Some(pg) = pg::shared("cluster_live_views") else {
+        return;
+    };
+    let file = cluster_file(
+        &pg.url,
+        "live",
+        FAST,
+        &format!(
+            "[jobs.long]\nschedule = \"{YEARLY}\"\ncommand = \"sleep 30\"\nkill_grace = \"1s\"\n"
+        ),
+    );
+    let mut a = Node::new("a", &file);
+    let mut b = Node::new("b", &file);
+    a.start();
+    b.start();
+    wait_live(&a, &["a", "b"]);
+    let (sub, first) = Subscriber::open(&a.env, r#"{"v":1,"op":"subscribe"}"#);
+    assert_eq!(first["ok"], true, "{first}");
+    let out = b.rea(&["trigger", "long"]);
+    out.ok();
+    let id = out
+        .stdout
+        .split_whitespace()
+        .find(|w| w.ends_with("-b"))
+        .unwrap_or_else(|| panic!("a run id in {:?}", out.stdout))
+        .to_string();
+    let started = sub.until("b's run's start", |d| {
+        d["event"] == "run_started" && d["run"] == id.as_str()
+    });
+    assert_eq!(started["node"], "b", "{started}");
+    assert_eq!(started["job"], "long", "{started}");
+    let overview = || {
+        Conn::open(&a.env.socket())
+            .ask(r#"{"v":1,"op":"overview"}"#)
+            .expect("an answer")["data"]
+            .clone()
+    };
+    let o = overview();
+    let running: Vec<&serde_json::Value> = o["running"]
+        .as_array()
+        .expect("running")
+        .iter()
+        .filter(|r| r["run"] == id.as_str())
+        .collect();
+    assert_eq!(running.len(), 1, "{o}");
+    assert_eq!(running[0]["node"], "b", "{o}");
+    assert_eq!(running[0]["job"], "long", "{o}");
+    assert_eq!(o["counts"]["running"], 1, "{o}");
+    b.rea(&["kill", "long"]).ok();
+    let ended = sub.until("b's run's end", |d| {
+        d["event"] == "run_ended" && d["run"] == id.as_str()
+    });
+    assert_eq!(ended["status"], "killed", "{ended}");
+    let job = sub.until("long's summary", |d| {
+        d["event"] == "job" && d["summary"]["name"] == "long"
+    });
+    assert_eq!(
+        job["summary"]["outcomes"].as_str().map(str::len),
+        Some(1),
+        "{job}"
+    );
+    let o = overview();
+    assert!(o["running"].as_array().is_some_and(|r| r.is_empty()), "{o}");
+    assert_eq!(b.daemon.take().expect("running").stop(), 0);
+    sub.until("b's leaving", |d| {
+        d["event"] == "node" && d["node"] == "b" && d["state"] == "left"
+    });
+    drop(sub);
+    assert_eq!(a.daemon.take().expect("running").stop(), 0);
 }
 
 #[test]

@@ -33,6 +33,8 @@ pub(crate) struct Cluster {
     oneshots_taken: u64,
     /// Claims answered since the daemon started, by outcome.
     claims_answered: BTreeMap<&'static str, u64>,
+    /// The other nodes as the node's watch last saw them (`peers.rs`).
+    pub(crate) peers: crate::peers::Peers,
 }
 
 impl Cluster {
@@ -42,6 +44,7 @@ impl Cluster {
             node,
             oneshots_taken: 0,
             claims_answered: BTreeMap::new(),
+            peers: Default::default(),
         }
     }
 }
@@ -186,6 +189,7 @@ impl Loop {
                 actions.extend(self.engine.cluster_back(now));
                 self.publish_node("lease_held");
             }
+            NodeEvent::Peers(view) => self.on_peers(*view),
             NodeEvent::ClockCorrected { by_ms } => {
                 // The clock the engine schedules on moved (the timer is
                 // re-armed on the next turn in any case). Forward, what

@@ -17,8 +17,9 @@
 //! | `node/` | [`Node`]: the daemon's side, one file per concern (its module doc has the map) — `mod.rs` the handle and its [`ClusterNode`] side, `heartbeat.rs` the lease, `task.rs` the main task's command loop, `claims.rs`, `runs.rs` (run starts and ends through the backlog), `sweeper.rs` (with retries and queued occurrences), `oneshots.rs`, `jobs.rs` (published definitions, pauses), `statements.rs` (the SQL, prepared) |
 //! | `reader.rs` | [`Reader`]: the cluster-wide answers of `rea status`, `history`, `logs`, `pending`, `audit` (blocking; no daemon needed); its history side passes `rea_store::conformance::run_store` (`tests/pg_history.rs`) |
 //!
-//! No pool: a node holds two connections (heartbeat, and everything else
-//! one statement at a time), a command one.
+//! No pool: a node holds four connections (heartbeat; everything else
+//! one statement at a time; the audit log; the watch of its peers for the
+//! live views), a command one.
 
 mod backlog;
 mod migrate;

@@ -100,7 +100,7 @@ fn other(m: String) -> io::Error {
     io::Error::other(m)
 }
 
-const RUN_COLUMNS: &str =
+pub(crate) const RUN_COLUMNS: &str =
     "r.id, r.job, r.scheduled, r.attempt, r.trigger, r.status, r.reason, r.node, r.fence,
     r.claimed_at, r.started_at, r.ended_at, r.pid, r.exit_code, r.signal, r.detail, r.late_report,
     o.output, o.output_bytes";
@@ -448,7 +448,7 @@ fn status_of(s: &str) -> Option<RunStatus> {
 /// A run row (columns `RUN_COLUMNS` from `at`) as a history record: the
 /// node's own record (kept in `detail`) under the database's columns,
 /// which say what the cluster decided.
-fn record_of(r: &Row, at: usize) -> Record {
+pub(crate) fn record_of(r: &Row, at: usize) -> Record {
     let g = |i: usize| at + i;
     let detail: Option<Value> = r.get(g(15));
     let mut rec = detail

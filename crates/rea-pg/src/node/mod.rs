@@ -19,6 +19,11 @@
 //!   and on every heartbeat tick the sweeper, due one-shots, retries and
 //!   queued occurrences.
 //!
+//! - the **peers** task, on a third connection, looks at the other nodes
+//!   once a heartbeat (their runs in progress, the runs that ended, every
+//!   node's state) for the live views, and tells the daemon what changed
+//!   ([`NodeEvent::Peers`]).
+//!
 //! Every ownership write is conditional on this node's live lease in the
 //! same statement (the SQL in `sql/raw/`).
 //!
@@ -31,6 +36,7 @@
 //! | `runs.rs` | run starts and ends: the write of a record, the backlog's flush (pipelined, then one at a time), late reports | the backlog's bounds (`crate::backlog`) |
 //! | `sweeper.rs` | each tick's housekeeping: the sweeper, retries and queued occurrences any node may take | one-shots |
 //! | `oneshots.rs` | one-shots: submission (a group commit), claiming due ones up to the free slots, when to poll next | one-shot retries (the store queues them) |
+//! | `peers.rs` | the watch of the other nodes for the live views: one look a heartbeat, told when it changed | anything the daemon does with it |
 //! | `audit.rs` | the audit log's entries to `rea.audit`: a bounded queue, a task and a connection of their own, trimming | the local `audit.jsonl` (the daemon's) |
 //! | `jobs.rs` | the job definitions this node publishes and cluster-wide pauses | claims on the jobs' rows |
 //! | `statements.rs` | the SQL text, the prepared statements, a statement's time limit, pipelining, the parameters shared by several statements | what any answer means |
@@ -61,6 +67,7 @@ mod claims;
 mod heartbeat;
 mod jobs;
 mod oneshots;
+mod peers;
 mod runs;
 mod statements;
 mod sweeper;
@@ -169,6 +176,11 @@ impl Node {
         let (tx, rx) = mpsc::unbounded_channel();
         let (submits, submits_rx) = mpsc::unbounded_channel();
         tokio::spawn(heartbeat_loop(
+            settings.clone(),
+            shared.clone(),
+            events.clone(),
+        ));
+        tokio::spawn(peers::peers_loop(
             settings.clone(),
             shared.clone(),
             events.clone(),
