@@ -67,7 +67,7 @@ mod claims;
 mod heartbeat;
 mod jobs;
 mod oneshots;
-mod peers;
+pub(crate) mod peers;
 mod runs;
 mod statements;
 mod sweeper;

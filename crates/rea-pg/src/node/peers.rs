@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use rea_core::record::Record;
 use rea_store::cluster::{NodeEvent, PeerRun, PeerView};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -49,13 +50,7 @@ pub(super) async fn peers_loop(
 ) {
     let io = s.lease.max(Duration::from_millis(500));
     let overlap = OVERLAP.max(2 * s.heartbeat);
-    let ended_sql = format!(
-        "select {RUN_COLUMNS} from (select null::text as output, null::bigint as output_bytes) o,
-                rea.runs r
-          where r.cluster = $1 and r.ended_at > $2 and r.node is distinct from $3
-            and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled')
-          order by r.ended_at limit $4"
-    );
+    let ended_sql = ended_sql();
     let mut conn: Option<Client> = None;
     let mut watch = Watch::default();
     loop {
@@ -104,7 +99,6 @@ async fn look(
     overlap: Duration,
     w: &mut Watch,
 ) -> Result<Option<PeerView>, String> {
-    let running_max = (PeerView::RUNNING_MAX + 1) as i64;
     let ended_max = PeerView::ENDED_MAX as i64;
     let overlap_c = chrono::Duration::from_std(overlap).unwrap_or_default();
     // The first look reads no ends (from far in the future).
@@ -112,20 +106,8 @@ async fn look(
         || DateTime::<Utc>::from_timestamp(253_402_300_799, 0).unwrap_or(DateTime::<Utc>::MAX_UTC),
         |t| t - overlap_c,
     );
-    let running_p: [P<'_>; 3] = [&s.cluster, &s.node, &running_max];
-    let ended_p: [P<'_>; 4] = [&s.cluster, &from, &s.node, &ended_max];
-    let nodes_p: [P<'_>; 1] = [&s.cluster];
-    // Sent together: one round trip.
-    let (now, running, ended, nodes) = within(io, async {
-        tokio::try_join!(
-            c.query_one("select clock_timestamp()", &[]),
-            c.query(RUNNING, &running_p),
-            c.query(ended_sql, &ended_p),
-            c.query(NODES, &nodes_p),
-        )
-    })
-    .await?;
-    let now: DateTime<Utc> = now.get(0);
+    let (now, running, ended, nodes) =
+        statements(c, &s.cluster, &s.node, ended_sql, from, io).await?;
     let mut view = PeerView {
         running: running
             .iter()
@@ -170,4 +152,72 @@ async fn look(
         ..view.clone()
     });
     Ok(Some(view))
+}
+
+/// Runs other nodes ended after `$2`, oldest end first.
+fn ended_sql() -> String {
+    format!(
+        "select {RUN_COLUMNS} from (select null::text as output, null::bigint as output_bytes) o,
+                rea.runs r
+          where r.cluster = $1 and r.ended_at > $2 and r.node is distinct from $3
+            and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled')
+          order by r.ended_at limit $4"
+    )
+}
+
+type Look = (
+    DateTime<Utc>,
+    Vec<tokio_postgres::Row>,
+    Vec<tokio_postgres::Row>,
+    Vec<tokio_postgres::Row>,
+);
+
+/// A look's statements, sent together (one round trip): the database's
+/// clock, other nodes' runs in progress, the runs they ended after
+/// `from`, every node's state.
+async fn statements(
+    c: &Client,
+    cluster: &String,
+    node: &String,
+    ended_sql: &str,
+    from: DateTime<Utc>,
+    io: Duration,
+) -> Result<Look, String> {
+    let running_max = (PeerView::RUNNING_MAX + 1) as i64;
+    let ended_max = PeerView::ENDED_MAX as i64;
+    let running_p: [P<'_>; 3] = [cluster, node, &running_max];
+    let ended_p: [P<'_>; 4] = [cluster, &from, node, &ended_max];
+    let nodes_p: [P<'_>; 1] = [cluster];
+    let (now, running, ended, nodes) = within(io, async {
+        tokio::try_join!(
+            c.query_one("select clock_timestamp()", &[]),
+            c.query(RUNNING, &running_p),
+            c.query(ended_sql, &ended_p),
+            c.query(NODES, &nodes_p),
+        )
+    })
+    .await?;
+    Ok((now.get(0), running, ended, nodes))
+}
+
+/// One look of node `node` of `cluster` at its peers, reading ends after
+/// `from`, as the watch makes it (for `rea-bench cluster`): the runs in
+/// progress, the ended runs and the nodes it read.
+pub async fn bench_look(
+    c: &Client,
+    cluster: &str,
+    node: &str,
+    from: DateTime<Utc>,
+) -> Result<(usize, usize, usize), String> {
+    let (_, running, ended, nodes) = statements(
+        c,
+        &cluster.to_string(),
+        &node.to_string(),
+        &ended_sql(),
+        from,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let ended: Vec<Record> = ended.iter().map(|r| record_of(r, 0)).collect();
+    Ok((running.len(), ended.len(), nodes.len()))
 }
