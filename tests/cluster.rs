@@ -389,6 +389,14 @@ fn cluster_the_run_id_trigger_prints_is_found_from_every_node() {
         id.parse::<i64>().is_err() && id.ends_with("-a"),
         "the engine's id, naming its node, not the database's: {id}"
     );
+    // The run's end reaches the database just after its node recorded it
+    // (its backlog is flushed on the node's own task).
+    wait_long("the run's end in the database", PATIENCE, || {
+        nodes[2]
+            .history("hello")
+            .first()
+            .is_some_and(|r| r["status"] == "succeeded")
+    });
     for n in &nodes {
         n.rea(&["logs", "hello", "--run", &id])
             .ok()

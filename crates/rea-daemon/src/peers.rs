@@ -43,8 +43,14 @@ impl Loop {
             return;
         };
         let before = std::mem::take(&mut cl.peers);
+        // A run that ended between the look's statements is in both.
+        let ended: HashSet<&str> = view.ended.iter().filter_map(|r| r.run.as_deref()).collect();
         cl.peers = Peers {
-            running: view.running,
+            running: view
+                .running
+                .into_iter()
+                .filter(|r| !ended.contains(r.run.as_str()))
+                .collect(),
             nodes: view.nodes.into_iter().collect(),
         };
         let was: HashSet<&str> = before.running.iter().map(|r| r.run.as_str()).collect();
