@@ -229,14 +229,14 @@ fn the_overview_counts_and_lists_what_matters() {
 
 /// A subscription's lines, read on a thread of their own so a test can
 /// wait for one with a deadline.
-struct Subscriber {
+pub(crate) struct Subscriber {
     lines: std::sync::mpsc::Receiver<Value>,
     conn: std::os::unix::net::UnixStream,
 }
 
 impl Subscriber {
     /// Subscribes now and returns once the overview came.
-    fn open(env: &Env, request: &str) -> (Subscriber, Value) {
+    pub(crate) fn open(env: &Env, request: &str) -> (Subscriber, Value) {
         use std::io::{BufRead, BufReader, Write};
         let mut conn = std::os::unix::net::UnixStream::connect(env.socket()).expect("connect");
         conn.write_all(format!("{request}\n").as_bytes())
@@ -267,7 +267,7 @@ impl Subscriber {
 
     /// Reads events until one for which `wanted` holds; panics after 20 s
     /// without one.
-    fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let line = self
                 .next()

@@ -229,7 +229,11 @@ pub(crate) fn status(global: &Global, s: &rea_pg::Settings, args: &StatusArgs) -
     let mut jobs = Table::new(["JOB", "STATE", "LAST", "WHEN", "ON", "LAST CLAIMED"]);
     for j in &st.jobs {
         let mut state = if !j.running.is_empty() {
-            let on: Vec<String> = j.running.iter().map(|(_, n, _)| n.clone()).collect();
+            let on: Vec<String> = j
+                .running
+                .iter()
+                .map(|(run, n, _)| format!("{n} (run {run})"))
+                .collect();
             format!("running on {}", on.join(", "))
         } else if j.paused {
             "paused".to_string()

@@ -202,7 +202,7 @@ pub(crate) fn connect(global: &Global) -> Result<Client, Failure> {
 pub(crate) fn client_failure(e: ClientError) -> Failure {
     match e {
         ClientError::NoDaemon(m) => Failure::new(exit::NO_DAEMON, m),
-        ClientError::Io(m) => Failure::runtime(m),
+        ClientError::Io(m) | ClientError::Timeout(m) => Failure::runtime(m),
     }
 }
 

@@ -104,7 +104,12 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> CommandResult {
     // needing one.
     sub.due(Utc::now(), &FieldNames::FLAGS)
         .map_err(Failure::invalid)?;
-    let answer = super::request::<SubmitReply>(global, &Request::Submit(sub))?;
+    let mut client = super::connect(global)?;
+    let answer = match client.request(&Request::Submit(sub)) {
+        Ok(resp) => super::answer::<SubmitReply>(resp)?,
+        Err(rea_proto::ClientError::Timeout(m)) => return Err(late_answer(&m, o.name.as_deref())),
+        Err(e) => return Err(super::client_failure(e)),
+    };
     if o.json {
         println!(
             "{}",
@@ -114,6 +119,24 @@ fn send(global: &Global, o: &OneShotOpts, when: When) -> CommandResult {
         println!("{}", answer.data.id);
     }
     failure::ok()
+}
+
+/// No answer in time: the daemon answers a submission only once it is
+/// durable, but it may have become durable after the client stopped
+/// waiting; saying "failed" would invite a retry that runs it twice.
+fn late_answer(why: &str, name: Option<&str>) -> Failure {
+    let again = match name {
+        Some(n) => format!(
+            "submitting it again is safe: a one-shot named {n:?} is refused while it is pending"
+        ),
+        None => "before submitting it again, check; next time give it a --name: a second \
+                 one-shot of that name is refused while the first is pending"
+            .to_string(),
+    };
+    Failure::runtime(format!(
+        "{why}\n  the one-shot may have been queued all the same: `rea pending` lists it if so \
+         (and `rea history` once it ran); {again}"
+    ))
 }
 
 /// `rea at` times: `now + 30m` / `now + 30 minutes` / `+30m` / `in 2

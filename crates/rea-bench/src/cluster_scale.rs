@@ -41,6 +41,9 @@ pub(crate) fn cluster_scale(
     if want("history") {
         out.extend(history_failed(s, pg));
     }
+    if want("peers") {
+        out.extend(peers_look(s, pg));
+    }
     if want("chaos") {
         out.extend(chaos(s, pg));
     }
@@ -675,4 +678,159 @@ fn chaos(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
         "0 duplicates",
         dups == 0,
     )]
+}
+
+/// The live views' cluster-wide side (#21): one look of a node's watch of
+/// its peers (`rea_pg::bench_look`, the statements the watch sends once a
+/// heartbeat) against a database holding 10,000 jobs and `history_lines`
+/// runs (at least 100,000), 100 of them in progress on another node and
+/// 20 ended since the watch's last look. Median and p99 of 200 looks;
+/// beside it, in the same run, a bare round trip (the floor), the same
+/// look without the index on ended runs (migration 6), and the
+/// cluster-wide `rea status` query (`Reader::status`, every job's last
+/// run) for scale.
+fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
+    let n = s.history_lines.max(100_000);
+    let jobs = 10_000;
+    let dir = TempDir::new("cluster-peers");
+    dir.write_jobs(&format!(
+        "{}[jobs.j0]\nschedule = \"0 0 1 1 *\"\ncommand = \"true\"\n",
+        cluster_table(&pg.url(), "peers", "n0", CALM)
+    ));
+    // A node creates the schema; the rows are then written directly.
+    let mut d = Daemon::spawn(&dir);
+    d.wait_ready(Duration::from_secs(30));
+    wait_live(pg, "peers", 1);
+    d.stop();
+    eprintln!("cluster: {jobs} jobs and {n} runs into the database");
+    let fill = format!(
+        "insert into rea.jobs (cluster, job) select 'peers', 'j' || g from generate_series(1, {jobs} - 1) g
+           on conflict do nothing;
+         insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, node, epoch,
+                               claimed_at, started_at, ended_at, exit_code, detail)
+         select 'peers', 'j' || (g % {jobs}), ts, 1, 'schedule', 'succeeded', 'n1', 1, ts, ts, ts, 0,
+                jsonb_build_object('run', 'r' || g || '-n1')
+         from (select g, clock_timestamp() - interval '1 day' + g * interval '1 ms' as ts
+               from generate_series(0, {n} - 1) g) x;
+         insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, node, epoch,
+                               claimed_at, started_at, fence, detail)
+         select 'peers', 'j' || g, clock_timestamp(), 1, 'manual', 'started', 'n1', 1,
+                clock_timestamp(), clock_timestamp(), 1000000 + g, jsonb_build_object('run', 's' || g || '-n1')
+         from generate_series(1, 100) g;
+         insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, node, epoch,
+                               claimed_at, started_at, ended_at, exit_code, detail)
+         select 'peers', 'j' || g, clock_timestamp(), 1, 'manual', 'failed', 'n1', 1,
+                clock_timestamp(), clock_timestamp(), clock_timestamp() + interval '1 hour', 1,
+                jsonb_build_object('run', 'e' || g || '-n1')
+         from generate_series(1, 20) g;
+         analyze rea.runs; analyze rea.jobs"
+    );
+    if pg.psql("rea", &fill).is_none() {
+        util::die("cluster bench: inserting the runs failed");
+    }
+    let looks = |reps: usize| -> (Vec<f64>, (usize, usize, usize)) {
+        runtime().block_on(async {
+            let cfg: tokio_postgres::Config = pg
+                .url()
+                .parse()
+                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
+            let (client, conn) = cfg
+                .connect(tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
+            tokio::spawn(conn);
+            // The last look was a minute ago: the 20 runs "ended" an hour
+            // from now are the news.
+            let from = Utc::now() + chrono::Duration::minutes(30);
+            let mut xs = Vec::with_capacity(reps);
+            let mut got = (0, 0, 0);
+            for _ in 0..reps {
+                let t = Instant::now();
+                got = rea_pg::bench_look(&client, "peers", "n0", from)
+                    .await
+                    .unwrap_or_else(|e| util::die(format!("cluster bench: look: {e}")));
+                xs.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            (xs, got)
+        })
+    };
+    let floor = || -> Vec<f64> {
+        runtime().block_on(async {
+            let cfg: tokio_postgres::Config = pg
+                .url()
+                .parse()
+                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
+            let (client, conn) = cfg
+                .connect(tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
+            tokio::spawn(conn);
+            let mut xs = Vec::new();
+            for _ in 0..200 {
+                let t = Instant::now();
+                client
+                    .query_one("select clock_timestamp()", &[])
+                    .await
+                    .unwrap_or_else(die);
+                xs.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            xs
+        })
+    };
+    let (with, (running, ended, nodes)) = looks(200);
+    let bare = floor();
+    pg.psql("rea", "drop index rea.runs_ended");
+    let (without, _) = looks(20);
+    pg.psql(
+        "rea",
+        "create index runs_ended on rea.runs (cluster, ended_at) where ended_at is not null",
+    );
+    let settings = rea_pg::Settings {
+        url: pg.url(),
+        cluster: "peers".into(),
+        node: "bench".into(),
+        host_id: "bench".into(),
+        lease: Duration::from_secs(3),
+        heartbeat: Duration::from_millis(500),
+        grace: Duration::from_secs(1),
+    };
+    let reader = rea_pg::Reader::connect(&settings)
+        .unwrap_or_else(|e| util::die(format!("cluster bench: reader: {e}")));
+    let mut status = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        reader
+            .status(None)
+            .unwrap_or_else(|e| util::die(format!("cluster bench: status: {e}")));
+        status.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let pair = |xs: &[f64]| {
+        format!(
+            "p50 {:.2} / p99 {:.2} ms",
+            util::percentile(xs, 50.0),
+            util::percentile(xs, 99.0)
+        )
+    };
+    vec![
+        Figure::info(
+            "cluster",
+            format!("**the live views' look at the other nodes** (once a heartbeat per node), {jobs} jobs, {n} runs in the database: it read {running} runs in progress, {ended} ended, {nodes} node(s); 200 looks"),
+            pair(&with),
+        ),
+        Figure::info(
+            "cluster",
+            "  floor: one round trip (`select clock_timestamp()`), same connection kind, 200",
+            pair(&bare),
+        ),
+        Figure::info(
+            "cluster",
+            "  baseline: the same look without the index on ended runs (migration 6), 20",
+            pair(&without),
+        ),
+        Figure::info(
+            "cluster",
+            format!("  for scale: the cluster-wide `rea status` query (`Reader::status`, each of {jobs} jobs' last run), 5"),
+            pair(&status),
+        ),
+    ]
 }

@@ -116,7 +116,7 @@ struct Args {
     #[arg(long)]
     history_lines: Option<usize>,
     /// Cluster measurements to run, comma-separated: lateness skew claims
-    /// kill submit drain every history chaos [default: all]
+    /// kill submit drain every history peers chaos [default: all]
     #[arg(long, value_delimiter = ',')]
     cluster_parts: Vec<String>,
     /// Where to write the report [default: BENCHMARKS.md for `all`, nowhere otherwise]

@@ -33,6 +33,8 @@ pub(crate) struct Cluster {
     oneshots_taken: u64,
     /// Claims answered since the daemon started, by outcome.
     claims_answered: BTreeMap<&'static str, u64>,
+    /// The other nodes as the node's watch last saw them (`peers.rs`).
+    pub(crate) peers: crate::peers::Peers,
 }
 
 impl Cluster {
@@ -42,6 +44,7 @@ impl Cluster {
             node,
             oneshots_taken: 0,
             claims_answered: BTreeMap::new(),
+            peers: Default::default(),
         }
     }
 }
@@ -186,6 +189,7 @@ impl Loop {
                 actions.extend(self.engine.cluster_back(now));
                 self.publish_node("lease_held");
             }
+            NodeEvent::Peers(view) => self.on_peers(*view),
             NodeEvent::ClockCorrected { by_ms } => {
                 // The clock the engine schedules on moved (the timer is
                 // re-armed on the next turn in any case). Forward, what
@@ -262,6 +266,14 @@ impl Loop {
                     Err(SubmitError::Refused(e)) => Response::err(
                         "refused",
                         format!("cannot queue the one-shot in the cluster database: {e}"),
+                    ),
+                    Err(SubmitError::Unconfirmed(e)) => Response::err(
+                        "unconfirmed",
+                        format!(
+                            "the cluster database did not confirm one-shot {id:?} ({e}); \
+                             it may have been queued all the same: `rea pending` lists it if so, \
+                             and a second one-shot named {id:?} is refused while it is pending"
+                        ),
                     ),
                 };
                 let _ = reply.send(Reply::Done(resp));

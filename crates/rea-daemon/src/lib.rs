@@ -71,6 +71,7 @@ mod live;
 mod mail;
 mod metrics;
 mod orphans;
+mod peers;
 mod quota;
 mod reload;
 mod requests;

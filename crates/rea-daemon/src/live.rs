@@ -77,7 +77,7 @@ impl Loop {
             // Longest running first; not yet started last.
             running.offer((r.since.is_none(), r.since, r.run, r.source.name(), r.pid));
         }
-        Overview {
+        let mut overview = Overview {
             daemon: self.daemon_info(now, scope),
             counts,
             running: running
@@ -111,7 +111,10 @@ impl Loop {
                 })
                 .collect(),
             tenant: scope.tenant().and_then(|t| t.user()).map(str::to_string),
-        }
+        };
+        // Cluster mode: other nodes' runs too (`peers.rs`).
+        self.add_peer_runs(&mut overview, scope, OVERVIEW_RUNNING);
+        overview
     }
 
     /// `jobs`: one page of the jobs `scope` sees that match `query`.

@@ -121,6 +121,11 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     let started_at = rea_store::clock::now();
     let mut engine = Engine::new(&config.plan(), fastrand::u64(..));
     engine.set_decisions(backend.decisions());
+    if let Some(cl) = backend.node() {
+        // One run id everywhere: unique cluster-wide, it is the id the
+        // store's row keeps and every node's `rea history` shows.
+        engine.set_run_id_node(cl.node.node());
+    }
     for (name, s) in summaries {
         if let Some(m) = metrics.as_mut() {
             m.seed(&name, &s);

@@ -359,6 +359,38 @@ impl Loop {
         });
     }
 
+    /// A run started on another node (cluster mode: `peers.rs`): told as
+    /// this node's own starts are, with its node.
+    pub(super) fn publish_peer_start(&mut self, r: &rea_store::cluster::PeerRun) {
+        if !self.subscribers.any() {
+            return;
+        }
+        let is_job = self.engine.has_job(&r.job);
+        let event = Event::RunStarted {
+            run: r.run.clone(),
+            job: r.job.clone(),
+            at: Ts(r.since),
+            node: Some(r.node.clone()),
+        };
+        // One-shots are root's.
+        self.subscribers.publish(&event, |scope: &Scope| {
+            scope.owns(&r.job) && (is_job || *scope == Scope::Admin)
+        });
+    }
+
+    /// Another node joined, left, went silent or was declared dead
+    /// (cluster mode: `peers.rs`): everyone is told.
+    pub(super) fn publish_peer_node(&mut self, node: &str, state: &str) {
+        if !self.subscribers.any() {
+            return;
+        }
+        let event = Event::Node {
+            node: node.to_string(),
+            state: state.to_string(),
+        };
+        self.subscribers.publish(&event, |_| true);
+    }
+
     /// This node's lease changed (cluster mode): everyone is told.
     pub(super) fn publish_node(&mut self, state: &str) {
         if !self.subscribers.any() {

@@ -66,8 +66,9 @@ pub struct JobRow {
     /// The newest occurrence claimed by any node.
     pub last_scheduled: Option<DateTime<Utc>>,
     pub last: Option<Record>,
-    /// (run id, node, pid)
-    pub running: Vec<(i64, String, Option<i32>)>,
+    /// (run id, node, pid): the id `rea trigger` printed and every node's
+    /// history shows (the database's own for rows of older binaries).
+    pub running: Vec<(String, String, Option<i32>)>,
     /// Nodes whose definition of the job differs: node → digest.
     pub drift: Option<Value>,
     /// Some node defines the job, but no live one does (its nodes died or
@@ -99,7 +100,7 @@ fn other(m: String) -> io::Error {
     io::Error::other(m)
 }
 
-const RUN_COLUMNS: &str =
+pub(crate) const RUN_COLUMNS: &str =
     "r.id, r.job, r.scheduled, r.attempt, r.trigger, r.status, r.reason, r.node, r.fence,
     r.claimed_at, r.started_at, r.ended_at, r.pid, r.exit_code, r.signal, r.detail, r.late_report,
     o.output, o.output_bytes";
@@ -180,15 +181,17 @@ impl Reader {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
-        let mut running: HashMap<String, Vec<(i64, String, Option<i32>)>> = HashMap::new();
+        let mut running: HashMap<String, Vec<(String, String, Option<i32>)>> = HashMap::new();
         for r in self.rows(
-            "select id, job, node, pid from rea.runs where cluster = $1 and status = 'started' order by id",
+            "select coalesce(detail ->> 'run', id::text), job, node, pid from rea.runs
+             where cluster = $1 and status = 'started' order by id",
             &[c],
         )? {
-            running
-                .entry(r.get(1))
-                .or_default()
-                .push((r.get(0), r.get::<_, Option<String>>(2).unwrap_or_default(), r.get(3)));
+            running.entry(r.get(1)).or_default().push((
+                r.get(0),
+                r.get::<_, Option<String>>(2).unwrap_or_default(),
+                r.get(3),
+            ));
         }
         let job_filter = only.map(str::to_string);
         let sql = format!(
@@ -445,7 +448,7 @@ fn status_of(s: &str) -> Option<RunStatus> {
 /// A run row (columns `RUN_COLUMNS` from `at`) as a history record: the
 /// node's own record (kept in `detail`) under the database's columns,
 /// which say what the cluster decided.
-fn record_of(r: &Row, at: usize) -> Record {
+pub(crate) fn record_of(r: &Row, at: usize) -> Record {
     let g = |i: usize| at + i;
     let detail: Option<Value> = r.get(g(15));
     let mut rec = detail
@@ -463,7 +466,16 @@ fn record_of(r: &Row, at: usize) -> Record {
         Event::Run
     };
     rec.job = Some(r.get(g(1)));
-    rec.run = Some(id.to_string());
+    // One run id everywhere: the node's engine's (what `rea trigger`
+    // printed, kept in the row from its claim on); the database's own
+    // only for rows no node named (missed occurrences, cancelled
+    // one-shots, a store-decided run whose node died before it started).
+    let engine_run = detail
+        .as_ref()
+        .and_then(|d| d.get("run"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    rec.run = Some(engine_run.unwrap_or_else(|| id.to_string()));
     rec.cluster_run = Some(id);
     rec.fence = r.get(g(8));
     rec.scheduled = r.get(g(2));
@@ -537,24 +549,26 @@ impl HistoryReader for Reader {
         )
     }
 
-    /// A run by the database's id, or by the id its node's engine gave
-    /// it (what `rea trigger` prints and the node's own history holds).
+    /// A run by the id its node's engine gave it (what `rea trigger`
+    /// prints and every node's history shows), or by the database's own
+    /// (rows no node named, and what older binaries showed).
     fn find_run(&self, run_id: &str) -> io::Result<Option<Record>> {
-        if let Ok(id) = run_id.parse::<i64>() {
-            if let Some(found) = self
-                .runs("r.id = $2", &[&self.cluster, &id], Some(1))?
-                .pop()
-            {
-                return Ok(Some(found));
-            }
-        }
-        Ok(self
+        if let Some(found) = self
             .runs(
                 "r.detail ->> 'run' = $2",
                 &[&self.cluster, &run_id],
                 Some(1),
             )?
-            .pop())
+            .pop()
+        {
+            return Ok(Some(found));
+        }
+        match run_id.parse::<i64>() {
+            Ok(id) => Ok(self
+                .runs("r.id = $2", &[&self.cluster, &id], Some(1))?
+                .pop()),
+            Err(_) => Ok(None),
+        }
     }
 
     fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {

@@ -15,12 +15,17 @@ pub enum ClientError {
     /// No daemon listens for this state directory.
     NoDaemon(String),
     Io(String),
+    /// The request was sent and no answer came in time: the daemon may
+    /// have done it all the same (a caller that changed something says so).
+    Timeout(String),
 }
 
 impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ClientError::NoDaemon(m) | ClientError::Io(m) => f.write_str(m),
+            ClientError::NoDaemon(m) | ClientError::Io(m) | ClientError::Timeout(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
@@ -110,11 +115,13 @@ impl Client {
             .reader
             .read_line(&mut text)
             .map_err(|e| match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::Io(format!(
-                    "the daemon did not answer within {} (it may be overloaded or stuck); \
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    ClientError::Timeout(format!(
+                        "the daemon did not answer within {} (it may be overloaded or stuck); \
                      try again, or give it longer with --client-timeout",
-                    rea_core::duration::format(timeout)
-                )),
+                        rea_core::duration::format(timeout)
+                    ))
+                }
                 _ => ClientError::Io(format!("cannot read from the daemon: {e}")),
             })?;
         if n == 0 {

@@ -56,10 +56,48 @@ pub enum NodeEvent {
     LeaseLost { why: String },
     /// The node holds a live lease (again).
     LeaseBack { epoch: i64 },
+    /// What the store saw of the other nodes since it last looked (once a
+    /// heartbeat): the live views' cluster-wide side.
+    Peers(Box<PeerView>),
     /// The daemon's clock ([`crate::clock::now`]) was corrected to the
     /// database's by this many milliseconds: the loop re-plans if it moved
     /// far (a step of the clock it schedules on).
     ClockCorrected { by_ms: i64 },
+}
+
+/// The other nodes as the store last saw them: the runs they have in
+/// progress (all of them, up to [`PeerView::RUNNING_MAX`]: a run missing
+/// from the next view has ended or was interrupted), the runs that ended
+/// since the last view (each once, as a history record with the run's one
+/// id), and every node's state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerView {
+    pub running: Vec<PeerRun>,
+    /// Whether `running` was cut at [`PeerView::RUNNING_MAX`].
+    pub running_cut: bool,
+    pub ended: Vec<Record>,
+    /// (node, state): `live`, `silent` (its lease ran out), `convicted`
+    /// or `left`; this node included.
+    pub nodes: Vec<(String, String)>,
+}
+
+impl PeerView {
+    /// The most runs in progress of other nodes one view holds.
+    pub const RUNNING_MAX: usize = 1000;
+    /// The most ended runs one view holds (more ended since: the oldest
+    /// are left out, and the next view goes on from there).
+    pub const ENDED_MAX: usize = 1000;
+}
+
+/// A run in progress on another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRun {
+    /// The run's one id (what its `rea trigger` printed).
+    pub run: String,
+    pub job: String,
+    pub node: String,
+    pub since: DateTime<Utc>,
+    pub pid: Option<u32>,
 }
 
 /// How the node is doing, for `rea status` and the metrics.
@@ -104,6 +142,10 @@ pub enum SubmitError {
     Duplicate { id: String },
     /// The store could not take it (the message says why).
     Refused(String),
+    /// The store did not confirm in time (no answer, a broken connection
+    /// after the request was sent): it may have been queued all the same,
+    /// so the submitter is told so, never that it failed.
+    Unconfirmed(String),
 }
 
 impl fmt::Display for SubmitError {
@@ -113,6 +155,10 @@ impl fmt::Display for SubmitError {
                 write!(f, "a one-shot named {id:?} is already pending")
             }
             SubmitError::Refused(why) => f.write_str(why),
+            SubmitError::Unconfirmed(why) => write!(
+                f,
+                "the store did not confirm it ({why}): it may have been queued all the same"
+            ),
         }
     }
 }

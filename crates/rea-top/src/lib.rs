@@ -104,7 +104,7 @@ pub fn run(options: Options) -> Result<Ended, TopError> {
     // The daemon first: without one, a plain message and no screen.
     rea_proto::Client::connect(&options.state_dir, options.timeout).map_err(|e| match e {
         rea_proto::ClientError::NoDaemon(m) => TopError::NoDaemon(m),
-        rea_proto::ClientError::Io(m) => TopError::Other(m),
+        rea_proto::ClientError::Io(m) | rea_proto::ClientError::Timeout(m) => TopError::Other(m),
     })?;
     if !std::io::stdout().is_terminal() {
         return Err(TopError::Other(

@@ -22,6 +22,18 @@ impl Engine {
         self.arbiter = Arbiter::new(decisions);
     }
 
+    /// In cluster mode, this node's name: every run id (and unnamed
+    /// one-shot id) this engine makes ends in `-NODE`, so it is unique
+    /// cluster-wide and names the run in the shared store too.
+    pub fn set_run_id_node(&mut self, node: &str) {
+        self.run_id_node = Some(Arc::from(node));
+    }
+
+    /// A fresh run id at `now` (the counter already advanced).
+    pub(super) fn run_id(&self, now: DateTime<Utc>) -> String {
+        run_id(now, self.run_counter, self.run_id_node.as_deref())
+    }
+
     /// Claims sent and not yet answered (the daemon waits for them before
     /// it stops, so no started run is left without an owner).
     pub fn claims_in_flight(&self) -> usize {

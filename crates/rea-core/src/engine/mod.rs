@@ -413,6 +413,10 @@ pub struct Engine {
     stopping: bool,
     rng: fastrand::Rng,
     run_counter: u32,
+    /// In cluster mode, `-NODE` after each run id this engine makes, so
+    /// that ids are unique cluster-wide and one id names a run on every
+    /// node and in the shared store (`set_run_id_node`).
+    run_id_node: Option<Arc<str>>,
     /// The job file, for records.
     file: String,
     /// Job name → the jobs whose `after` lists it (derived from `jobs` on
@@ -444,6 +448,7 @@ impl Engine {
             stopping: false,
             rng,
             run_counter,
+            run_id_node: None,
             file: plan.source.to_string(),
             oneshots: HashMap::new(),
             dependents: HashMap::new(),
@@ -718,7 +723,7 @@ impl Engine {
             .filter(|p| !p.is_empty())
             .map(|p| Arc::new(crate::params::defaults(p)));
         Pending {
-            run: run_id(now, self.run_counter),
+            run: self.run_id(now),
             source: Source::Job(name.to_string()),
             attempt,
             trigger,
@@ -799,7 +804,9 @@ const CROCKFORD: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// Run ids sort by creation time: 10 base32 digits of milliseconds since the
 /// epoch and 4 of a per-daemon counter that starts at a random value, so ids
 /// from successive daemons in one state directory do not collide.
-fn run_id(now: DateTime<Utc>, counter: u32) -> String {
+/// With `node` (cluster mode), `-NODE` follows: node names are unique in
+/// a cluster, so two nodes never make the same id.
+fn run_id(now: DateTime<Utc>, counter: u32, node: Option<&str>) -> String {
     let mut ms = now.timestamp_millis().max(0) as u64;
     let mut c = counter as u64;
     let mut buf = [0u8; 14];
@@ -811,7 +818,11 @@ fn run_id(now: DateTime<Utc>, counter: u32) -> String {
         buf[i] = CROCKFORD[(c & 31) as usize];
         c >>= 5;
     }
-    String::from_utf8_lossy(&buf).into_owned()
+    let id = String::from_utf8_lossy(&buf);
+    match node {
+        Some(node) => format!("{id}-{node}"),
+        None => id.into_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ impl Engine {
     /// A fresh id for an unnamed one-shot (time-sortable, like run ids).
     pub fn new_id(&mut self, now: DateTime<Utc>) -> String {
         self.run_counter = self.run_counter.wrapping_add(1);
-        run_id(now, self.run_counter)
+        self.run_id(now)
     }
 
     /// Whether a one-shot with this id could be submitted now.

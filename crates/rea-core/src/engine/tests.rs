@@ -1079,14 +1079,28 @@ fn a_stalled_daemon_fires_the_first_due_and_counts_the_rest_missed() {
 
 #[test]
 fn run_ids_are_unique_and_sort_by_time() {
-    let a = run_id(at("2026-11-29T00:00:00Z"), 1);
-    let b = run_id(at("2026-11-29T00:00:00.001Z"), 0);
+    let a = run_id(at("2026-11-29T00:00:00Z"), 1, None);
+    let b = run_id(at("2026-11-29T00:00:00.001Z"), 0, None);
     assert_eq!(a.len(), 14);
     assert!(a < b);
     assert_ne!(
-        run_id(at("2026-11-29T00:00:00Z"), 1),
-        run_id(at("2026-11-29T00:00:00Z"), 2)
+        run_id(at("2026-11-29T00:00:00Z"), 1, None),
+        run_id(at("2026-11-29T00:00:00Z"), 2, None)
     );
+}
+
+/// In cluster mode two nodes never make the same id, whatever their
+/// counters: the node's name (unique in the cluster) ends it.
+#[test]
+fn cluster_run_ids_name_their_node() {
+    let t = at("2026-11-29T00:00:00Z");
+    let a = run_id(t, 7, Some("web-1"));
+    assert_eq!(a, format!("{}-web-1", run_id(t, 7, None)));
+    assert_ne!(a, run_id(t, 7, Some("web-2")));
+    let jobs = config(vec![job("x", "* * * * *")], 1);
+    let mut e = Engine::new(&jobs.plan(), 1);
+    e.set_run_id_node("b");
+    assert!(e.new_id(t).ends_with("-b"));
 }
 
 fn shot(id: &str, due: &str) -> crate::oneshot::OneShot {

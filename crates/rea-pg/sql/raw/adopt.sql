@@ -8,6 +8,8 @@
 -- the mark is newer (a job whose row was created after the request, or a
 -- node clock behind the database's): a retry of the run is superseded only
 -- by an occurrence claimed after it, as claim_retry expects.
+-- Parameters: $1..$8 as claim's, $9 p_run (the engine's run id, kept in
+-- the row's detail from the start, as claim keeps it).
 with me as (
   select 1 from rea.nodes n
   where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
@@ -24,11 +26,12 @@ j as (
   returning j.last_decision, j.current_fence,
             greatest($5::timestamptz, j.last_scheduled + interval '1 microsecond') as scheduled),
 ins as (
-  insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, node, epoch, fence, retry)
+  insert into rea.runs (cluster, job, scheduled, attempt, trigger, status, reason, node, epoch, fence, retry, detail)
   select $1::text, $4::text, coalesce(j.scheduled, $5::timestamptz), 1, $6::text,
          case j.last_decision when 'start' then 'started' else 'skipped' end,
          case when j.last_decision = 'skip' then 'the previous run is still running (overlap = "skip")' end,
-         $2::text, $3::bigint, case when j.last_decision = 'start' then j.current_fence end, $8::jsonb
+         $2::text, $3::bigint, case when j.last_decision = 'start' then j.current_fence end, $8::jsonb,
+         jsonb_build_object('run', $9::text)
   from j
   returning id, status, reason, fence)
 select coalesce(ins.status, case when not exists (select 1 from me) then 'no_lease' else 'unknown_job' end),

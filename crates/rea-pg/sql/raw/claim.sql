@@ -13,7 +13,9 @@
 -- without running: catch_up = none, or older occurrences of catch_up = once).
 -- A missed claim stands for p_count occurrences (it is the newest), kept in
 -- the row's detail as {"count": N}.
--- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_job, $5 p_scheduled, $6 p_trigger, $7 p_overlap, $8 p_retry, $9 p_mode, $10 p_max_early_ms, $11 p_count.
+-- Parameters: $1 p_cluster, $2 p_node, $3 p_epoch, $4 p_job, $5 p_scheduled, $6 p_trigger, $7 p_overlap, $8 p_retry, $9 p_mode, $10 p_max_early_ms, $11 p_count, $12 p_run
+-- (the engine's run id, node-qualified: kept in the row's detail from the
+-- claim on, so the row is known by the id every node shows).
   with me as (
     select n.node from rea.nodes n
     where n.cluster = $1::text and n.node = $2::text and n.epoch = $3::bigint
@@ -63,7 +65,8 @@
       j.prev_scheduled, $2::text, $3::bigint,
       case when j.last_decision = 'start' then j.current_fence end,
       $8::jsonb,
-      case when j.last_decision = 'missed' then jsonb_build_object('count', $11::bigint) end
+      case when j.last_decision = 'missed' then jsonb_build_object('count', $11::bigint)
+           else jsonb_build_object('run', $12::text) end
     from j
     returning id, status, fence, reason
   ),

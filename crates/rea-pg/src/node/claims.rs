@@ -49,10 +49,10 @@ impl Main {
         let params: Vec<ClaimParams> = batch.iter().map(ClaimParams::of).collect();
         let results = match &self.conn {
             Some((c, st)) => {
-                let arrays: Vec<[P<'_>; 11]> = batch
+                let arrays: Vec<[P<'_>; 12]> = batch
                     .iter()
                     .zip(&params)
-                    .map(|(req, p)| -> [P<'_>; 11] {
+                    .map(|(req, p)| -> [P<'_>; 12] {
                         [
                             &cluster,
                             &node,
@@ -65,6 +65,7 @@ impl Main {
                             &p.mode,
                             &MAX_EARLY_MS,
                             &p.count,
+                            &req.run,
                         ]
                     })
                     .collect();
@@ -175,9 +176,10 @@ impl Main {
                 Err(m) => Err(m),
                 Ok((c, st)) => {
                     // Adopting takes the claim's first eight parameters and
-                    // answers (outcome, run, fence, reason); a claim also
-                    // says which occurrence it superseded, before its reason.
-                    let params: [&(dyn ToSql + Sync); 11] = [
+                    // the run id, and answers (outcome, run, fence, reason);
+                    // a claim also says which occurrence it superseded,
+                    // before its reason.
+                    let params: [&(dyn ToSql + Sync); 12] = [
                         &cluster,
                         &node,
                         &epoch,
@@ -189,9 +191,14 @@ impl Main {
                         &mode,
                         &MAX_EARLY_MS,
                         &count,
+                        &req.run,
+                    ];
+                    let adopt_params: [&(dyn ToSql + Sync); 9] = [
+                        params[0], params[1], params[2], params[3], params[4], params[5],
+                        params[6], params[7], &req.run,
                     ];
                     let (statement, params, prev_col, reason_col) = if adopt {
-                        (&st.adopt, &params[..8], None, 3)
+                        (&st.adopt, &adopt_params[..], None, 3)
                     } else {
                         (&st.claim, &params[..], Some(3), 5)
                     };

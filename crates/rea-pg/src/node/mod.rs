@@ -7,7 +7,10 @@
 //!   the *send* time of its last successful renewal: past it the node
 //!   claims nothing and says so ([`NodeEvent::LeaseLost`]) without waiting for
 //!   the socket. Renewal never queues behind a claim waiting on a job's row.
-//! - the **main** task takes the daemon's commands one at a time: claims
+//! - the **main** task takes the daemon's commands one at a time
+//!   (submissions first, from a channel of their own: a burst of claims
+//!   never holds a submitter's answer; after each, one waiting command, so
+//!   submissions never starve claims): claims
 //!   (answered as [`NodeEvent::Claimed`]: the daemon's loop never waits on the
 //!   database), run starts and ends (kept in a bounded backlog and written
 //!   in order when the database accepts them, those that arrived together
@@ -15,6 +18,11 @@
 //!   dead meanwhile — becomes a late report),
 //!   and on every heartbeat tick the sweeper, due one-shots, retries and
 //!   queued occurrences.
+//!
+//! - the **peers** task, on a third connection, looks at the other nodes
+//!   once a heartbeat (their runs in progress, the runs that ended, every
+//!   node's state) for the live views, and tells the daemon what changed
+//!   ([`NodeEvent::Peers`]).
 //!
 //! Every ownership write is conditional on this node's live lease in the
 //! same statement (the SQL in `sql/raw/`).
@@ -28,6 +36,7 @@
 //! | `runs.rs` | run starts and ends: the write of a record, the backlog's flush (pipelined, then one at a time), late reports | the backlog's bounds (`crate::backlog`) |
 //! | `sweeper.rs` | each tick's housekeeping: the sweeper, retries and queued occurrences any node may take | one-shots |
 //! | `oneshots.rs` | one-shots: submission (a group commit), claiming due ones up to the free slots, when to poll next | one-shot retries (the store queues them) |
+//! | `peers.rs` | the watch of the other nodes for the live views: one look a heartbeat, told when it changed | anything the daemon does with it |
 //! | `audit.rs` | the audit log's entries to `rea.audit`: a bounded queue, a task and a connection of their own, trimming | the local `audit.jsonl` (the daemon's) |
 //! | `jobs.rs` | the job definitions this node publishes and cluster-wide pauses | claims on the jobs' rows |
 //! | `statements.rs` | the SQL text, the prepared statements, a statement's time limit, pipelining, the parameters shared by several statements | what any answer means |
@@ -58,6 +67,7 @@ mod claims;
 mod heartbeat;
 mod jobs;
 mod oneshots;
+pub(crate) mod peers;
 mod runs;
 mod statements;
 mod sweeper;
@@ -132,6 +142,10 @@ enum Cmd {
 /// The daemon's handle on its cluster node.
 pub struct Node {
     tx: mpsc::UnboundedSender<Cmd>,
+    /// Submissions, apart: the main task takes them before any command
+    /// waiting (a burst of claims never holds a submitter's answer). Each
+    /// is a client waiting on the control socket, bounded there.
+    submits: mpsc::UnboundedSender<Cmd>,
     shared: Arc<Mutex<Shared>>,
     settings: Settings,
     /// Wakes the main task when slots free up while due one-shots wait.
@@ -160,7 +174,13 @@ impl Node {
         }));
         let slots = Arc::new(tokio::sync::Notify::new());
         let (tx, rx) = mpsc::unbounded_channel();
+        let (submits, submits_rx) = mpsc::unbounded_channel();
         tokio::spawn(heartbeat_loop(
+            settings.clone(),
+            shared.clone(),
+            events.clone(),
+        ));
+        tokio::spawn(peers::peers_loop(
             settings.clone(),
             shared.clone(),
             events.clone(),
@@ -170,6 +190,7 @@ impl Node {
             shared.clone(),
             events,
             rx,
+            submits_rx,
             slots.clone(),
         ));
         let (audit, audit_rx) = mpsc::channel(audit::QUEUE);
@@ -181,6 +202,7 @@ impl Node {
         ));
         Node {
             tx,
+            submits,
             shared,
             settings,
             slots,
@@ -260,7 +282,7 @@ impl ClusterNode for Node {
     /// Queues a one-shot in the store (any node may run it); the reply
     /// says when it is durable.
     fn submit(&self, shot: OneShot, reply: Done<Result<(), SubmitError>>) {
-        let _ = self.tx.send(Cmd::Submit {
+        let _ = self.submits.send(Cmd::Submit {
             shot: Box::new(shot),
             reply,
         });

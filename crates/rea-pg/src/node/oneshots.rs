@@ -19,6 +19,7 @@ use tracing::error;
 use super::lock;
 use super::statements::{retry_json, within};
 use super::task::Main;
+use crate::settings::error_text;
 
 /// Most one-shots taken by one poll (fewer when the daemon has fewer free
 /// slots: what a node cannot start is left to the others).
@@ -153,18 +154,31 @@ impl Main {
             return;
         }
         let (cluster, node, io) = (self.s.cluster.clone(), self.s.node.clone(), self.io);
+        // Without a connection nothing was sent: refused. Once sent, only
+        // the server's own error means it was not queued; no answer in
+        // time, or a connection that broke, leaves it unknown (the
+        // statement may still commit).
         let r = match self.conn().await {
             Ok((c, st)) => {
-                within(
-                    io,
-                    c.query(
-                        &st.submit_oneshots,
-                        &[&cluster, &node, &ids, &dues, &specs, &retries],
-                    ),
-                )
-                .await
+                let params: [super::statements::P<'_>; 6] =
+                    [&cluster, &node, &ids, &dues, &specs, &retries];
+                let sent = c.query(&st.submit_oneshots, &params);
+                match tokio::time::timeout(io, sent).await {
+                    Ok(Ok(rows)) => Ok(rows),
+                    Ok(Err(e)) if e.as_db_error().is_some() => {
+                        Err((SubmitError::Refused(error_text(&e)), error_text(&e)))
+                    }
+                    Ok(Err(e)) => Err((SubmitError::Unconfirmed(error_text(&e)), error_text(&e))),
+                    Err(_) => {
+                        let m = format!(
+                            "the cluster database did not answer within {} ms",
+                            io.as_millis()
+                        );
+                        Err((SubmitError::Unconfirmed(m.clone()), m))
+                    }
+                }
             }
-            Err(m) => Err(m),
+            Err(m) => Err((SubmitError::Refused(m.clone()), m)),
         };
         match r {
             Ok(rows) => {
@@ -178,9 +192,9 @@ impl Main {
                     });
                 }
             }
-            Err(m) => {
+            Err((answer, m)) => {
                 for reply in replies {
-                    reply(Err(SubmitError::Refused(m.clone())));
+                    reply(Err(answer.clone()));
                 }
                 self.fail(&format!("one-shot submissions: {m}"));
             }

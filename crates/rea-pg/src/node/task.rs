@@ -46,6 +46,7 @@ pub(super) async fn main_loop(
     shared: Arc<Mutex<Shared>>,
     events: mpsc::UnboundedSender<NodeEvent>,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
+    mut submits: mpsc::UnboundedReceiver<Cmd>,
     slots: Arc<tokio::sync::Notify>,
 ) {
     let io = s.lease.max(Duration::from_millis(500));
@@ -68,58 +69,72 @@ pub(super) async fn main_loop(
         // free slots.
         let poll = m.oneshot_poll.filter(|_| lock(&m.shared).free_slots > 0);
         tokio::select! {
-            // Commands (claims above all) before the tick's housekeeping.
+            // Submissions first (a submitter waits for its answer; claims
+            // waiting behind it are at most one statement later), then
+            // commands (claims above all) before the tick's housekeeping.
             biased;
+            Some(Cmd::Submit { shot, reply }) = submits.recv() => {
+                // Submissions that arrived together are made durable by
+                // one statement (one commit, one WAL flush).
+                let (batch, _) = gather(&mut submits, (shot, reply), SUBMIT_BATCH, |c| match c {
+                    Cmd::Submit { shot, reply } => Ok((shot, reply)),
+                    other => Err(Box::new(other)),
+                });
+                m.submit(batch).await;
+                // Then one command's batch, if any waits: a stream of
+                // submissions never starves claims.
+                if let Ok(cmd) = rx.try_recv() {
+                    m.command(cmd, &mut rx).await;
+                }
+            }
             cmd = rx.recv() => match cmd {
                 None => return,
-                Some(Cmd::Claim(req)) => {
-                    // Claims that arrived together go out pipelined.
-                    let (batch, next) = gather(&mut rx, req, 64, |c| match c {
-                        Cmd::Claim(r) => Ok(r),
-                        other => Err(Box::new(other)),
-                    });
-                    m.claims(batch).await;
-                    if let Some(cmd) = next {
-                        m.handle(cmd).await;
-                    }
-                }
-                Some(Cmd::Submit { shot, reply }) => {
-                    // Submissions that arrived together are made durable
-                    // by one statement (one commit, one WAL flush).
-                    let (batch, next) = gather(&mut rx, (shot, reply), SUBMIT_BATCH, |c| match c {
-                        Cmd::Submit { shot, reply } => Ok((shot, reply)),
-                        other => Err(Box::new(other)),
-                    });
-                    m.submit(batch).await;
-                    if let Some(cmd) = next {
-                        m.handle(cmd).await;
-                    }
-                }
-                Some(Cmd::Record(rec)) => {
-                    // Starts and ends that arrived together are written
-                    // pipelined (in order: a run's start before its end).
-                    let (batch, next) = gather(&mut rx, rec, FLUSH_BATCH, |c| match c {
-                        Cmd::Record(rec) => Ok(rec),
-                        other => Err(Box::new(other)),
-                    });
-                    let mut any = false;
-                    for rec in &batch {
-                        any |= m.enqueue(rec);
-                    }
-                    if any {
-                        m.flush().await;
-                    }
-                    if let Some(cmd) = next {
-                        m.handle(cmd).await;
-                    }
-                }
-                Some(cmd) => m.handle(cmd).await,
+                Some(cmd) => m.command(cmd, &mut rx).await,
             },
             _ = tick.tick() => m.tick().await,
             () = sleep_until_opt(poll), if poll.is_some() => m.poll_oneshots().await,
             // Slots free again: the next turn arms the due one-shots' poll
             // (if any are due: nothing to ask otherwise).
             () = slots.notified() => {}
+        }
+    }
+}
+
+impl Main {
+    /// A command from the daemon, with those of its kind already waiting
+    /// behind it taken as one batch.
+    async fn command(&mut self, cmd: Cmd, rx: &mut mpsc::UnboundedReceiver<Cmd>) {
+        match cmd {
+            Cmd::Claim(req) => {
+                // Claims that arrived together go out pipelined.
+                let (batch, next) = gather(rx, req, 64, |c| match c {
+                    Cmd::Claim(r) => Ok(r),
+                    other => Err(Box::new(other)),
+                });
+                self.claims(batch).await;
+                if let Some(cmd) = next {
+                    self.handle(cmd).await;
+                }
+            }
+            Cmd::Record(rec) => {
+                // Starts and ends that arrived together are written
+                // pipelined (in order: a run's start before its end).
+                let (batch, next) = gather(rx, rec, FLUSH_BATCH, |c| match c {
+                    Cmd::Record(rec) => Ok(rec),
+                    other => Err(Box::new(other)),
+                });
+                let mut any = false;
+                for rec in &batch {
+                    any |= self.enqueue(rec);
+                }
+                if any {
+                    self.flush().await;
+                }
+                if let Some(cmd) = next {
+                    self.handle(cmd).await;
+                }
+            }
+            cmd => self.handle(cmd).await,
         }
     }
 }

@@ -193,8 +193,9 @@ pub type LastOccurrences = (HashMap<String, DateTime<Utc>>, Option<DateTime<Utc>
 /// cluster database: a row per run, updated in place) keeps the runs it
 /// granted and answers with one record per run, its newest line: a run
 /// that ended is no longer `started`, "newest first" is the order in which
-/// the store granted the runs, and the run's id (`run` and `cluster_run`),
-/// `fence`, `scheduled` and `ts` are the store's, on its clock; it keeps
+/// the store granted the runs, and the run's id (`cluster_run`, and `run`
+/// unless the store keeps the id its node gave the run), `fence`,
+/// `scheduled` and `ts` are the store's, on its clock; it keeps
 /// no daemon starts, so a run is unfinished while its newest line is
 /// `started`. `crate::conformance` checks each kind against the same
 /// oracle.

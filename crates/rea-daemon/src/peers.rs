@@ -1,0 +1,122 @@
+//! The live views' cluster-wide side (cluster mode): what the node's watch
+//! of the other nodes tells the loop ([`NodeEvent::Peers`], at most once a
+//! heartbeat and only when something changed; read on the node's own
+//! task and connection, never on the loop's thread).
+//!
+//! - Runs in progress on other nodes are kept as the last view had them
+//!   (bounded by [`PeerView::RUNNING_MAX`]) and added to the overview's
+//!   running list beside this node's ([`Loop::add_peer_runs`], the one
+//!   hook in `live.rs`).
+//! - Runs that ended on other nodes go through `Engine::observe`, as this
+//!   node's own records do, so each job's summary (its recent outcomes,
+//!   durations, last success and failure) is the cluster's.
+//! - Subscribers hear of other nodes' run starts and ends and of node
+//!   joins, leaves and deaths, each as its scope allows.
+//!
+//! Not here: this node's own runs and lease (`subscribe.rs`, `live.rs`).
+//!
+//! [`NodeEvent::Peers`]: rea_store::cluster::NodeEvent::Peers
+
+use std::collections::{BTreeMap, HashSet};
+
+use rea_proto::live::{Overview, RunNow};
+use rea_store::cluster::{PeerRun, PeerView};
+
+use super::users::Scope;
+use super::Loop;
+use crate::control::protocol::Ts;
+
+/// What the last view of the other nodes held.
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    /// Other nodes' runs in progress, oldest first.
+    running: Vec<PeerRun>,
+    /// Every node's state, by name.
+    nodes: BTreeMap<String, String>,
+}
+
+impl Loop {
+    /// A new view of the other nodes: kept, and told.
+    pub(super) fn on_peers(&mut self, view: PeerView) {
+        let me = self.node_name().unwrap_or_default();
+        let Some(cl) = self.backend.node_mut() else {
+            return;
+        };
+        let before = std::mem::take(&mut cl.peers);
+        // A run that ended between the look's statements is in both.
+        let ended: HashSet<&str> = view.ended.iter().filter_map(|r| r.run.as_deref()).collect();
+        cl.peers = Peers {
+            running: view
+                .running
+                .into_iter()
+                .filter(|r| !ended.contains(r.run.as_str()))
+                .collect(),
+            nodes: view.nodes.into_iter().collect(),
+        };
+        let was: HashSet<&str> = before.running.iter().map(|r| r.run.as_str()).collect();
+        let started: Vec<PeerRun> = cl
+            .peers
+            .running
+            .iter()
+            .filter(|r| !was.contains(r.run.as_str()))
+            .cloned()
+            .collect();
+        let mut changed_nodes: Vec<(String, String)> = cl
+            .peers
+            .nodes
+            .iter()
+            .filter(|(n, state)| **n != me && before.nodes.get(*n) != Some(*state))
+            .map(|(n, s)| (n.clone(), s.clone()))
+            .collect();
+        changed_nodes.extend(
+            before
+                .nodes
+                .keys()
+                .filter(|n| !cl.peers.nodes.contains_key(*n))
+                .map(|n| (n.clone(), "gone".to_string())),
+        );
+        for r in &started {
+            self.publish_peer_start(r);
+        }
+        for rec in &view.ended {
+            let changed = self.engine.observe(rec);
+            self.publish_record(rec, changed);
+        }
+        for (node, state) in changed_nodes {
+            self.publish_peer_node(&node, &state);
+        }
+    }
+
+    /// The overview's running list with other nodes' runs beside this
+    /// node's (those `scope` sees; one-shots are root's), longest running
+    /// first, bounded as before; a job running only elsewhere counts as
+    /// running.
+    pub(super) fn add_peer_runs(&self, o: &mut Overview, scope: &Scope, bound: usize) {
+        let Some(cl) = self.backend.node() else {
+            return;
+        };
+        let mut counted: HashSet<&str> = HashSet::new();
+        for r in &cl.peers.running {
+            let is_job = self.engine.has_job(&r.job);
+            if !scope.owns(&r.job) || (!is_job && *scope != Scope::Admin) {
+                continue;
+            }
+            let here = self.engine.job_view(&r.job).is_some_and(|v| v.running > 0);
+            if is_job && !here && counted.insert(r.job.as_str()) {
+                o.counts.running += 1;
+            }
+            o.running.push(RunNow {
+                run: r.run.clone(),
+                job: r.job.clone(),
+                since: Some(Ts(r.since)),
+                pid: r.pid,
+                cpu_ms: None,
+                memory_peak_kb: None,
+                node: Some(r.node.clone()),
+            });
+        }
+        o.running
+            .sort_by_key(|r| (r.since.is_none(), r.since.as_ref().map(|t| t.0)));
+        o.running.truncate(bound);
+    }
+}
