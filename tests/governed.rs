@@ -533,3 +533,98 @@ fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
     assert!(d.log_text().contains("cgroup.kill"), "{}", d.log_text());
     assert_eq!(d.stop(), 0);
 }
+
+/// Whether the run cgroups here have `controller` (the daemon's
+/// containment line lists them). Where they do not, says so loudly,
+/// naming it (a failure under `REA_REQUIRE_CGROUP_CONTROLLERS=1`, for a
+/// CI host that delegates them).
+fn controller_enabled(env: &Env, controller: &str, test: &str) -> bool {
+    let mode = containment(env);
+    let enabled = mode.split_once("; controllers: ").is_some_and(|(_, rest)| {
+        rest.split(';')
+            .next()
+            .unwrap_or("")
+            .split(", ")
+            .any(|c| c == controller)
+    });
+    if !enabled {
+        let msg = format!(
+            "SKIPPED {test}: the cgroup v2 {controller} controller is not enabled for rea's runs here ({mode})"
+        );
+        if std::env::var("REA_REQUIRE_CGROUP_CONTROLLERS").is_ok_and(|v| v == "1") {
+            panic!("{msg}, and REA_REQUIRE_CGROUP_CONTROLLERS=1 demands it");
+        }
+        eprintln!("\n!!!!!!!! {msg} !!!!!!!!\n");
+    }
+    enabled
+}
+
+#[test]
+fn a_run_the_oom_killer_ends_is_oom_killed() {
+    let env = Env::new();
+    // 64 MB in one string, under a 16 MiB cap: the kernel kills perl.
+    env.jobs(
+        "[jobs.hog]\nschedule = \"0 0 1 1 *\"\ncommand = \"perl -e '$x = \\\"a\\\" x (64 << 20); sleep 1'\"\nmemory_max = \"16MiB\"\n",
+    );
+    let d = env.daemon();
+    if !controller_enabled(&env, "memory", "a_run_the_oom_killer_ends_is_oom_killed") {
+        assert_eq!(d.stop(), 0);
+        return;
+    }
+    env.rea(&["trigger", "hog"]).ok();
+    wait_until("the run to end", || !env.finals("hog").is_empty());
+    let rec = env.finals("hog").remove(0);
+    assert_eq!(rec["status"], "oom_killed", "{rec}");
+    assert_eq!(rec["oom_killed"], true, "{rec}");
+    env.rea(&["history", "hog", "--status", "oom_killed"])
+        .ok()
+        .stdout_has("oom_killed");
+    env.rea(&["history", "--failed"])
+        .ok()
+        .stdout_has("oom_killed");
+    env.rea(&["status", "hog"]).ok().stdout_has("oom_killed");
+    let metrics = env.rea(&["status", "--json"]).json();
+    assert_eq!(metrics["jobs"][0]["consecutive_failures"], 1, "{metrics}");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn out_of_memory_records_old_and_new_read_back() {
+    let env = Env::new();
+    env.jobs("[jobs.hog]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    fs::create_dir_all(env.state()).expect("state dir");
+    // The first as rea wrote it before `oom_killed` was a status, the
+    // second as it writes it now.
+    let line = |run: &str, at: &str, status: &str| {
+        format!(
+            "{{\"v\":1,\"ts\":\"{at}\",\"event\":\"run\",\"job\":\"hog\",\"run\":\"{run}\",\"attempt\":1,\"trigger\":\"schedule\",\"status\":\"{status}\",\"started\":\"{at}\",\"ended\":\"{at}\",\"duration_ms\":0,\"pid\":42,\"signal\":9,\"oom_killed\":true}}\n"
+        )
+    };
+    env.write(
+        "state/history.jsonl",
+        &(line("r1", "2026-12-01T00:00:00.000Z", "failed")
+            + &line("r2", "2026-12-02T00:00:00.000Z", "oom_killed")),
+    );
+    let all = env.rea(&["history", "hog"]).ok().stdout.clone();
+    let old = all.lines().find(|l| l.contains("r1")).unwrap_or_default();
+    assert!(
+        old.contains("failed") && old.contains("out of memory (OOM killer)"),
+        "{all}"
+    );
+    let new = all.lines().find(|l| l.contains("r2")).unwrap_or_default();
+    assert!(new.contains("oom_killed"), "{all}");
+    assert!(
+        !new.contains("out of memory (OOM killer)"),
+        "said once: {all}"
+    );
+    let only = env.rea(&["history", "hog", "--status", "oom-killed", "--json"]);
+    let runs: Vec<Value> = only
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(runs.len(), 1, "{}", only.stdout);
+    assert_eq!(runs[0]["run"], "r2");
+    let failed = env.rea(&["history", "hog", "--failed"]).ok().stdout.clone();
+    assert!(failed.contains("r1") && failed.contains("r2"), "{failed}");
+}

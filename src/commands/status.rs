@@ -204,7 +204,7 @@ fn outcome_word(c: char) -> &'static str {
         't' => "timed_out",
         'k' => "killed",
         'i' => "interrupted",
-        'o' => "out of memory",
+        'o' => "oom_killed",
         _ => "?",
     }
 }

@@ -682,7 +682,7 @@ impl Leaf {
             usage.io_write_bytes = Some(w);
         }
         if let Some(events) = read("memory", "memory.events") {
-            usage.oom_killed = keyed(&events, "oom_kill").is_some_and(|n| n > 0);
+            usage.oom_killed = oom_killed(&events);
         }
     }
 
@@ -755,6 +755,19 @@ fn watch_events(dir: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 }
 
 /// `name value` from a flat-keyed cgroup file.
+/// Whether a leaf's `memory.events` says the out-of-memory killer killed
+/// one of its processes: `oom_kill` (a process chosen; counted in the
+/// victim's cgroup and its ancestors, so a kill forced by the tenant's
+/// `memory.max` counts in the run's leaf too) or `oom_group_kill` (the
+/// whole group, `memory.oom.group`). `oom` alone (the limit was reached,
+/// the kernel reclaimed or the allocation failed, nobody was killed) and
+/// `max` (the limit was hit) are not.
+pub(crate) fn oom_killed(events: &str) -> bool {
+    ["oom_kill", "oom_group_kill"]
+        .iter()
+        .any(|k| keyed(events, k).is_some_and(|n| n > 0))
+}
+
 fn keyed(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let mut parts = l.split_whitespace();

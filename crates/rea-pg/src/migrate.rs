@@ -30,6 +30,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (4, 1, &[include_str!("../sql/005_audit_params.sql")]),
     // Alerts: who raised which (a table older binaries do not touch).
     (5, 1, &[include_str!("../sql/006_alerts.sql")]),
+    // A status: `oom_killed` (older binaries read such a row without one).
+    (6, 1, &[include_str!("../sql/007_oom_killed.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

@@ -335,3 +335,29 @@ async fn only_old_empty_cgroups_are_swept() {
     assert_eq!(scratch.tree.sweep(Duration::ZERO), 1);
     assert!(!place.parent.join("fresh").exists());
 }
+
+#[test]
+fn an_oom_kill_is_read_from_memory_events() {
+    use super::oom_killed;
+    // What a leaf says after its memory.max made the kernel kill a process
+    // (Linux 6.1, a job allocating 64 MB under memory_max = 16M).
+    let killed = "low 0\nhigh 0\nmax 1843\noom 1\noom_kill 1\noom_group_kill 0\n";
+    assert!(oom_killed(killed));
+    // memory.oom.group = 1: the whole group went, counted on its own line.
+    assert!(oom_killed(
+        "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\noom_group_kill 1\n"
+    ));
+    // Kernels before 5.18 have no oom_group_kill line.
+    assert!(oom_killed("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n"));
+    // The limit was reached and reclaim coped, or the allocation failed
+    // without a kill: not an OOM kill.
+    assert!(!oom_killed(
+        "low 0\nhigh 12\nmax 40\noom 0\noom_kill 0\noom_group_kill 0\n"
+    ));
+    assert!(!oom_killed("low 0\nhigh 0\nmax 1\noom 1\noom_kill 0\n"));
+    // A field name that merely starts like one is not it; nothing readable
+    // is nothing.
+    assert!(!oom_killed("oom_killer_disabled 1\n"));
+    assert!(!oom_killed(""));
+    assert!(!oom_killed("oom_kill x\n"));
+}
