@@ -628,3 +628,101 @@ fn out_of_memory_records_old_and_new_read_back() {
     let failed = env.rea(&["history", "hog", "--failed"]).ok().stdout.clone();
     assert!(failed.contains("r1") && failed.contains("r2"), "{failed}");
 }
+
+/// The daemon's subtree (`rea status`'s `cgroup: contained (PATH)…`).
+fn subtree(env: &Env) -> Option<std::path::PathBuf> {
+    let mode = containment(env);
+    let rest = mode.strip_prefix("cgroup: contained (")?;
+    Some(rest.split_once(')')?.0.into())
+}
+
+#[test]
+fn tenant_limits_reach_the_tenants_cgroup_or_are_said_where_they_cannot_be() {
+    let test = "tenant_limits_reach_the_tenants_cgroup_or_are_said_where_they_cannot_be";
+    if crate::support::skip_unless_root(test) {
+        return;
+    }
+    let alice = "rea-alice";
+    let main = format!(
+        "[tenants.\"*\"]\nmin_nice = 7\n[tenants.{alice}]\nmemory_max = \"256MiB\"\ntasks_max = 64\ncpu_weight = 50\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n"
+    );
+    let env = crate::users::shared_env(&main);
+    crate::support::throwaway_user(alice).expect("user");
+    // Her job asks for nice 2: the floor of every user's runs is 7.
+    let f = env.write(
+        &format!("users/{alice}.toml"),
+        "[jobs.mine]\nschedule = \"@reboot\"\ncommand = \"cut -d' ' -f19 /proc/$$/stat; cat /proc/self/cgroup\"\nnice = 2\n",
+    );
+    fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let check = env.rea(&["check", "-f", "jobs.toml"]);
+    let d = env.daemon();
+    wait_until("her run to end", || {
+        !env.finals(&format!("{alice}/mine")).is_empty()
+    });
+    let rec = env.finals(&format!("{alice}/mine")).remove(0);
+    let out: Vec<&str> = rec["output"].as_str().unwrap_or_default().lines().collect();
+    assert_eq!(out.first().copied(), Some("7"), "the tenant's floor: {rec}");
+    if !contained(&env) {
+        assert_eq!(d.stop(), 0);
+        return;
+    }
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("0::") && l.contains(&format!("/rea/user-{alice}/"))),
+        "{rec}"
+    );
+    let dir = subtree(&env)
+        .expect("the subtree")
+        .join(format!("user-{alice}"));
+    let status = env.rea(&["status"]).ok().stdout.clone();
+    let log = d.log_text();
+    let read = |f: &str| {
+        fs::read_to_string(dir.join(f))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let files = [
+        ("memory", "memory_max", "memory.max", "268435456"),
+        ("pids", "tasks_max", "pids.max", "64"),
+        ("cpu", "cpu_weight", "cpu.weight", "50"),
+    ];
+    for (controller, field, file, want) in files {
+        if controller_enabled(&env, controller, test) {
+            assert_eq!(read(file), want, "{file}");
+            continue;
+        }
+        // Not enforceable here: said by rea check, the log and rea status,
+        // in the words used for a job's limits.
+        let said = format!("{field} ({controller} controller: controller not enabled");
+        assert!(
+            status.contains(&format!(
+                "limits: tenant {alice}: limits this host cannot enforce, not applied: "
+            )) && status.contains(&said),
+            "status says {said}: {status}"
+        );
+        assert!(log.contains(&said), "the log says {said}: {log}");
+        assert!(
+            check.stderr.contains(&format!("tenant {alice}: ")) && check.stderr.contains(field),
+            "rea check warns about {field}: {}",
+            check.stderr
+        );
+    }
+    // Taken out of the file: the limits are lifted at the reload.
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    env.rea(&["reload"]).ok();
+    for (controller, _, file, _) in files {
+        if controller_enabled(&env, controller, test) {
+            assert_eq!(
+                read(file),
+                if file == "cpu.weight" { "100" } else { "max" },
+                "{file}"
+            );
+        }
+    }
+    assert!(
+        !env.rea(&["status"]).ok().stdout.contains("limits: tenant"),
+        "nothing left to say"
+    );
+    assert_eq!(d.stop(), 0);
+}

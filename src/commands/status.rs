@@ -258,6 +258,9 @@ fn trouble(d: &DaemonInfo, now: DateTime<Utc>) {
     if !d.containment.is_empty() {
         println!("runs: {}", d.containment);
     }
+    for line in &d.unenforced_tenant_limits {
+        println!("limits: {line}");
+    }
     if let Some(err) = &d.config_error {
         println!(
             "!! the job file is invalid (since {}); the daemon keeps running the last good configuration:",
