@@ -435,6 +435,7 @@ impl Tree {
     /// (another daemon's runs, or leftovers of `kill_stragglers = false`,
     /// keep them: rmdir refuses a cgroup with children).
     pub fn tidy(&self) {
+        removals::flush(Duration::from_secs(1));
         if let Ok(entries) = std::fs::read_dir(&self.root) {
             for e in entries.flatten() {
                 if e.path().is_dir() && e.file_name() != OsStr::new("daemon") {
@@ -801,12 +802,18 @@ impl Leaf {
         }
     }
 
-    /// Removes the (empty) cgroup; a few tries, as the kernel may still be
-    /// tearing down its last exited task.
+    /// Removes the (empty) cgroup: at once if the kernel lets it, else on
+    /// the remover's thread ([`removals`]), which tries again a few times
+    /// as the kernel may still be tearing down the last exited task. Those
+    /// tries sleep, which the loop's thread must not (it did: up to 15 ms
+    /// per run, under load).
     pub(crate) fn remove(&self) {
-        if remove_dir(&self.dir) {
-            self.removed.store(true, Ordering::Relaxed);
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) => removals::later(self.dir.clone()),
         }
+        self.removed.store(true, Ordering::Relaxed);
     }
 
     /// Keeps the cgroup (and what is left in it) until it empties, then
@@ -827,6 +834,74 @@ impl Drop for Leaf {
         // Refused while processes are in it: those are left alone.
         if !self.removed.load(Ordering::Relaxed) {
             let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Run cgroups whose first rmdir was refused (`EBUSY`: a task that has
+/// exited is still being torn down), removed by one thread of their own.
+/// The queue is bounded; past it, or without a thread, the caller removes
+/// inline as before. [`Tree::tidy`] waits for it before removing the
+/// tenants' directories.
+mod removals {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{sync_channel, SyncSender};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// Directories waiting at most (a run's leaf is about 100 bytes here).
+    const QUEUE: usize = 4096;
+
+    static SENDER: OnceLock<Option<Mutex<SyncSender<PathBuf>>>> = OnceLock::new();
+    /// Handed over and not yet done.
+    static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+    fn sender() -> Option<&'static Mutex<SyncSender<PathBuf>>> {
+        SENDER
+            .get_or_init(|| {
+                let (tx, rx) = sync_channel::<PathBuf>(QUEUE);
+                std::thread::Builder::new()
+                    .name("rea-cgroup-rm".into())
+                    .spawn(move || {
+                        for dir in rx {
+                            super::remove_dir(&dir);
+                            PENDING.fetch_sub(1, Ordering::Release);
+                        }
+                    })
+                    .ok()
+                    .map(|_| Mutex::new(tx))
+            })
+            .as_ref()
+    }
+
+    /// Removes `dir` on the remover's thread, or here if it cannot take it.
+    pub(super) fn later(dir: PathBuf) {
+        if let Some(tx) = sender() {
+            PENDING.fetch_add(1, Ordering::Acquire);
+            let sent = tx
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .try_send(dir);
+            match sent {
+                Ok(()) => return,
+                Err(e) => {
+                    PENDING.fetch_sub(1, Ordering::Release);
+                    let (std::sync::mpsc::TrySendError::Full(dir)
+                    | std::sync::mpsc::TrySendError::Disconnected(dir)) = e;
+                    super::remove_dir(&dir);
+                }
+            }
+        } else {
+            super::remove_dir(&dir);
+        }
+    }
+
+    /// Waits (at most `limit`) until every directory handed over is done.
+    pub(super) fn flush(limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while PENDING.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
