@@ -884,7 +884,7 @@ mod removals {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .try_send(dir);
             match sent {
-                Ok(()) => return,
+                Ok(()) => {}
                 Err(e) => {
                     PENDING.fetch_sub(1, Ordering::Release);
                     let (std::sync::mpsc::TrySendError::Full(dir)
