@@ -349,7 +349,7 @@ _rea() {
             fi
             case "${prev}" in
                 --status)
-                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled missed alert" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "started succeeded failed timed_out killed skipped interrupted cancelled oom_killed missed alert" -- "${cur}"))
                     return 0
                     ;;
                 --since)

@@ -142,6 +142,7 @@ killed\t''
 skipped\t''
 interrupted\t''
 cancelled\t'One-shots cancelled before they ran'
+oom_killed\t'Runs the kernel\'s out-of-memory killer ended (`oom-killed` works too)'
 missed\t'Occurrences missed while the daemon was down (catch-up policy)'
 alert\t'Alerts raised and resolved (alert.* of the job file)'"
 complete -c rea -n "__fish_rea_using_subcommand history" -l since -d 'Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this instant: "today", "yesterday", a date ("2026-11-29") or local time ("08:00", "2026-11-29 08:00") in the machine\'s zone, or RFC 3339' -r
@@ -151,7 +152,7 @@ complete -c rea -n "__fish_rea_using_subcommand history" -l tenant -d 'Only the 
 complete -c rea -n "__fish_rea_using_subcommand history" -s f -l file -d 'The main job file (with jobs.d/*.toml beside it) [default: the running daemon\'s file, else ./jobs.toml, else /etc/rea/jobs.toml for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l state-dir -d 'Where the history log, control socket and lock live [default: $XDG_STATE_HOME/rea, ~/.local/state/rea, or /var/lib/rea for root]' -r -F
 complete -c rea -n "__fish_rea_using_subcommand history" -l client-timeout -d 'How long a command waits for the daemon to answer' -r
-complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted)'
+complete -c rea -n "__fish_rea_using_subcommand history" -l failed -d 'Only runs that did not succeed (failed, timed_out, killed, interrupted, oom_killed)'
 complete -c rea -n "__fish_rea_using_subcommand history" -l json -d 'Machine-readable output (JSON lines, the history schema; times in UTC)'
 complete -c rea -n "__fish_rea_using_subcommand history" -l utc -d 'Show times in UTC, and read --since/--until dates in UTC, instead of the machine\'s zone'
 complete -c rea -n "__fish_rea_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -346,6 +346,9 @@ pub(crate) enum StatusFilter {
     Interrupted,
     /// One-shots cancelled before they ran
     Cancelled,
+    /// Runs the kernel's out-of-memory killer ended (`oom-killed` works too)
+    #[value(name = "oom_killed", alias = "oom-killed")]
+    OomKilled,
     /// Occurrences missed while the daemon was down (catch-up policy)
     Missed,
     /// Alerts raised and resolved (alert.* of the job file)
@@ -359,7 +362,7 @@ pub(crate) struct HistoryArgs {
     /// Only runs with this status (repeatable)
     #[arg(long, value_enum, value_name = "STATUS")]
     pub(crate) status: Vec<StatusFilter>,
-    /// Only runs that did not succeed (failed, timed_out, killed, interrupted)
+    /// Only runs that did not succeed (failed, timed_out, killed, interrupted, oom_killed)
     #[arg(long)]
     pub(crate) failed: bool,
     /// Only since this long ago ("2h", "-2h", "2 hours ago", "7d") or this

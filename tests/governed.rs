@@ -533,3 +533,196 @@ fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
     assert!(d.log_text().contains("cgroup.kill"), "{}", d.log_text());
     assert_eq!(d.stop(), 0);
 }
+
+/// Whether the run cgroups here have `controller` (the daemon's
+/// containment line lists them). Where they do not, says so loudly,
+/// naming it (a failure under `REA_REQUIRE_CGROUP_CONTROLLERS=1`, for a
+/// CI host that delegates them).
+fn controller_enabled(env: &Env, controller: &str, test: &str) -> bool {
+    let mode = containment(env);
+    let enabled = mode.split_once("; controllers: ").is_some_and(|(_, rest)| {
+        rest.split(';')
+            .next()
+            .unwrap_or("")
+            .split(", ")
+            .any(|c| c == controller)
+    });
+    if !enabled {
+        let msg = format!(
+            "SKIPPED {test}: the cgroup v2 {controller} controller is not enabled for rea's runs here ({mode})"
+        );
+        if std::env::var("REA_REQUIRE_CGROUP_CONTROLLERS").is_ok_and(|v| v == "1") {
+            panic!("{msg}, and REA_REQUIRE_CGROUP_CONTROLLERS=1 demands it");
+        }
+        eprintln!("\n!!!!!!!! {msg} !!!!!!!!\n");
+    }
+    enabled
+}
+
+#[test]
+fn a_run_the_oom_killer_ends_is_oom_killed() {
+    let env = Env::new();
+    // 64 MB in one string, under a 16 MiB cap: the kernel kills perl.
+    env.jobs(
+        "[jobs.hog]\nschedule = \"0 0 1 1 *\"\ncommand = \"perl -e '$x = \\\"a\\\" x (64 << 20); sleep 1'\"\nmemory_max = \"16MiB\"\n",
+    );
+    let d = env.daemon();
+    if !controller_enabled(&env, "memory", "a_run_the_oom_killer_ends_is_oom_killed") {
+        assert_eq!(d.stop(), 0);
+        return;
+    }
+    env.rea(&["trigger", "hog"]).ok();
+    wait_until("the run to end", || !env.finals("hog").is_empty());
+    let rec = env.finals("hog").remove(0);
+    assert_eq!(rec["status"], "oom_killed", "{rec}");
+    assert_eq!(rec["oom_killed"], true, "{rec}");
+    env.rea(&["history", "hog", "--status", "oom_killed"])
+        .ok()
+        .stdout_has("oom_killed");
+    env.rea(&["history", "--failed"])
+        .ok()
+        .stdout_has("oom_killed");
+    env.rea(&["status", "hog"]).ok().stdout_has("oom_killed");
+    let metrics = env.rea(&["status", "--json"]).json();
+    assert_eq!(metrics["jobs"][0]["consecutive_failures"], 1, "{metrics}");
+    assert_eq!(d.stop(), 0);
+}
+
+#[test]
+fn out_of_memory_records_old_and_new_read_back() {
+    let env = Env::new();
+    env.jobs("[jobs.hog]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    fs::create_dir_all(env.state()).expect("state dir");
+    // The first as rea wrote it before `oom_killed` was a status, the
+    // second as it writes it now.
+    let line = |run: &str, at: &str, status: &str| {
+        format!(
+            "{{\"v\":1,\"ts\":\"{at}\",\"event\":\"run\",\"job\":\"hog\",\"run\":\"{run}\",\"attempt\":1,\"trigger\":\"schedule\",\"status\":\"{status}\",\"started\":\"{at}\",\"ended\":\"{at}\",\"duration_ms\":0,\"pid\":42,\"signal\":9,\"oom_killed\":true}}\n"
+        )
+    };
+    env.write(
+        "state/history.jsonl",
+        &(line("r1", "2026-12-01T00:00:00.000Z", "failed")
+            + &line("r2", "2026-12-02T00:00:00.000Z", "oom_killed")),
+    );
+    let all = env.rea(&["history", "hog"]).ok().stdout.clone();
+    let old = all.lines().find(|l| l.contains("r1")).unwrap_or_default();
+    assert!(
+        old.contains("failed") && old.contains("out of memory (OOM killer)"),
+        "{all}"
+    );
+    let new = all.lines().find(|l| l.contains("r2")).unwrap_or_default();
+    assert!(new.contains("oom_killed"), "{all}");
+    assert!(
+        !new.contains("out of memory (OOM killer)"),
+        "said once: {all}"
+    );
+    let only = env.rea(&["history", "hog", "--status", "oom-killed", "--json"]);
+    let runs: Vec<Value> = only
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(runs.len(), 1, "{}", only.stdout);
+    assert_eq!(runs[0]["run"], "r2");
+    let failed = env.rea(&["history", "hog", "--failed"]).ok().stdout.clone();
+    assert!(failed.contains("r1") && failed.contains("r2"), "{failed}");
+}
+
+/// The daemon's subtree (`rea status`'s `cgroup: contained (PATH)…`).
+fn subtree(env: &Env) -> Option<std::path::PathBuf> {
+    let mode = containment(env);
+    let rest = mode.strip_prefix("cgroup: contained (")?;
+    Some(rest.split_once(')')?.0.into())
+}
+
+#[test]
+fn tenant_limits_reach_the_tenants_cgroup_or_are_said_where_they_cannot_be() {
+    let test = "tenant_limits_reach_the_tenants_cgroup_or_are_said_where_they_cannot_be";
+    if crate::support::skip_unless_root(test) {
+        return;
+    }
+    let alice = "rea-alice";
+    let main = format!(
+        "[tenants.\"*\"]\nmin_nice = 7\n[tenants.{alice}]\nmemory_max = \"256MiB\"\ntasks_max = 64\ncpu_weight = 50\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n"
+    );
+    let env = crate::users::shared_env(&main);
+    crate::support::throwaway_user(alice).expect("user");
+    // Her job asks for nice 2: the floor of every user's runs is 7.
+    let f = env.write(
+        &format!("users/{alice}.toml"),
+        "[jobs.mine]\nschedule = \"@reboot\"\ncommand = \"cut -d' ' -f19 /proc/$$/stat; cat /proc/self/cgroup\"\nnice = 2\n",
+    );
+    fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let check = env.rea(&["check", "-f", "jobs.toml"]);
+    let d = env.daemon();
+    wait_until("her run to end", || {
+        !env.finals(&format!("{alice}/mine")).is_empty()
+    });
+    let rec = env.finals(&format!("{alice}/mine")).remove(0);
+    let out: Vec<&str> = rec["output"].as_str().unwrap_or_default().lines().collect();
+    assert_eq!(out.first().copied(), Some("7"), "the tenant's floor: {rec}");
+    if !contained(&env) {
+        assert_eq!(d.stop(), 0);
+        return;
+    }
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("0::") && l.contains(&format!("/rea/user-{alice}/"))),
+        "{rec}"
+    );
+    let dir = subtree(&env)
+        .expect("the subtree")
+        .join(format!("user-{alice}"));
+    let status = env.rea(&["status"]).ok().stdout.clone();
+    let log = d.log_text();
+    let read = |f: &str| {
+        fs::read_to_string(dir.join(f))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let files = [
+        ("memory", "memory_max", "memory.max", "268435456"),
+        ("pids", "tasks_max", "pids.max", "64"),
+        ("cpu", "cpu_weight", "cpu.weight", "50"),
+    ];
+    for (controller, field, file, want) in files {
+        if controller_enabled(&env, controller, test) {
+            assert_eq!(read(file), want, "{file}");
+            continue;
+        }
+        // Not enforceable here: said by rea check, the log and rea status,
+        // in the words used for a job's limits.
+        let said = format!("{field} ({controller} controller: controller not enabled");
+        assert!(
+            status.contains(&format!(
+                "limits: tenant {alice}: limits this host cannot enforce, not applied: "
+            )) && status.contains(&said),
+            "status says {said}: {status}"
+        );
+        assert!(log.contains(&said), "the log says {said}: {log}");
+        assert!(
+            check.stderr.contains(&format!("tenant {alice}: ")) && check.stderr.contains(field),
+            "rea check warns about {field}: {}",
+            check.stderr
+        );
+    }
+    // Taken out of the file: the limits are lifted at the reload.
+    env.jobs("[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n");
+    env.rea(&["reload"]).ok();
+    for (controller, _, file, _) in files {
+        if controller_enabled(&env, controller, test) {
+            assert_eq!(
+                read(file),
+                if file == "cpu.weight" { "100" } else { "max" },
+                "{file}"
+            );
+        }
+    }
+    assert!(
+        !env.rea(&["status"]).ok().stdout.contains("limits: tenant"),
+        "nothing left to say"
+    );
+    assert_eq!(d.stop(), 0);
+}

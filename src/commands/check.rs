@@ -116,10 +116,21 @@ pub(crate) fn run(global: &Global, args: &CheckArgs) -> CommandResult {
 /// Looked at without creating anything: the daemon says the same, from
 /// what it actually got, when it starts.
 fn unenforceable(config: &rea_config::Config) -> Vec<String> {
+    let policy = &config.daemon.tenants;
+    let tenants = policy
+        .users
+        .keys()
+        .map(|u| (format!("tenant {u}"), policy.for_user(u)))
+        .chain(
+            (!policy.every_user.is_empty())
+                .then(|| ("tenants \"*\"".to_string(), policy.every_user)),
+        )
+        .map(|(who, l)| (who, l.cgroup.controllers()));
     let wanted: Vec<_> = config
         .jobs
         .iter()
-        .map(|j| (j.name.as_str(), j.extras().limits.controllers()))
+        .map(|j| (format!("job {}", j.name), j.extras().limits.controllers()))
+        .chain(tenants)
         .filter(|(_, c)| !c.is_empty())
         .collect();
     if wanted.is_empty() {
@@ -139,7 +150,7 @@ fn unenforceable(config: &rea_config::Config) -> Vec<String> {
                 Err(e) => format!("runs get no cgroup here: {e}"),
             };
             out.push(format!(
-                "job {job}: {} not enforced on this host ({why})",
+                "{job}: {} not enforced on this host ({why})",
                 fields.join(", ")
             ));
         }

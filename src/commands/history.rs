@@ -10,7 +10,7 @@ use crate::cli::{Global, HistoryArgs, StatusFilter};
 use crate::failure::{self, CommandResult, Failure};
 use crate::table::Table;
 
-const FINAL: [RunStatus; 6] = RunStatus::FINAL;
+const FINAL: [RunStatus; 7] = RunStatus::FINAL;
 
 pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
     let dir = super::state_dir(global)?;
@@ -37,6 +37,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             StatusFilter::Skipped => statuses.push(RunStatus::Skipped),
             StatusFilter::Interrupted => statuses.push(RunStatus::Interrupted),
             StatusFilter::Cancelled => statuses.push(RunStatus::Cancelled),
+            StatusFilter::OomKilled => statuses.push(RunStatus::OomKilled),
             StatusFilter::Missed => with_missed = true,
             StatusFilter::Alert => with_alerts = true,
         }
@@ -47,6 +48,7 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             RunStatus::TimedOut,
             RunStatus::Killed,
             RunStatus::Interrupted,
+            RunStatus::OomKilled,
         ]);
     }
     // `--status missed` (or `alert`) alone: an empty status list means
@@ -139,8 +141,13 @@ pub(crate) fn run(global: &Global, args: &HistoryArgs) -> CommandResult {
             cpu_text(r),
             exit_text,
             note_with_params(
-                match (r.oom_killed, r.reason.as_deref()) {
-                    (Some(true), reason) => {
+                // A record from before `oom_killed` was a status says
+                // `failed` or `killed` and carries the flag.
+                match (
+                    r.oom_killed == Some(true) && r.status != Some(RunStatus::OomKilled),
+                    r.reason.as_deref(),
+                ) {
+                    (true, reason) => {
                         let first = reason.unwrap_or("").lines().next().unwrap_or("");
                         format!("out of memory (OOM killer) {first}")
                             .trim()

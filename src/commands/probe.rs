@@ -16,8 +16,8 @@
 //! and `--tenant NAME` or `--tenant all` chooses otherwise. So a user's
 //! failing job never pages whoever watches the system.
 //!
-//! A failure is what the engine retries and counts: `failed` and
-//! `timed_out`. A run killed by a shutdown or by `overlap = "replace"`, or
+//! A failure is what the engine retries and counts: `failed`,
+//! `timed_out` and `oom_killed`. A run killed by a shutdown or by `overlap = "replace"`, or
 //! interrupted by a daemon's death, is not the command failing. Disabled
 //! jobs are left out (they do not run); paused ones are not (pausing does
 //! not fix them).
@@ -71,7 +71,7 @@ impl Failing {
 
 /// Whether a final status is a failure in the probe's sense.
 pub(crate) fn is_failure(status: &str) -> bool {
-    matches!(status, "failed" | "timed_out")
+    matches!(status, "failed" | "timed_out" | "oom_killed")
 }
 
 /// The jobs of a live answer whose last run failed.

@@ -204,7 +204,7 @@ fn outcome_word(c: char) -> &'static str {
         't' => "timed_out",
         'k' => "killed",
         'i' => "interrupted",
-        'o' => "out of memory",
+        'o' => "oom_killed",
         _ => "?",
     }
 }
@@ -257,6 +257,9 @@ fn trouble(d: &DaemonInfo, now: DateTime<Utc>) {
     );
     if !d.containment.is_empty() {
         println!("runs: {}", d.containment);
+    }
+    for line in &d.unenforced_tenant_limits {
+        println!("limits: {line}");
     }
     if let Some(err) = &d.config_error {
         println!(

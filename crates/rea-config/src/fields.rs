@@ -24,7 +24,20 @@ pub(crate) type Value<'i> = Spanned<DeValue<'i>>;
 pub(crate) type Key<'i> = Spanned<Cow<'i, str>>;
 
 /// The sections a job file may have, in the order they are documented.
-pub(crate) const SECTIONS: &[&str] = &["defaults", "daemon", "cluster", "jobs"];
+pub(crate) const SECTIONS: &[&str] = &["defaults", "daemon", "cluster", "tenants", "jobs"];
+
+/// The fields of a `[tenants.NAME]` table: the cgroup limits of a job
+/// (read by the job's own field, so they take the same values and fail
+/// with the same messages), and `min_nice`.
+pub(crate) const TENANT_FIELDS: &[&str] = &[
+    "memory_max",
+    "memory_high",
+    "cpu_max",
+    "cpu_weight",
+    "io_weight",
+    "tasks_max",
+    "min_nice",
+];
 
 /// A field of a job (and, if `inheritable`, of `[defaults]`).
 pub(crate) struct Field {

@@ -185,6 +185,10 @@ pub struct DaemonConfig {
     pub web_hosts: Vec<String>,
     /// Users whose web console is read-only (pages, no actions).
     pub web_viewers: Vec<String>,
+    /// `[tenants.NAME]` and `[tenants."*"]`: limits on a user's whole
+    /// subtree of runs and caps on each of her runs. Root's main file
+    /// only.
+    pub tenants: rea_core::run::TenantPolicy,
 }
 
 impl DaemonConfig {
@@ -229,6 +233,7 @@ impl Default for DaemonConfig {
             web_listen: None,
             web_hosts: Vec::new(),
             web_viewers: Vec::new(),
+            tenants: rea_core::run::TenantPolicy::default(),
         }
     }
 }

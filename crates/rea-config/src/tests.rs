@@ -196,6 +196,7 @@ command = "date"
                 web_listen: None,
                 web_hosts: Vec::new(),
                 web_viewers: Vec::new(),
+                tenants: rea_core::run::TenantPolicy::default(),
             }
         );
         let j = job(&config, "sync-orders");
@@ -418,7 +419,7 @@ retry = { jitter = 0, max_delay = "1h" }
         assert_eq!(
             errors("command = \"true\"\n[xyz]\n"),
             "jobs.toml:1:1: unknown section \"command\"\n  hint: fields of a job go under its [jobs.NAME] header\n\
-             jobs.toml:2:2: unknown section \"xyz\"\n  hint: the sections are [defaults], [daemon], [cluster] and [jobs.NAME]\n"
+             jobs.toml:2:2: unknown section \"xyz\"\n  hint: the sections are [defaults], [daemon], [cluster], [tenants.NAME] and [jobs.NAME]\n"
         );
     }
 
@@ -725,7 +726,7 @@ retry = { attempts = 101 }
              jobs.toml:6:18: \"max_concurrent\" must be between 1 and 10000, found 0\n\
              jobs.toml:11:11: \"overlap\" must be one of \"skip\", \"queue\", \"allow\", \"replace\", found \"never\"\n\
              jobs.toml:12:22: \"retry.attempts\" must be between 0 and 100, found 101\n\
-             jobs.toml:14:2: unknown section \"extra\"\n  hint: the sections are [defaults], [daemon], [cluster] and [jobs.NAME]\n"
+             jobs.toml:14:2: unknown section \"extra\"\n  hint: the sections are [defaults], [daemon], [cluster], [tenants.NAME] and [jobs.NAME]\n"
         );
     }
 
@@ -1167,6 +1168,116 @@ ionice = "idle"
         assert!(errors(&job("cpu_weight = 0")).contains("cpu_weight"));
         assert!(errors(&job("memory_max = \"1KiB\"")).contains("memory_max"));
         assert!(errors("[daemon]\ncgroups = \"yes\"\n").contains("cgroups"));
+    }
+}
+
+mod tenants {
+    use super::unit::{errors, ok};
+    use super::*;
+
+    fn as_alice(src: &str) -> String {
+        match parse_as(
+            src.as_bytes(),
+            Path::new("users/alice.toml"),
+            &FileKind::User("alice".into()),
+        ) {
+            Ok(_) => panic!("expected errors, the file was accepted"),
+            Err(diags) => diags.iter().map(|d| format!("{d}\n")).collect(),
+        }
+    }
+
+    #[test]
+    fn root_sets_a_tenants_subtree_and_every_users_default() {
+        let config = ok(r#"
+[tenants."*"]
+memory_max = "2GiB"
+tasks_max = 512
+min_nice = 5
+[tenants.alice]
+memory_max = "8GiB"
+cpu_max = "150%"
+cpu_weight = 50
+io_weight = 20
+memory_high = "6GiB"
+[jobs.a]
+schedule = "@daily"
+command = "true"
+"#);
+        let t = &config.daemon.tenants;
+        assert_eq!(t.every_user.cgroup.memory_max, Some(2 << 30));
+        assert_eq!(t.every_user.min_nice, Some(5));
+        let alice = t.for_user("alice");
+        assert_eq!(alice.cgroup.memory_max, Some(8 << 30));
+        assert_eq!(alice.cgroup.memory_high, Some(6 << 30));
+        assert_eq!(alice.cgroup.cpu_max_percent, Some(150));
+        assert_eq!(alice.cgroup.cpu_weight, Some(50));
+        assert_eq!(alice.cgroup.io_weight, Some(20));
+        assert_eq!(alice.cgroup.tasks_max, Some(512), "from \"*\"");
+        assert_eq!(alice.min_nice, Some(5), "from \"*\"");
+        assert_eq!(t.for_user("bob"), t.every_user);
+        // A job's own limits stay its own.
+        assert_eq!(config.jobs[0].extras().limits.memory_max, None);
+    }
+
+    #[test]
+    fn tenant_errors_are_located_with_hints() {
+        let e = errors("[tenants.alice]\nmemory_max = \"lots\"\n");
+        assert!(e.starts_with("jobs.toml:2:14: "), "{e}");
+        let e = errors("[tenants.alice]\ntasks_mx = \"1GiB\"\n");
+        assert!(
+            e.contains("jobs.toml:2:1: unknown field") && e.contains("did you mean \"tasks_max\"?"),
+            "{e}"
+        );
+        let e = errors("[tenants.alice]\nnice = 5\n");
+        assert!(e.contains("min_nice = N"), "{e}");
+        let e = errors("[tenants.alice]\ncommand = \"x\"\n");
+        assert!(
+            e.contains("is a job's field; a tenant takes: memory_max"),
+            "{e}"
+        );
+        let e = errors("[tenants.alice]\nmin_nice = -5\n");
+        assert!(
+            e.contains("jobs.toml:2:12: ") && e.contains("min_nice"),
+            "{e}"
+        );
+        let e = errors("[tenants.root]\nmemory_max = \"1GiB\"\n");
+        assert!(
+            e.contains("invalid tenant \"root\"") && e.contains("the system's"),
+            "{e}"
+        );
+        let e = errors("[tenants.\"a/b\"]\nmemory_max = \"1GiB\"\n");
+        assert!(
+            e.contains("invalid tenant") && e.contains("[tenants.\"*\"]"),
+            "{e}"
+        );
+        let e = errors("[tenant.alice]\nmemory_max = \"1GiB\"\n");
+        assert!(e.contains("did you mean \"tenants\"?"), "{e}");
+    }
+
+    #[test]
+    fn a_users_file_can_neither_set_tenant_limits_nor_lower_nice() {
+        let e = as_alice("[tenants.alice]\nmemory_max = \"64GiB\"\n");
+        assert!(
+            e.starts_with("users/alice.toml:1:2: [tenants] belongs in root's main job file"),
+            "{e}"
+        );
+        let e = as_alice("[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\nnice = -5\n");
+        assert!(
+            e.contains(
+                "users/alice.toml:4:1: nice = -5: only root may run a job at a nice value below 0"
+            ),
+            "{e}"
+        );
+        let e = as_alice(
+            "[defaults]\nnice = -1\n[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n",
+        );
+        assert!(e.contains("users/alice.toml:3:7: nice = -1"), "{e}");
+        assert!(parse_as(
+            b"[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\nnice = 5\n",
+            Path::new("users/alice.toml"),
+            &FileKind::User("alice".into()),
+        )
+        .is_ok());
     }
 }
 

@@ -14,7 +14,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::fields::{
     check_cluster, ClusterDraft, Draft, Key, Value, CLUSTER_FIELDS, DAEMON_FIELDS, JOB_FIELDS,
-    LOCATED, SECTIONS,
+    LOCATED, SECTIONS, TENANT_FIELDS,
 };
 use crate::{digest, ClusterConfig, Config, DaemonConfig, Diagnostic, FileKind};
 
@@ -344,6 +344,16 @@ impl<'a> Ctx<'a> {
                         cluster = Some(draft.cluster);
                     }
                 }
+                "tenants" if self.kind != FileKind::Main => self.error(
+                    key.span().start,
+                    "[tenants] belongs in root's main job file: a tenant's limits are not hers to set"
+                        .to_string(),
+                    Some(
+                        "ask root to set them in the main job file (e.g. /etc/rea/jobs.toml)"
+                            .into(),
+                    ),
+                ),
+                "tenants" => daemon.tenants = self.tenants(value),
                 "jobs" => jobs = self.jobs(value, &defaults),
                 other => {
                     let hint = rea_core::suggest::did_you_mean(other, SECTIONS.iter().copied())
@@ -351,7 +361,7 @@ impl<'a> Ctx<'a> {
                             if JOB_FIELDS.iter().any(|f| f.name == other) {
                                 "fields of a job go under its [jobs.NAME] header".to_string()
                             } else {
-                                "the sections are [defaults], [daemon], [cluster] and [jobs.NAME]"
+                                "the sections are [defaults], [daemon], [cluster], [tenants.NAME] and [jobs.NAME]"
                                     .to_string()
                             }
                         });
@@ -364,6 +374,69 @@ impl<'a> Ctx<'a> {
             }
         }
         (daemon, cluster, jobs)
+    }
+
+    /// `[tenants.NAME]` tables (NAME a user, or `"*"` for every user).
+    fn tenants(&mut self, value: &Value) -> rea_core::run::TenantPolicy {
+        let mut policy = rea_core::run::TenantPolicy::default();
+        let Some(table) = self.table(value, "a table of tenants like [tenants.alice]") else {
+            return policy;
+        };
+        for (key, value) in in_file_order(table) {
+            let name = key.get_ref().as_ref();
+            if let Some(hint) = tenant_name_problem(name) {
+                self.error(
+                    key.span().start,
+                    format!("invalid tenant {name:?}"),
+                    Some(hint),
+                );
+                continue;
+            }
+            let Some(fields) = self.table(value, "a table like [tenants.alice]") else {
+                continue;
+            };
+            let mut limits = rea_core::run::TenantLimits::default();
+            let mut draft = Draft::default();
+            for (key, value) in in_file_order(fields) {
+                let field = key.get_ref().as_ref();
+                if field == "min_nice" {
+                    limits.min_nice = self.integer(value, "min_nice", 0, 19).map(|n| n as i32);
+                    continue;
+                }
+                match JOB_FIELDS
+                    .iter()
+                    .find(|f| f.name == field && TENANT_FIELDS.contains(&f.name))
+                {
+                    Some(f) => (f.apply)(self, value, &mut draft),
+                    None => {
+                        let certain = match field {
+                            "nice" => Some(
+                                "a tenant's runs get a floor, not a value: min_nice = N (0-19)"
+                                    .to_string(),
+                            ),
+                            _ if JOB_FIELDS.iter().any(|f| f.name == field) => Some(format!(
+                                "{field} is a job's field; a tenant takes: {}",
+                                TENANT_FIELDS.join(", ")
+                            )),
+                            _ => None,
+                        };
+                        self.unknown_field(
+                            key,
+                            TENANT_FIELDS.iter().copied(),
+                            "fields of [tenants.NAME]",
+                            certain,
+                        );
+                    }
+                }
+            }
+            limits.cgroup = draft.job.extras().limits;
+            if name == "*" {
+                policy.every_user = limits;
+            } else {
+                policy.users.insert(name.to_string(), limits);
+            }
+        }
+        policy
     }
 
     pub(crate) fn jobs(&mut self, value: &Value, defaults: &Draft) -> Vec<std::sync::Arc<Job>> {
@@ -444,6 +517,20 @@ impl<'a> Ctx<'a> {
                         at,
                         format!("the jobs of {owner}'s file run as {owner}, not as {user:?}"),
                         Some("remove \"user\": it is implied by the file".to_string()),
+                    );
+                }
+                // The daemon sets a run's nice while it is still root: a
+                // user's file may only raise it, as she could herself.
+                if let Some(n) = draft.job.extras().limits.nice.filter(|n| *n < 0) {
+                    let at = draft
+                        .offsets
+                        .get("nice")
+                        .copied()
+                        .unwrap_or(key.span().start);
+                    self.error(
+                        at,
+                        format!("nice = {n}: only root may run a job at a nice value below 0"),
+                        Some("use 0 to 19 (higher is gentler)".to_string()),
                     );
                 }
                 draft.job.user = Some(owner.clone());
@@ -991,4 +1078,26 @@ fn shorten(message: String) -> String {
         cut -= 1;
     }
     format!("{}… ({} more bytes)", &message[..cut], message.len() - cut)
+}
+
+/// Why `name` cannot head a `[tenants.NAME]` table, as a hint; None if it
+/// can (`*`, or a user name as useradd takes it).
+fn tenant_name_problem(name: &str) -> Option<String> {
+    if name == "*" {
+        return None;
+    }
+    if name == "root" || name == "system" {
+        return Some(
+            "root's jobs are the system's, which these limits do not apply to; name a user, or \"*\" for every user".to_string(),
+        );
+    }
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && !name.starts_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    (!ok).then(|| {
+        "name a user (letters, digits, _ - .), or write [tenants.\"*\"] for every user".to_string()
+    })
 }

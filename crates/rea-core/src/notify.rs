@@ -100,7 +100,10 @@ impl Filter {
     pub const NAMES: [(&'static str, &'static str); 14] = [
         ("start", "a run started"),
         ("success", "a run succeeded"),
-        ("failure", "a run failed (non-zero exit or a signal)"),
+        (
+            "failure",
+            "a run failed (non-zero exit, a signal, out of memory)",
+        ),
         ("timeout", "a run timed out"),
         ("killed", "a run was killed (rea kill, replace, shutdown)"),
         ("skipped", "an occurrence was skipped (overlap)"),
@@ -155,7 +158,8 @@ impl Filter {
         let bit = match status {
             RunStatus::Started => START,
             RunStatus::Succeeded => SUCCESS,
-            RunStatus::Failed => FAILURE,
+            // Out of memory is a failure: `failure` (and `problem`) send it.
+            RunStatus::Failed | RunStatus::OomKilled => FAILURE,
             RunStatus::TimedOut => TIMEOUT,
             RunStatus::Killed => KILLED,
             RunStatus::Skipped => SKIPPED,

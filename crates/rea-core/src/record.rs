@@ -96,23 +96,29 @@ pub enum RunStatus {
     Interrupted,
     /// A pending one-shot cancelled by the operator before it ran.
     Cancelled,
+    /// The kernel's out-of-memory killer killed a process of the run (its
+    /// cgroup's `memory.events` counted an `oom_kill`) and the run did not
+    /// succeed. A failure, retried like one. Records written before this
+    /// status existed say `failed` or `killed` with `oom_killed: true`.
+    OomKilled,
 }
 
 impl RunStatus {
     /// The final statuses of a scheduled job's run (`cancelled` only
     /// happens to one-shots).
-    pub const FINAL: [RunStatus; 6] = [
+    pub const FINAL: [RunStatus; 7] = [
         RunStatus::Succeeded,
         RunStatus::Failed,
         RunStatus::TimedOut,
         RunStatus::Killed,
         RunStatus::Skipped,
         RunStatus::Interrupted,
+        RunStatus::OomKilled,
     ];
 
     /// The final statuses of a one-shot's run: a job's, and `cancelled`.
-    pub const ONESHOT_FINAL: [RunStatus; 7] = {
-        let mut all = [RunStatus::Cancelled; 7];
+    pub const ONESHOT_FINAL: [RunStatus; 8] = {
+        let mut all = [RunStatus::Cancelled; 8];
         let mut i = 0;
         while i < RunStatus::FINAL.len() {
             all[i] = RunStatus::FINAL[i];
@@ -124,6 +130,17 @@ impl RunStatus {
     pub fn is_final(self) -> bool {
         self != RunStatus::Started
     }
+
+    /// A failed, timed-out or out-of-memory run is a failure: it is
+    /// retried, calls `on_failure`, extends the failure streak and counts
+    /// in alerts and metrics as one. Killed, interrupted or skipped runs
+    /// are not (someone or something decided they should stop).
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Failed | RunStatus::TimedOut | RunStatus::OomKilled
+        )
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Started => "started",
@@ -134,6 +151,7 @@ impl RunStatus {
             RunStatus::Skipped => "skipped",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Cancelled => "cancelled",
+            RunStatus::OomKilled => "oom_killed",
         }
     }
 }

@@ -131,6 +131,83 @@ impl Limits {
     }
 }
 
+/// What root's main file sets for a tenant's whole subtree
+/// (`[tenants.NAME]`, `[tenants."*"]`): the cgroup limits of the tenant's
+/// directory (`rea/user-NAME`, which every run of hers is a leaf of: her
+/// runs together get at most these), and caps on each of her runs that
+/// need no cgroup. A user's own file can set none of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantLimits {
+    /// The cgroup fields only (`memory_max` … `tasks_max`); the process
+    /// fields of [`Limits`] are not used here.
+    pub cgroup: Limits,
+    /// The lowest nice value her runs get: a job asking for less (or for
+    /// nothing) runs at this.
+    pub min_nice: Option<i32>,
+}
+
+impl TenantLimits {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        *self == TenantLimits::default()
+    }
+
+    /// `self`'s fields, each falling back to `other`'s where unset (a
+    /// tenant's own table over `[tenants."*"]`).
+    pub fn or(self, other: TenantLimits) -> TenantLimits {
+        let (a, b) = (self.cgroup, other.cgroup);
+        TenantLimits {
+            cgroup: Limits {
+                memory_max: a.memory_max.or(b.memory_max),
+                memory_high: a.memory_high.or(b.memory_high),
+                cpu_max_percent: a.cpu_max_percent.or(b.cpu_max_percent),
+                cpu_weight: a.cpu_weight.or(b.cpu_weight),
+                io_weight: a.io_weight.or(b.io_weight),
+                tasks_max: a.tasks_max.or(b.tasks_max),
+                ..Limits::NONE
+            },
+            min_nice: self.min_nice.or(other.min_nice),
+        }
+    }
+
+    /// A run's limits under these caps: its nice raised to `min_nice`.
+    pub fn cap(&self, mut run: Limits) -> Limits {
+        if let Some(floor) = self.min_nice {
+            run.nice = Some(run.nice.map_or(floor, |n| n.max(floor)));
+        }
+        run
+    }
+}
+
+/// Every tenant's limits, as root's main file sets them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantPolicy {
+    /// `[tenants."*"]`: each user's own subtree, unless her table says
+    /// otherwise (each user gets these, not all users together).
+    pub every_user: TenantLimits,
+    /// `[tenants.NAME]`, by user name.
+    pub users: std::collections::BTreeMap<String, TenantLimits>,
+}
+
+impl TenantPolicy {
+    /// What applies to user `name`'s subtree and runs.
+    pub fn for_user(&self, name: &str) -> TenantLimits {
+        match self.users.get(name) {
+            Some(own) => own.or(self.every_user),
+            None => self.every_user,
+        }
+    }
+
+    /// What applies to the runs of the tenant owning `job` (a user's job
+    /// is `NAME/job`; the system's have no limits of this kind).
+    pub fn for_job(&self, job: &str) -> TenantLimits {
+        match crate::tenant::Tenant::of(job) {
+            crate::tenant::Tenant::User(u) => self.for_user(u),
+            crate::tenant::Tenant::System => TenantLimits::default(),
+        }
+    }
+}
+
 /// Captured output: `text` holds the head, a `… N bytes omitted …` marker
 /// when needed, and the tail; `total_bytes` is all the child wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,4 +230,35 @@ pub struct Outcome {
     pub terminated: bool,
     pub output: Output,
     pub usage: Usage,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenants_table_overrides_the_star_field_by_field_and_floors_nice() {
+        let mut policy = TenantPolicy::default();
+        policy.every_user.cgroup.memory_max = Some(1 << 30);
+        policy.every_user.cgroup.tasks_max = Some(256);
+        policy.every_user.min_nice = Some(5);
+        let mut alice = TenantLimits::default();
+        alice.cgroup.memory_max = Some(4 << 30);
+        alice.cgroup.cpu_max_percent = Some(200);
+        policy.users.insert("alice".into(), alice);
+        let a = policy.for_job("alice/backup");
+        assert_eq!(a.cgroup.memory_max, Some(4 << 30));
+        assert_eq!(a.cgroup.cpu_max_percent, Some(200));
+        assert_eq!(a.cgroup.tasks_max, Some(256));
+        assert_eq!(a.min_nice, Some(5));
+        assert_eq!(policy.for_job("bob/x"), policy.every_user);
+        assert!(policy.for_job("backup").is_empty(), "the system's");
+        let mut job = Limits::NONE;
+        assert_eq!(a.cap(job).nice, Some(5), "unset: the floor");
+        job.nice = Some(-10);
+        assert_eq!(a.cap(job).nice, Some(5), "below: raised");
+        job.nice = Some(12);
+        assert_eq!(a.cap(job).nice, Some(12), "above: kept");
+        assert_eq!(TenantLimits::default().cap(job), job);
+    }
 }

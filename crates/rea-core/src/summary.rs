@@ -81,6 +81,8 @@ impl Outcome {
             {
                 Outcome::SpawnError
             }
+            RunStatus::OomKilled => Outcome::OutOfMemory,
+            // A record from before `oom_killed` was a status.
             _ if rec.oom_killed == Some(true) => Outcome::OutOfMemory,
             RunStatus::Failed => Outcome::Failed,
             RunStatus::TimedOut => Outcome::TimedOut,
@@ -335,6 +337,7 @@ mod tests {
         spawn.started = None;
         spawn.exit_code = None;
         s.observe(&spawn);
+        // A record from before `oom_killed` was a status.
         let mut oom = run(RunStatus::Killed, 2, 1);
         oom.oom_killed = Some(true);
         s.observe(&oom);
@@ -345,7 +348,12 @@ mod tests {
         missed.count = Some(2);
         s.observe(&missed);
         s.observe(&run(RunStatus::Started, 7, 0));
-        assert_eq!(s.outcome_letters(), "eoxikmm");
+        let mut oom = run(RunStatus::OomKilled, 8, 1);
+        oom.oom_killed = Some(true);
+        s.observe(&oom);
+        assert_eq!(s.outcome_letters(), "eoxikmmo");
+        assert_eq!(s.last_failure(), Some(at(8)));
+        assert!(Outcome::OutOfMemory.is_failure());
     }
 
     #[test]

@@ -231,10 +231,16 @@ impl Loop {
             cgroup: self
                 .containment
                 .place(&Tenant::of(&start.name).key(), &start.run),
-            limits: match &start.def {
-                Def::Job(job) => job.extras().limits,
-                Def::OneShot(_) => rea_core::run::Limits::NONE,
-            },
+            // Her tenant's caps (`[tenants.NAME] min_nice`) over the job's.
+            limits: self
+                .config
+                .daemon
+                .tenants
+                .for_job(&start.name)
+                .cap(match &start.def {
+                    Def::Job(job) => job.extras().limits,
+                    Def::OneShot(_) => rea_core::run::Limits::NONE,
+                }),
         };
         let (started, handle, running) = executor::spawn(spec)?;
         // Kept before followers waiting for this job's next run attach to it.

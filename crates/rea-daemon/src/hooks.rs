@@ -272,7 +272,13 @@ impl Loop {
                     &Tenant::of(&job.name).key(),
                     &format!("{}.{}", batch.run, hook.name()),
                 ),
-                limits: job.extras().limits,
+                // Her tenant's caps too (`min_nice`), as for her runs.
+                limits: self
+                    .config
+                    .daemon
+                    .tenants
+                    .for_job(&job.name)
+                    .cap(job.extras().limits),
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(

@@ -237,6 +237,7 @@ impl Loop {
                             self.files.settling = None;
                         }
                         super::startup::warn_unenforceable(&loaded.config, &self.containment);
+                        super::startup::apply_tenant_limits(&loaded.config, &self.containment);
                         let reply = self.apply(loaded.config, actions, now);
                         if refusals.is_empty() {
                             Ok(reply)

@@ -104,6 +104,7 @@ pub(super) async fn start(opts: &Options) -> Result<Booted, StartError> {
     );
     info!(mode = %containment.mode(), "runs are contained by {}", containment.kind().replace('_', " "));
     warn_unenforceable(&config, &containment);
+    apply_tenant_limits(&config, &containment);
     if let Some(m) = &metrics {
         m.set_containment(&containment);
     }
@@ -236,6 +237,51 @@ pub(super) fn warn_unenforceable(config: &Config, containment: &rea_exec::cgroup
                 missing.join(", ")
             );
         }
+    }
+}
+
+/// The users whose subtree has limits: those named in `[tenants.NAME]`,
+/// and (with `[tenants."*"]`) every user with jobs.
+pub(super) fn limited_tenants(config: &Config) -> Vec<(String, rea_core::run::TenantLimits)> {
+    let policy = &config.daemon.tenants;
+    let mut users: Vec<&str> = policy.users.keys().map(String::as_str).collect();
+    if !policy.every_user.is_empty() {
+        for job in &config.jobs {
+            if let rea_core::tenant::Tenant::User(u) = rea_core::tenant::Tenant::of(&job.name) {
+                users.push(u);
+            }
+        }
+    }
+    users.sort_unstable();
+    users.dedup();
+    users
+        .into_iter()
+        .map(|u| (u.to_string(), policy.for_user(u)))
+        .filter(|(_, l)| l.cgroup != rea_core::run::Limits::NONE)
+        .collect()
+}
+
+/// Writes the tenants' subtree limits to their cgroup directories (at
+/// start, and for each configuration a reload applies), saying once per
+/// load which this host cannot enforce, as for a job's.
+pub(super) fn apply_tenant_limits(config: &Config, containment: &rea_exec::cgroup::Containment) {
+    let limited = limited_tenants(config);
+    for (user, limits) in &limited {
+        let missing = containment.unenforceable(&limits.cgroup);
+        if !missing.is_empty() {
+            warn!(
+                tenant = user.as_str(),
+                "limits this host cannot enforce, not applied: {}",
+                missing.join(", ")
+            );
+        }
+    }
+    let wanted: Vec<(String, rea_core::run::Limits)> = limited
+        .into_iter()
+        .map(|(u, l)| (rea_core::tenant::Tenant::User(&u).key(), l.cgroup))
+        .collect();
+    for refused in containment.set_tenant_limits(&wanted) {
+        warn!("{refused}");
     }
 }
 

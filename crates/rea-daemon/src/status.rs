@@ -95,8 +95,30 @@ impl Loop {
                 }),
             },
             containment: self.containment.mode(),
+            unenforced_tenant_limits: self.unenforced_tenant_limits(scope),
             cluster: self.cluster_info(),
         }
+    }
+
+    /// The tenants' subtree limits this host cannot enforce (no I/O: what
+    /// the daemon's subtree got at start); a user's answer names hers only.
+    fn unenforced_tenant_limits(&self, scope: &Scope) -> Vec<String> {
+        super::startup::limited_tenants(&self.config)
+            .into_iter()
+            .filter(|(user, _)| match scope {
+                Scope::Admin => true,
+                Scope::User(me) => me == user,
+            })
+            .filter_map(|(user, limits)| {
+                let missing = self.containment.unenforceable(&limits.cgroup);
+                (!missing.is_empty()).then(|| {
+                    format!(
+                        "tenant {user}: limits this host cannot enforce, not applied: {}",
+                        missing.join(", ")
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The hook processes of `job`'s finished runs, oldest first.

@@ -109,6 +109,15 @@ impl Containment {
         }
     }
 
+    /// Sets tenants' subtree limits ([`Tree::set_tenant_limits`]); nothing
+    /// in process-group mode (said by [`Containment::unenforceable`]).
+    pub fn set_tenant_limits(&self, wanted: &[(String, Limits)]) -> Vec<String> {
+        match self.tree() {
+            Some(tree) => tree.set_tenant_limits(wanted),
+            None => Vec::new(),
+        }
+    }
+
     /// The limits among `limits` this host cannot enforce, each as
     /// `memory_max (memory controller not enabled)`.
     pub fn unenforceable(&self, limits: &Limits) -> Vec<String> {
@@ -155,6 +164,10 @@ pub struct Tree {
     root: PathBuf,
     /// Tenants' directories made so far (made once, not per run).
     tenants: std::sync::Mutex<Vec<(String, Arc<Path>)>>,
+    /// The limits of tenants' whole subtrees, by directory name, as last
+    /// set ([`Tree::set_tenant_limits`]): written when the directory is
+    /// made, rewritten at each reload.
+    tenant_limits: std::sync::Mutex<Vec<(String, Limits)>>,
     /// The controllers a run's leaf gets (enabled down to the tenants).
     enabled: Vec<String>,
     /// Why the rest are missing, for the mode line.
@@ -226,6 +239,7 @@ impl Tree {
         Ok(Tree {
             root,
             tenants: std::sync::Mutex::new(Vec::new()),
+            tenant_limits: std::sync::Mutex::new(Vec::new()),
             enabled,
             missing_why: "controller not enabled".to_string(),
         })
@@ -291,10 +305,70 @@ impl Tree {
         let dir = self.root.join(tenant);
         make_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         enable(&dir);
+        if let Some(limits) = self.limits_of(tenant) {
+            write_limits(&dir, &limits, &self.enabled)?;
+        }
         let dir: Arc<Path> = Arc::from(dir);
         made.retain(|(t, _)| t != tenant);
         made.push((tenant.to_string(), dir.clone()));
         Ok(dir)
+    }
+
+    fn limits_of(&self, tenant: &str) -> Option<Limits> {
+        let set = self
+            .tenant_limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        set.iter().find(|(t, _)| t == tenant).map(|(_, l)| *l)
+    }
+
+    /// Sets the limits of tenants' whole subtrees (each tenant's directory
+    /// by name, e.g. `user-alice`, with the cgroup fields of its limits):
+    /// each directory is made if needed and gets every limit file its
+    /// controllers have, a limit unset written as the kernel's default
+    /// (`max`, weight 100), so a limit removed from the file is lifted;
+    /// a tenant set before and not now gets the defaults back. Limits
+    /// whose controller is not enabled are skipped (the daemon says so,
+    /// [`Containment::unenforceable`]). Returns what the kernel refused,
+    /// a sentence each.
+    pub fn set_tenant_limits(&self, wanted: &[(String, Limits)]) -> Vec<String> {
+        let before = std::mem::replace(
+            &mut *self
+                .tenant_limits
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            wanted.to_vec(),
+        );
+        let mut refused = Vec::new();
+        for (tenant, _) in before
+            .iter()
+            .filter(|(t, _)| !wanted.iter().any(|(w, _)| w == t))
+        {
+            let dir = self.root.join(tenant);
+            if dir.is_dir() {
+                if let Err(e) = write_limits(&dir, &Limits::NONE, &self.enabled) {
+                    refused.push(e);
+                }
+            }
+        }
+        for (tenant, limits) in wanted {
+            let made = self
+                .tenants
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .any(|(t, _)| t == tenant);
+            // A directory made now gets its limits as it is made.
+            let result = if made {
+                write_limits(&self.root.join(tenant), limits, &self.enabled)
+            } else {
+                self.tenant(tenant).map(|_| ())
+            };
+            if let Err(e) = result {
+                refused.push(format!("tenant {tenant}: {e}"));
+            }
+        }
+        refused
     }
 
     /// Ends what is left in a previous daemon's run cgroup, if it is still
@@ -361,6 +435,7 @@ impl Tree {
     /// (another daemon's runs, or leftovers of `kill_stragglers = false`,
     /// keep them: rmdir refuses a cgroup with children).
     pub fn tidy(&self) {
+        removals::flush(Duration::from_secs(1));
         if let Ok(entries) = std::fs::read_dir(&self.root) {
             for e in entries.flatten() {
                 if e.path().is_dir() && e.file_name() != OsStr::new("daemon") {
@@ -472,6 +547,47 @@ fn signal_pids(pids: &[u32], signal: rustix::process::Signal) {
             let _ = rustix::process::kill_process(pid, signal);
         }
     }
+}
+
+/// Writes the limit files of `dir` whose controller is among `enabled`:
+/// `limits`'s values, and the kernel's default for each one unset (`max`,
+/// a weight of 100). A file the cgroup lacks is skipped.
+fn write_limits(dir: &Path, limits: &Limits, enabled: &[String]) -> Result<(), String> {
+    let set = limit_files(limits);
+    let all = limit_files(&Limits {
+        memory_max: Some(0),
+        memory_high: Some(0),
+        cpu_max_percent: Some(0),
+        cpu_weight: Some(0),
+        io_weight: Some(0),
+        tasks_max: Some(0),
+        ..Limits::NONE
+    });
+    for (controller, file, _) in all {
+        if !enabled.iter().any(|c| c == controller) {
+            continue;
+        }
+        let value = match set.iter().find(|(_, f, _)| *f == file) {
+            Some((_, _, v)) => v.clone(),
+            None => match file {
+                "cpu.max" => "max 100000".to_string(),
+                "cpu.weight" => "100".to_string(),
+                "io.weight" => "default 100".to_string(),
+                _ => "max".to_string(),
+            },
+        };
+        match std::fs::write(dir.join(file), &value) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot set {}/{file} to {value}: {e}",
+                    dir.display()
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The limit files a leaf gets for `limits`, with the controller each needs.
@@ -682,16 +798,22 @@ impl Leaf {
             usage.io_write_bytes = Some(w);
         }
         if let Some(events) = read("memory", "memory.events") {
-            usage.oom_killed = keyed(&events, "oom_kill").is_some_and(|n| n > 0);
+            usage.oom_killed = oom_killed(&events);
         }
     }
 
-    /// Removes the (empty) cgroup; a few tries, as the kernel may still be
-    /// tearing down its last exited task.
+    /// Removes the (empty) cgroup: at once if the kernel lets it, else on
+    /// the remover's thread ([`removals`]), which tries again a few times
+    /// as the kernel may still be tearing down the last exited task. Those
+    /// tries sleep, which the loop's thread must not (it did: up to 15 ms
+    /// per run, under load).
     pub(crate) fn remove(&self) {
-        if remove_dir(&self.dir) {
-            self.removed.store(true, Ordering::Relaxed);
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) => removals::later(self.dir.clone()),
         }
+        self.removed.store(true, Ordering::Relaxed);
     }
 
     /// Keeps the cgroup (and what is left in it) until it empties, then
@@ -712,6 +834,74 @@ impl Drop for Leaf {
         // Refused while processes are in it: those are left alone.
         if !self.removed.load(Ordering::Relaxed) {
             let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// Run cgroups whose first rmdir was refused (`EBUSY`: a task that has
+/// exited is still being torn down), removed by one thread of their own.
+/// The queue is bounded; past it, or without a thread, the caller removes
+/// inline as before. [`Tree::tidy`] waits for it before removing the
+/// tenants' directories.
+mod removals {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{sync_channel, SyncSender};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// Directories waiting at most (a run's leaf is about 100 bytes here).
+    const QUEUE: usize = 4096;
+
+    static SENDER: OnceLock<Option<Mutex<SyncSender<PathBuf>>>> = OnceLock::new();
+    /// Handed over and not yet done.
+    static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+    fn sender() -> Option<&'static Mutex<SyncSender<PathBuf>>> {
+        SENDER
+            .get_or_init(|| {
+                let (tx, rx) = sync_channel::<PathBuf>(QUEUE);
+                std::thread::Builder::new()
+                    .name("rea-cgroup-rm".into())
+                    .spawn(move || {
+                        for dir in rx {
+                            super::remove_dir(&dir);
+                            PENDING.fetch_sub(1, Ordering::Release);
+                        }
+                    })
+                    .ok()
+                    .map(|_| Mutex::new(tx))
+            })
+            .as_ref()
+    }
+
+    /// Removes `dir` on the remover's thread, or here if it cannot take it.
+    pub(super) fn later(dir: PathBuf) {
+        if let Some(tx) = sender() {
+            PENDING.fetch_add(1, Ordering::Acquire);
+            let sent = tx
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .try_send(dir);
+            match sent {
+                Ok(()) => {}
+                Err(e) => {
+                    PENDING.fetch_sub(1, Ordering::Release);
+                    let (std::sync::mpsc::TrySendError::Full(dir)
+                    | std::sync::mpsc::TrySendError::Disconnected(dir)) = e;
+                    super::remove_dir(&dir);
+                }
+            }
+        } else {
+            super::remove_dir(&dir);
+        }
+    }
+
+    /// Waits (at most `limit`) until every directory handed over is done.
+    pub(super) fn flush(limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while PENDING.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -755,6 +945,19 @@ fn watch_events(dir: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 }
 
 /// `name value` from a flat-keyed cgroup file.
+/// Whether a leaf's `memory.events` says the out-of-memory killer killed
+/// one of its processes: `oom_kill` (a process chosen; counted in the
+/// victim's cgroup and its ancestors, so a kill forced by the tenant's
+/// `memory.max` counts in the run's leaf too) or `oom_group_kill` (the
+/// whole group, `memory.oom.group`). `oom` alone (the limit was reached,
+/// the kernel reclaimed or the allocation failed, nobody was killed) and
+/// `max` (the limit was hit) are not.
+pub(crate) fn oom_killed(events: &str) -> bool {
+    ["oom_kill", "oom_group_kill"]
+        .iter()
+        .any(|k| keyed(events, k).is_some_and(|n| n > 0))
+}
+
 fn keyed(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let mut parts = l.split_whitespace();

@@ -32,6 +32,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (5, 1, &[include_str!("../sql/006_alerts.sql")]),
     // An index: runs found by when they ended (the peers' watch).
     (6, 1, &[include_str!("../sql/007_runs_ended.sql")]),
+    // A status: `oom_killed` (older binaries read such a row without one).
+    (7, 1, &[include_str!("../sql/008_oom_killed.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

@@ -203,7 +203,7 @@ impl Reader {
                     {RUN_COLUMNS}
              from rea.jobs j
              left join lateral (select * from rea.runs x where x.cluster = j.cluster and x.job = j.job
-                  and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted')
+                  and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
                   order by x.id desc limit 1) r on true
              left join rea.run_output o on o.run_id = r.id
              where j.cluster = $1 and ($2::text is null or j.job = $2)
@@ -574,7 +574,7 @@ impl HistoryReader for Reader {
     fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
         Ok(self
             .runs(
-                "r.job = $2 and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled')",
+                "r.job = $2 and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled', 'oom_killed')",
                 &[&self.cluster, &job],
                 Some(1),
             )?

@@ -380,6 +380,11 @@ pub struct DaemonInfo {
     /// the limits this host cannot enforce, or `process groups …: why`.
     #[serde(default)]
     pub containment: String,
+    /// Tenants' subtree limits (`[tenants.NAME]`) this host cannot
+    /// enforce, a sentence each (`tenant alice: memory_max (memory
+    /// controller: controller not enabled)`); a user sees her own only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unenforced_tenant_limits: Vec<String>,
     /// This node, in cluster mode (absent in local mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterNodeInfo>,

@@ -133,9 +133,10 @@ fn arb_history() -> impl Strategy<Value = Vec<Record>> {
         RunStatus::Failed,
         RunStatus::TimedOut,
         RunStatus::Skipped,
+        RunStatus::OomKilled,
     ];
     prop::collection::vec(
-        (0usize..JOBS.len(), 0usize..7, 0usize..2, 0usize..200),
+        (0usize..JOBS.len(), 0usize..8, 0usize..2, 0usize..200),
         0..120,
     )
     .prop_map(move |items| {
@@ -199,6 +200,7 @@ fn arb_query() -> impl Strategy<Value = Query> {
                 RunStatus::Succeeded,
                 RunStatus::Failed,
                 RunStatus::Skipped,
+                RunStatus::OomKilled,
             ],
             0..3,
         ),
@@ -445,6 +447,7 @@ fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
         RunStatus::Failed,
         RunStatus::TimedOut,
         RunStatus::Killed,
+        RunStatus::OomKilled,
     ];
     prop::collection::vec((0usize..8, 0usize..4, 0usize..8, 0usize..200), 0..48).prop_map(
         move |items| {
@@ -501,6 +504,15 @@ fn arb_runs() -> impl Strategy<Value = Vec<Record>> {
                             RunStatus::Failed => Some(1),
                             _ => None,
                         };
+                        // An out-of-memory end as this build writes it, and
+                        // (every other time) a failure from before it was
+                        // a status: both must read back as written.
+                        if status == RunStatus::OomKilled
+                            || (status == RunStatus::Failed && out_len % 3 == 0)
+                        {
+                            r.signal = Some(9);
+                            r.oom_killed = Some(true);
+                        }
                         if out_len % 2 == 1 {
                             let text = format!("\"job\":\"b\" {}", "o".repeat(out_len));
                             r.output_bytes = Some(text.len() as u64);

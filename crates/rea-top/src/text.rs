@@ -90,6 +90,7 @@ pub(crate) fn status_letter(status: &str) -> char {
         "timed_out" => 't',
         "killed" => 'k',
         "interrupted" => 'i',
+        "oom_killed" => 'o',
         "skipped" => 'x',
         "missed" => 'm',
         _ => 'e',

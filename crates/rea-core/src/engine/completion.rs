@@ -18,11 +18,9 @@ enum Retry {
     Elsewhere,
 }
 
-/// A failed or timed-out run is a failure: it is retried, calls
-/// `on_failure` and extends the failure streak. Killed, interrupted or
-/// skipped runs are not (someone or something decided they should stop).
+/// See [`RunStatus::is_failure`].
 fn is_failure(status: RunStatus) -> bool {
-    matches!(status, RunStatus::Failed | RunStatus::TimedOut)
+    status.is_failure()
 }
 
 /// The one retry rule, for jobs and one-shots alike: after `attempt`
@@ -81,7 +79,10 @@ fn after_run(def: &Arc<Job>, rec: &Record, status: RunStatus, exhausted: bool) -
             crate::job::MailOn::Failure => {
                 matches!(
                     status,
-                    RunStatus::Failed | RunStatus::TimedOut | RunStatus::Killed
+                    RunStatus::Failed
+                        | RunStatus::TimedOut
+                        | RunStatus::Killed
+                        | RunStatus::OomKilled
                 )
             }
             crate::job::MailOn::Output => rec.output.as_deref().is_some_and(|o| !o.is_empty()),
@@ -136,8 +137,15 @@ impl Engine {
         let Some(active) = self.runs.remove(run) else {
             return out;
         };
+        // An operator's (or the daemon's) kill says why the run ended even
+        // if the OOM killer struck first; an OOM kill says it before a
+        // timeout (the run was likely stuck after losing a process); a run
+        // that exits 0 after losing a child to it succeeded (the record
+        // still says `oom_killed`).
         let status = if outcome.terminated {
             RunStatus::Killed
+        } else if outcome.usage.oom_killed && outcome.termination != Termination::Exited(0) {
+            RunStatus::OomKilled
         } else if outcome.timed_out {
             RunStatus::TimedOut
         } else if outcome.termination == Termination::Exited(0) {

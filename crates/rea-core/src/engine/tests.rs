@@ -365,6 +365,80 @@ fn an_operators_kill_terminates_once_and_is_not_retried() {
 }
 
 #[test]
+fn an_out_of_memory_end_is_its_own_failure_and_is_retried() {
+    let mut j = job("hog", "0 * * * *");
+    j.retry = RetryPolicy {
+        attempts: 1,
+        delay: Duration::from_secs(10),
+        max_delay: Duration::from_secs(10),
+        factor: 1.0,
+        jitter: 0.0,
+    };
+    let cfg = config(vec![j], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(at("2026-11-29T00:30:00Z"), Recovered::default());
+    let t1 = at("2026-11-29T01:00:00Z");
+    let first = starts(&engine.wake(t1, false)).pop().expect("a run");
+    engine.spawned(&first.run, Ok(Started { pid: 10, at: t1 }), t1);
+    // The leader was the OOM killer's victim: SIGKILL, oom_kill 1.
+    let t2 = at("2026-11-29T01:00:02Z");
+    let mut o = outcome(10, t1, t2, -1);
+    o.termination = Termination::Signaled(9);
+    o.usage.oom_killed = true;
+    let recs = records(&engine.finished(&first.run, &o, t2));
+    assert_eq!(recs[0].status, Some(RunStatus::OomKilled));
+    assert_eq!(recs[0].oom_killed, Some(true));
+    assert_eq!(recs[0].signal, Some(9));
+    let retry_at = recs[0].retry_at().expect("retried like a failure");
+    assert_eq!(retry_at, at("2026-11-29T01:00:12Z"));
+    assert_eq!(
+        engine.job_status("hog").map(|s| s.consecutive_failures),
+        Some(1)
+    );
+
+    // The retry's child was killed but the command coped and exited 0:
+    // a success, whose record still says a process ran out of memory.
+    let second = starts(&engine.wake(retry_at, false))
+        .pop()
+        .expect("the retry");
+    engine.spawned(
+        &second.run,
+        Ok(Started {
+            pid: 11,
+            at: retry_at,
+        }),
+        retry_at,
+    );
+    let t3 = at("2026-11-29T01:00:13Z");
+    let mut o = outcome(11, retry_at, t3, 0);
+    o.usage.oom_killed = true;
+    let recs = records(&engine.finished(&second.run, &o, t3));
+    assert_eq!(recs[0].status, Some(RunStatus::Succeeded));
+    assert_eq!(recs[0].oom_killed, Some(true));
+
+    // An operator's kill says why the run ended, whatever else happened;
+    // an OOM kill is said before a timeout.
+    for (hour, terminated, timed_out, status) in [
+        ("02", true, false, RunStatus::Killed),
+        ("03", false, true, RunStatus::OomKilled),
+    ] {
+        let t = at(&format!("2026-11-29T{hour}:00:00Z"));
+        let run = starts(&engine.wake(t, false)).pop().expect("a run");
+        engine.spawned(&run.run, Ok(Started { pid: 12, at: t }), t);
+        if terminated {
+            engine.kill_runs(std::slice::from_ref(&run.run), t);
+        }
+        let mut o = outcome(12, t, t, -1);
+        o.termination = Termination::Signaled(9);
+        o.usage.oom_killed = true;
+        o.terminated = terminated;
+        o.timed_out = timed_out;
+        let recs = records(&engine.finished(&run.run, &o, t));
+        assert_eq!(recs[0].status, Some(status));
+    }
+}
+
+#[test]
 fn overlap_replace_terminates_then_starts() {
     let mut j = job("r", "* * * * *");
     j.overlap = Overlap::Replace;

@@ -22,26 +22,27 @@ use rea_core::record::{Event, Record, RunStatus, Trigger};
 /// zero for every job so that `increase(rea_runs_total{status="failed"}[1h])`
 /// sees the first failure (a series born at 1 has no increase).
 /// `cancelled` only happens to one-shots.
-const FINAL: [RunStatus; 6] = RunStatus::FINAL;
+const FINAL: [RunStatus; 7] = RunStatus::FINAL;
 
 /// What `rea_last_run_status` can say: the final statuses a job's last run
 /// (skipped runs aside: they are not runs of the command) may end in. One
 /// series per status, 1 for the last run's and 0 for the others, so a rule
 /// reads `rea_last_run_status{status="failed"} == 1`.
-const LAST: [RunStatus; 5] = [
+const LAST: [RunStatus; 6] = [
     RunStatus::Succeeded,
     RunStatus::Failed,
     RunStatus::TimedOut,
     RunStatus::Killed,
     RunStatus::Interrupted,
+    RunStatus::OomKilled,
 ];
 
 /// A failure, for the last-failure timestamp: what the engine retries and
 /// counts in `consecutive_failures` (a run killed by a shutdown or by
 /// `overlap = "replace"`, or interrupted by a daemon's death, is not the
-/// command failing).
+/// command failing; running out of memory is).
 fn is_failure(status: RunStatus) -> bool {
-    matches!(status, RunStatus::Failed | RunStatus::TimedOut)
+    status.is_failure()
 }
 
 /// Upper bounds of `rea_run_duration_seconds`: 10 ms to 1 h, about three
@@ -710,7 +711,11 @@ impl Metrics {
         }
         if matches!(
             status,
-            RunStatus::Succeeded | RunStatus::Failed | RunStatus::TimedOut | RunStatus::Killed
+            RunStatus::Succeeded
+                | RunStatus::Failed
+                | RunStatus::TimedOut
+                | RunStatus::Killed
+                | RunStatus::OomKilled
         ) {
             if let Some(ms) = rec.duration_ms {
                 series.duration.observe(ms as f64 / 1000.0);
@@ -1044,7 +1049,8 @@ mod tests {
             &text,
             "rea_runs_total{job=\"bad\",status=\"interrupted\"} 0",
         );
-        assert_eq!(samples(&text, "rea_runs_total").len(), 12);
+        has(&text, "rea_runs_total{job=\"bad\",status=\"oom_killed\"} 0");
+        assert_eq!(samples(&text, "rea_runs_total").len(), 14);
         has(&text, "rea_retries_total{job=\"bad\"} 1");
         has(&text, "rea_retries_total{job=\"good\"} 0");
         has(&text, "rea_missed_occurrences_total{job=\"bad\"} 3");

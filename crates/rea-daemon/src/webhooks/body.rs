@@ -39,7 +39,9 @@ pub(crate) fn event_name(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Started => "start",
         RunStatus::Succeeded => "success",
-        RunStatus::Failed => "failure",
+        // Out of memory is sent as a failure; the body's `status` says
+        // `oom_killed`.
+        RunStatus::Failed | RunStatus::OomKilled => "failure",
         RunStatus::TimedOut => "timeout",
         RunStatus::Killed => "killed",
         RunStatus::Skipped => "skipped",
@@ -142,9 +144,10 @@ pub(crate) fn ping(style: PingStyle, url: &str, rec: &Record) -> Option<(bool, S
                     Some(c) if (1..=255).contains(&c) => c.to_string(),
                     _ => "fail".to_string(),
                 }),
-                RunStatus::TimedOut | RunStatus::Killed | RunStatus::Interrupted => {
-                    Some("fail".to_string())
-                }
+                RunStatus::TimedOut
+                | RunStatus::Killed
+                | RunStatus::Interrupted
+                | RunStatus::OomKilled => Some("fail".to_string()),
                 RunStatus::Skipped | RunStatus::Cancelled => return None,
             };
             let body = match status {

@@ -307,6 +307,65 @@ async fn limits_reach_the_cgroup_where_the_controller_is() {
 }
 
 #[tokio::test]
+async fn tenant_limits_reach_its_directory_and_are_lifted_when_removed() {
+    let Some(scratch) = Scratch::new("tenant-limits") else {
+        return;
+    };
+    let tree = &scratch.tree;
+    let mut limits = rea_core::run::Limits::NONE;
+    limits.memory_max = Some(256 << 20);
+    limits.memory_high = Some(192 << 20);
+    limits.tasks_max = Some(64);
+    limits.cpu_max_percent = Some(150);
+    limits.cpu_weight = Some(50);
+    limits.io_weight = Some(20);
+    // Set before any run of hers: the directory is made with them.
+    assert!(tree
+        .set_tenant_limits(&[("user-x".to_string(), limits)])
+        .is_empty());
+    let dir = tree.root().join("user-x");
+    assert!(dir.is_dir());
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .ok()
+            .map(|t| t.trim().to_string())
+    };
+    let files = [
+        ("memory", "memory.max", "268435456", "max"),
+        ("memory", "memory.high", "201326592", "max"),
+        ("pids", "pids.max", "64", "max"),
+        ("cpu", "cpu.max", "150000 100000", "max 100000"),
+        ("cpu", "cpu.weight", "50", "100"),
+        ("io", "io.weight", "default 20", "default 100"),
+    ];
+    for (controller, file, want, _) in files {
+        if tree.has(controller) {
+            assert_eq!(read(file).as_deref(), Some(want), "{file}");
+        } else {
+            eprintln!("SKIPPED: tenant {file}: the {controller} controller is not enabled here");
+        }
+    }
+    // A run of hers is a leaf of that directory.
+    let place = CgroupSpec {
+        parent: tree.tenant("user-x").expect("tenant"),
+        name: "run".to_string(),
+        controllers: tree.enabled().to_vec().into(),
+    };
+    let outcome = crate::spawn(sh("cat /proc/self/cgroup", Some(place)))
+        .expect("spawn")
+        .2
+        .await;
+    assert!(outcome.output.text.contains("/user-x/run"), "{outcome:?}");
+    // Removed from the file: the kernel's defaults again.
+    assert!(tree.set_tenant_limits(&[]).is_empty());
+    for (controller, file, _, default) in files {
+        if tree.has(controller) {
+            assert_eq!(read(file).as_deref(), Some(default), "{file}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_tenant_directory_removed_meanwhile_is_made_again() {
     let Some(scratch) = Scratch::new("remade") else {
         return;
@@ -334,4 +393,30 @@ async fn only_old_empty_cgroups_are_swept() {
     assert_eq!(scratch.tree.sweep(Duration::from_secs(60)), 0, "too young");
     assert_eq!(scratch.tree.sweep(Duration::ZERO), 1);
     assert!(!place.parent.join("fresh").exists());
+}
+
+#[test]
+fn an_oom_kill_is_read_from_memory_events() {
+    use super::oom_killed;
+    // What a leaf says after its memory.max made the kernel kill a process
+    // (Linux 6.1, a job allocating 64 MB under memory_max = 16M).
+    let killed = "low 0\nhigh 0\nmax 1843\noom 1\noom_kill 1\noom_group_kill 0\n";
+    assert!(oom_killed(killed));
+    // memory.oom.group = 1: the whole group went, counted on its own line.
+    assert!(oom_killed(
+        "low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\noom_group_kill 1\n"
+    ));
+    // Kernels before 5.18 have no oom_group_kill line.
+    assert!(oom_killed("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n"));
+    // The limit was reached and reclaim coped, or the allocation failed
+    // without a kill: not an OOM kill.
+    assert!(!oom_killed(
+        "low 0\nhigh 12\nmax 40\noom 0\noom_kill 0\noom_group_kill 0\n"
+    ));
+    assert!(!oom_killed("low 0\nhigh 0\nmax 1\noom 1\noom_kill 0\n"));
+    // A field name that merely starts like one is not it; nothing readable
+    // is nothing.
+    assert!(!oom_killed("oom_killer_disabled 1\n"));
+    assert!(!oom_killed(""));
+    assert!(!oom_killed("oom_kill x\n"));
 }

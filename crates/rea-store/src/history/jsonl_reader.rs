@@ -629,7 +629,7 @@ impl JsonlReader {
                             return ControlFlow::Break(());
                         }
                     }
-                    RunStatus::Failed | RunStatus::TimedOut if !*streak_done => {
+                    s if s.is_failure() && !*streak_done => {
                         summary.consecutive_failures += 1;
                     }
                     _ => {}

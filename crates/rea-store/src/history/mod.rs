@@ -170,7 +170,7 @@ pub struct RunSummary {
 pub struct JobSummary {
     /// The newest final run line that is not `skipped`.
     pub last: Option<RunSummary>,
-    /// `failed`/`timed_out` final lines since the last `succeeded` one
+    /// `failed`/`timed_out`/`oom_killed` final lines since the last `succeeded` one
     /// (each retry attempt counts; killed/interrupted neither count nor reset).
     pub consecutive_failures: u64,
     /// Final run lines other than `skipped` in the whole history.
