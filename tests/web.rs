@@ -842,3 +842,97 @@ fn a_taken_web_listen_address_refuses_the_start_and_leaves_nothing() {
         assert!(!env.state().join(sock).exists(), "{sock} left behind");
     }
 }
+
+/// A heatmap's cells as (day, ok, failed), from their titles.
+fn heat_cells(svg: &str) -> Vec<(String, u32, u32)> {
+    svg.split("<title>")
+        .skip(1)
+        .map(|t| {
+            let t = t.split("</title>").next().unwrap();
+            let (day, rest) = t.split_once(": ").unwrap();
+            let mut n = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u32>().unwrap());
+            (day.to_string(), n.next().unwrap(), n.next().unwrap())
+        })
+        .collect()
+}
+
+/// The heatmap counts each day's runs in the job's zone, from the daily
+/// roll-up: a user's job run on three days (the daemon's clock set back two
+/// days, then one, then not: a restart each time), each day's successes
+/// and failures in its cell after every restart; and still there once her
+/// log has rotated those runs' records out. Another user's heatmap is not
+/// hers to see.
+#[test]
+fn the_heatmap_counts_each_day_in_the_jobs_zone_across_restarts_and_rotation() {
+    if skip_unless_root(
+        "web::the_heatmap_counts_each_day_in_the_jobs_zone_across_restarts_and_rotation",
+    ) {
+        return;
+    }
+    let env = shared_env(
+        "[daemon]\nhistory_max_bytes = 4096\nhistory_files = 1\n\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    let alice = throwaway_user("rea-alice").expect("user");
+    let bob = throwaway_user("rea-bob").expect("user");
+    let fail = env.path("fail");
+    // A failure writes 3,000 bytes: her 4 KiB log rotates at about every
+    // other record, keeping one rotated file.
+    let f = env.write(
+        "users/rea-alice.toml",
+        &format!(
+            "[jobs.flaky]\nschedule = \"@yearly\"\ntimezone = \"Pacific/Kiritimati\"\ncommand = \"if test -e {}; then head -c 3000 /dev/zero | tr '\\\\0' x; exit 1; fi\"\n",
+            fail.display()
+        ),
+    );
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let zone: chrono_tz::Tz = "Pacific/Kiritimati".parse().unwrap();
+    let mut want: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
+    let mut runs = 0;
+    for (days_back, ok, bad) in [(2i64, 2, 1), (1, 1, 2), (0, 1, 0)] {
+        let skew = (-days_back * 86_400_000).to_string();
+        let d = env.daemon_with_env(&[], &[("REA_TEST_CLOCK_SKEW_MS", skew.as_str())]);
+        for failing in std::iter::repeat_n(false, ok).chain(std::iter::repeat_n(true, bad)) {
+            if failing {
+                std::fs::write(&fail, "").unwrap();
+            } else {
+                let _ = std::fs::remove_file(&fail);
+            }
+            env.rea(&["trigger", "--wait", "rea-alice/flaky"]);
+            runs += 1;
+            let last = env.finals("rea-alice/flaky").pop().expect("its record");
+            assert_eq!(last["status"], if failing { "failed" } else { "succeeded" });
+            let ts = chrono::DateTime::parse_from_rfc3339(last["ts"].as_str().unwrap()).unwrap();
+            let day = ts.with_timezone(&zone).date_naive().to_string();
+            let cell = want.entry(day).or_default();
+            if failing {
+                cell.1 += 1;
+            } else {
+                cell.0 += 1;
+            }
+        }
+        // Seen by a daemon started afresh (the roll-up is on disk).
+        drop(d);
+        let _d = env.daemon_with_env(&[], &[("REA_TEST_CLOCK_SKEW_MS", skew.as_str())]);
+        let heat = Client::new(&env, Some(alice)).get("/job/flaky/heatmap.svg");
+        assert_eq!(heat.status, 200, "{heat:?}");
+        let cells = heat_cells(&heat.body);
+        assert_eq!(cells.len(), 90, "{}", heat.body);
+        for (day, ok, bad) in &cells {
+            let (want_ok, want_bad) = want.get(day).copied().unwrap_or_default();
+            assert_eq!((*ok, *bad), (want_ok, want_bad), "{day}: {}", heat.body);
+        }
+        let shown: u32 = cells.iter().map(|c| c.1 + c.2).sum();
+        assert_eq!(shown, runs, "every run in a cell: {}", heat.body);
+        // Bob's view of her job: none.
+        let his = Client::new(&env, Some(bob)).get("/job/rea-alice%2Fflaky/heatmap.svg");
+        assert!(his.status == 404 || his.status == 403, "{his:?}");
+    }
+    assert_eq!(want.len(), 3, "three days: {want:?}");
+    assert!(
+        env.finals("rea-alice/flaky").len() < runs as usize,
+        "her log has rotated runs out"
+    );
+}

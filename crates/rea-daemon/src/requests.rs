@@ -102,6 +102,7 @@ impl Loop {
             Request::History { .. }
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
+            | Request::Days { .. }
             | Request::Audit { .. } => {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
@@ -242,6 +243,7 @@ impl Loop {
             request @ (Request::History { .. }
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
+            | Request::Days { .. }
             | Request::Audit { .. }) => {
                 self.commit_submissions(batch, actions);
                 self.history_request(request, &scope, incoming.reply);

@@ -589,6 +589,56 @@ impl HistoryReader for Reader {
         Ok((map, None))
     }
 
+    /// A GROUP BY over the job's runs of those days, read from an index
+    /// range (`runs_job_ts`, migration 6): no roll-up table to keep.
+    fn days(
+        &self,
+        job: &str,
+        zone: chrono_tz::Tz,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> io::Result<Vec<rea_store::history::DayCount>> {
+        // A day either side of the range in UTC: no zone is further off.
+        let start = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+        let since = start(from) - chrono::Duration::days(1);
+        let until = start(to) + chrono::Duration::days(2);
+        let rows = self
+            .rows(
+                "select d,
+                        count(*) filter (where status = 'succeeded'),
+                        count(*) filter (where status <> 'succeeded'),
+                        coalesce(sum(coalesce((detail ->> 'duration_ms')::bigint, 0)), 0)::bigint
+                 from (select (coalesce(ended_at, started_at, claimed_at) at time zone $3)::date as d,
+                              status, detail
+                       from rea.runs
+                       where cluster = $1 and job = $2
+                         and coalesce(ended_at, started_at, claimed_at) >= $4
+                         and coalesce(ended_at, started_at, claimed_at) < $5
+                         and status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted')) r
+                 where d between $6 and $7
+                 group by d order by d",
+                &[
+                    &self.cluster,
+                    &job,
+                    &zone.name(),
+                    &since,
+                    &until,
+                    &from,
+                    &to,
+                ],
+            )
+            .map_err(other)?;
+        Ok(rows
+            .iter()
+            .map(|r| rea_store::history::DayCount {
+                day: r.get(0),
+                succeeded: r.get::<_, i64>(1).max(0) as u64,
+                failed: r.get::<_, i64>(2).max(0) as u64,
+                duration_ms: r.get::<_, i64>(3).max(0) as u64,
+            })
+            .collect())
+    }
+
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
         let rows = self
             .rows(

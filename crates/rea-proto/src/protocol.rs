@@ -101,6 +101,18 @@ pub enum Request {
     LatestFinalRun {
         job: String,
     },
+    /// A job's final runs counted day by day (`succeeded`, the others,
+    /// their durations) from `from` to `to` inclusive, the days cut in
+    /// `zone` (an IANA name): the web console's heatmap. Answered from the
+    /// history's daily roll-up without reading the job's records, under
+    /// the same authorization as `history` (a user: her own jobs only).
+    /// The answer is a [`DaysReply`].
+    Days {
+        job: String,
+        zone: String,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    },
     /// A user's own job file (`users/NAME.toml`), as it is now: `user` for
     /// root and the daemon's user; anyone else gets their own.
     EditGet {
@@ -798,4 +810,10 @@ mod tests {
         assert_eq!(e.code.as_deref(), Some("bad_request"));
         assert!(e.error.unwrap().contains("explode"));
     }
+}
+
+/// The answer to [`Request::Days`]: the days with runs, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaysReply {
+    pub days: Vec<rea_store::history::DayCount>,
 }
