@@ -30,8 +30,8 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (4, 1, &[include_str!("../sql/005_audit_params.sql")]),
     // Alerts: who raised which (a table older binaries do not touch).
     (5, 1, &[include_str!("../sql/006_alerts.sql")]),
-    // An index: a job's runs by their record's instant (the heatmap's
-    // daily counts).
+    // A table and its trigger: each job's daily roll-up (the web
+    // console's heatmap), which older binaries keep too.
     (6, 1, &[include_str!("../sql/007_runs_job_day.sql")]),
 ];
 

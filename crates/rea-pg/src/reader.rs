@@ -589,8 +589,9 @@ impl HistoryReader for Reader {
         Ok((map, None))
     }
 
-    /// A GROUP BY over the job's runs of those days, read from an index
-    /// range (`runs_job_ts`, migration 6): no roll-up table to keep.
+    /// From the roll-up table `rea.run_days` (migration 6: a trigger on
+    /// `rea.runs` counts each final run in its UTC quarter hour), cut in
+    /// `zone` here as the embedded roll-up is: the job's runs are not read.
     fn days(
         &self,
         job: &str,
@@ -598,44 +599,46 @@ impl HistoryReader for Reader {
         from: chrono::NaiveDate,
         to: chrono::NaiveDate,
     ) -> io::Result<Vec<rea_store::history::DayCount>> {
-        // A day either side of the range in UTC: no zone is further off.
-        let start = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
-        let since = start(from) - chrono::Duration::days(1);
-        let until = start(to) + chrono::Duration::days(2);
+        if to < from {
+            return Ok(Vec::new());
+        }
+        // A UTC day either side: no zone is further off.
         let rows = self
             .rows(
-                "select d,
-                        count(*) filter (where status = 'succeeded'),
-                        count(*) filter (where status <> 'succeeded'),
-                        coalesce(sum(coalesce((detail ->> 'duration_ms')::bigint, 0)), 0)::bigint
-                 from (select (coalesce(ended_at, started_at, claimed_at) at time zone $3)::date as d,
-                              status, detail
-                       from rea.runs
-                       where cluster = $1 and job = $2
-                         and coalesce(ended_at, started_at, claimed_at) >= $4
-                         and coalesce(ended_at, started_at, claimed_at) < $5
-                         and status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted')) r
-                 where d between $6 and $7
-                 group by d order by d",
+                "select day, slot, ok, bad, ms from rea.run_days
+                 where cluster = $1 and job = $2 and day between $3 and $4",
                 &[
                     &self.cluster,
                     &job,
-                    &zone.name(),
-                    &since,
-                    &until,
-                    &from,
-                    &to,
+                    &(from - chrono::Duration::days(1)),
+                    &(to + chrono::Duration::days(1)),
                 ],
             )
             .map_err(other)?;
-        Ok(rows
-            .iter()
-            .map(|r| rea_store::history::DayCount {
-                day: r.get(0),
-                succeeded: r.get::<_, i64>(1).max(0) as u64,
-                failed: r.get::<_, i64>(2).max(0) as u64,
-                duration_ms: r.get::<_, i64>(3).max(0) as u64,
-            })
+        let mut days: std::collections::BTreeMap<chrono::NaiveDate, rea_store::history::DayCount> =
+            std::collections::BTreeMap::new();
+        for r in &rows {
+            let day: chrono::NaiveDate = r.get(0);
+            let slot: i16 = r.get(1);
+            let at = day.and_time(chrono::NaiveTime::MIN).and_utc()
+                + chrono::Duration::minutes(15 * i64::from(slot));
+            let local = at.with_timezone(&zone).date_naive();
+            if local < from || local > to {
+                continue;
+            }
+            let d = days.entry(local).or_insert(rea_store::history::DayCount {
+                day: local,
+                succeeded: 0,
+                failed: 0,
+                duration_ms: 0,
+            });
+            d.succeeded += r.get::<_, i64>(2).max(0) as u64;
+            d.failed += r.get::<_, i64>(3).max(0) as u64;
+            d.duration_ms += r.get::<_, i64>(4).max(0) as u64;
+        }
+        Ok(days
+            .into_values()
+            .filter(|d| d.succeeded + d.failed > 0)
             .collect())
     }
 

@@ -271,8 +271,8 @@ pub trait HistoryReader {
     /// `zone` from `from` to `to` inclusive, the days without runs left
     /// out: the web console's heatmap. A backend answers it without
     /// reading the job's records where it can (the JSON-lines log keeps a
-    /// daily roll-up, see `days`; the cluster database groups an index
-    /// range); this default reads them.
+    /// daily roll-up, see `days`; the cluster database a roll-up table
+    /// kept by a trigger); this default reads them.
     fn days(
         &self,
         job: &str,
