@@ -721,6 +721,7 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
             from,
             to,
         } => {
+            let zone = zone.unwrap_or_else(|| "UTC".into());
             let Ok(tz) = zone.parse::<chrono_tz::Tz>() else {
                 return Response::err("bad_request", format!("unknown time zone {zone:?}"));
             };
@@ -737,7 +738,11 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
                 );
             }
             match reader.days(&job, tz, from, to) {
-                Ok(days) => Response::with(&rea_proto::protocol::DaysReply { days }),
+                Ok(days) => Response::with(&rea_proto::protocol::DaysReply {
+                    zone: tz.name().to_string(),
+                    today: rea_store::clock::now().with_timezone(&tz).date_naive(),
+                    days,
+                }),
                 Err(e) => read_error(e),
             }
         }

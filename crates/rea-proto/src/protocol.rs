@@ -102,14 +102,17 @@ pub enum Request {
         job: String,
     },
     /// A job's final runs counted day by day (`succeeded`, the others,
-    /// their durations) from `from` to `to` inclusive, the days cut in
-    /// `zone` (an IANA name): the web console's heatmap. Answered from the
-    /// history's daily roll-up without reading the job's records, under
-    /// the same authorization as `history` (a user: her own jobs only).
-    /// The answer is a [`DaysReply`].
+    /// their durations) from `from` to `to` inclusive (at most 92 days),
+    /// the days cut in `zone` (an IANA name; absent: the job's own zone,
+    /// which the daemon knows, UTC for a job it does not have): the web
+    /// console's heatmap. Answered from the history's daily roll-up
+    /// without reading the job's records, under the same authorization as
+    /// `history` (a user: her own jobs only). The answer is a
+    /// [`DaysReply`].
     Days {
         job: String,
-        zone: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
         from: chrono::NaiveDate,
         to: chrono::NaiveDate,
     },
@@ -812,8 +815,13 @@ mod tests {
     }
 }
 
-/// The answer to [`Request::Days`]: the days with runs, oldest first.
+/// The answer to [`Request::Days`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DaysReply {
+    /// The zone the days are cut in.
+    pub zone: String,
+    /// Today in that zone, on the daemon's clock.
+    pub today: chrono::NaiveDate,
+    /// The days with runs, oldest first.
     pub days: Vec<rea_store::history::DayCount>,
 }

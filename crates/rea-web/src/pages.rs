@@ -631,8 +631,9 @@ async fn job(web: &Web, viewer: &Viewer, name: &str, before: Option<&str>) -> Pa
 }
 
 /// A job's last 90 days, a day a cell, the days cut in the job's zone
-/// (its `timezone`, else the daemon's): counts from the history's daily
-/// roll-up (`Request::Days`), which reads none of the job's records. Kept
+/// (the daemon's answer says which, and its today there): counts from the
+/// history's daily roll-up (`Request::Days`), which reads none of the
+/// job's records. Kept
 /// a minute per viewer and job, so an open page's refreshes do not ask
 /// again.
 async fn heatmap(web: &Web, viewer: &Viewer, name: &str) -> Result<String, Refusal> {
@@ -649,24 +650,21 @@ async fn heatmap(web: &Web, viewer: &Viewer, name: &str) -> Result<String, Refus
     if let Some(image) = web.heatmaps.get(&key) {
         return Ok(image);
     }
-    let zone_name = summary(web, viewer, name)
-        .await
-        .and_then(|s| s.timezone)
-        .unwrap_or_else(|| web.settings().zone.clone());
-    let zone: chrono_tz::Tz = zone_name.parse().unwrap_or(chrono_tz::UTC);
-    let today = rea_store::clock::now().with_timezone(&zone).date_naive();
-    let start = today - Duration::days(89);
+    // In the job's zone, which the daemon knows (asked for a day more on
+    // each side of today in UTC, so that its today is within).
+    let utc_today = rea_store::clock::now().date_naive();
     let counted: rea_proto::protocol::DaysReply = web
         .ask_as(
             viewer.uid,
             Request::Days {
                 job: name.to_string(),
-                zone: zone.name().to_string(),
-                from: start,
-                to: today,
+                zone: None,
+                from: utc_today - Duration::days(90),
+                to: utc_today + Duration::days(1),
             },
         )
         .await?;
+    let start = counted.today - Duration::days(89);
     let mut days: Vec<(NaiveDate, svg::Day)> = (0..90)
         .map(|i| (start + Duration::days(i), svg::Day::default()))
         .collect();
