@@ -118,7 +118,8 @@ pub(crate) enum Command {
     ///
     /// The daemon serves its web console on web.sock in the state
     /// directory (reach it with ssh -L 8080:/var/lib/rea/web.sock HOST),
-    /// and also on [daemon] web_listen (a loopback address) when it is set.
+    /// and also on [daemon] web_listen when it is set (off loopback only
+    /// behind [daemon] web_proxy, whose header names the user: no link there).
     /// For that address this prints a link, good once and for two minutes,
     /// that logs its opener in as the user who ran rea web: each user sees
     /// and acts on her own jobs only, as with the CLI; users in [daemon]

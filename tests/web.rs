@@ -968,3 +968,252 @@ fn a_taken_web_listen_address_refuses_the_start_and_leaves_nothing() {
         assert!(!env.state().join(sock).exists(), "{sock} left behind");
     }
 }
+
+/// A heatmap's cells as (day, ok, failed), from their titles.
+fn heat_cells(svg: &str) -> Vec<(String, u32, u32)> {
+    svg.split("<title>")
+        .skip(1)
+        .map(|t| {
+            let t = t.split("</title>").next().unwrap();
+            let (day, rest) = t.split_once(": ").unwrap();
+            let mut n = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u32>().unwrap());
+            (day.to_string(), n.next().unwrap(), n.next().unwrap())
+        })
+        .collect()
+}
+
+/// The heatmap counts each day's runs in the job's zone, from the daily
+/// roll-up: a user's job run on three days (the daemon's clock set back two
+/// days, then one, then not: a restart each time), each day's successes
+/// and failures in its cell after every restart; and still there once her
+/// log has rotated those runs' records out. Another user's heatmap is not
+/// hers to see.
+#[test]
+fn the_heatmap_counts_each_day_in_the_jobs_zone_across_restarts_and_rotation() {
+    if skip_unless_root(
+        "web::the_heatmap_counts_each_day_in_the_jobs_zone_across_restarts_and_rotation",
+    ) {
+        return;
+    }
+    let env = shared_env(
+        "[daemon]\nhistory_max_bytes = 4096\nhistory_files = 1\n\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"true\"\n",
+    );
+    let alice = throwaway_user("rea-alice").expect("user");
+    let bob = throwaway_user("rea-bob").expect("user");
+    let fail = env.path("fail");
+    // A failure writes 3,000 bytes: her 4 KiB log rotates at about every
+    // other record, keeping one rotated file.
+    let f = env.write(
+        "users/rea-alice.toml",
+        &format!(
+            "[jobs.flaky]\nschedule = \"@yearly\"\ntimezone = \"Pacific/Kiritimati\"\ncommand = \"if test -e {}; then head -c 3000 /dev/zero | tr '\\\\0' x; exit 1; fi\"\n",
+            fail.display()
+        ),
+    );
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let zone: chrono_tz::Tz = "Pacific/Kiritimati".parse().unwrap();
+    let mut want: std::collections::BTreeMap<String, (u32, u32)> = Default::default();
+    let mut runs = 0;
+    for (days_back, ok, bad) in [(2i64, 2, 1), (1, 1, 2), (0, 1, 0)] {
+        let skew = (-days_back * 86_400_000).to_string();
+        let d = env.daemon_with_env(&[], &[("REA_TEST_CLOCK_SKEW_MS", skew.as_str())]);
+        for failing in std::iter::repeat_n(false, ok).chain(std::iter::repeat_n(true, bad)) {
+            if failing {
+                std::fs::write(&fail, "").unwrap();
+            } else {
+                let _ = std::fs::remove_file(&fail);
+            }
+            env.rea(&["trigger", "--wait", "rea-alice/flaky"]);
+            runs += 1;
+            let last = env.finals("rea-alice/flaky").pop().expect("its record");
+            assert_eq!(last["status"], if failing { "failed" } else { "succeeded" });
+            let ts = chrono::DateTime::parse_from_rfc3339(last["ts"].as_str().unwrap()).unwrap();
+            let day = ts.with_timezone(&zone).date_naive().to_string();
+            let cell = want.entry(day).or_default();
+            if failing {
+                cell.1 += 1;
+            } else {
+                cell.0 += 1;
+            }
+        }
+        // Seen by a daemon started afresh (the roll-up is on disk).
+        drop(d);
+        let _d = env.daemon_with_env(&[], &[("REA_TEST_CLOCK_SKEW_MS", skew.as_str())]);
+        let heat = Client::new(&env, Some(alice)).get("/job/flaky/heatmap.svg");
+        assert_eq!(heat.status, 200, "{heat:?}");
+        let cells = heat_cells(&heat.body);
+        assert_eq!(cells.len(), 90, "{}", heat.body);
+        for (day, ok, bad) in &cells {
+            let (want_ok, want_bad) = want.get(day).copied().unwrap_or_default();
+            assert_eq!((*ok, *bad), (want_ok, want_bad), "{day}: {}", heat.body);
+        }
+        let shown: u32 = cells.iter().map(|c| c.1 + c.2).sum();
+        assert_eq!(shown, runs, "every run in a cell: {}", heat.body);
+        // Bob's view of her job: none.
+        let his = Client::new(&env, Some(bob)).get("/job/rea-alice%2Fflaky/heatmap.svg");
+        assert!(his.status == 404 || his.status == 403, "{his:?}");
+    }
+    assert_eq!(want.len(), 3, "three days: {want:?}");
+    assert!(
+        env.finals("rea-alice/flaky").len() < runs as usize,
+        "her log has rotated runs out"
+    );
+}
+
+/// One request to `ip:port` over TCP, read to its end.
+fn over_tcp(ip: &str, port: u16, raw: &str) -> Http {
+    let mut s = std::net::TcpStream::connect((ip, port)).expect("connect over TCP");
+    s.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    s.write_all(raw.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Http {
+        status: head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// An IPv4 address of this machine off loopback (`hostname -I`), if any.
+fn other_address() -> Option<String> {
+    let out = Command::new("hostname").arg("-I").output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|a| {
+            a.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| !ip.is_loopback())
+        })
+        .map(str::to_string)
+}
+
+/// `web_listen` off loopback (`0.0.0.0`) behind a trusted proxy
+/// (`web_proxy`, from 127.0.0.1): the proxy's header names the user on
+/// every request, and she sees her jobs only; without the header, with
+/// two, with a name that is no user, or from any other address (this
+/// machine's own, off loopback) nothing is served; Host, Origin and the
+/// CSRF token are checked as ever, and an action with them works.
+#[test]
+fn behind_a_trusted_proxy_its_header_names_the_user_and_no_one_else_is_served() {
+    if skip_unless_root(
+        "web::behind_a_trusted_proxy_its_header_names_the_user_and_no_one_else_is_served",
+    ) {
+        return;
+    }
+    let port = free_port();
+    let env = shared_env(&format!(
+        "[daemon]\nweb_listen = \"0.0.0.0:{port}\"\nweb_proxy = {{ header = \"X-Forwarded-User\", from = [\"127.0.0.1\"] }}\nweb_hosts = [\"rea.example\"]\n\n[jobs.sys]\nschedule = \"@yearly\"\ncommand = \"echo root-secret\"\n"
+    ));
+    throwaway_user("rea-alice").expect("user");
+    let f = env.write(
+        "users/rea-alice.toml",
+        "[jobs.hers]\nschedule = \"@yearly\"\ncommand = \"echo alice-secret\"\n",
+    );
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let _d = env.daemon();
+    let get = |ip: &str, path: &str, extra: &str| {
+        over_tcp(
+            ip,
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: rea.example\r\n{extra}\r\n"),
+        )
+    };
+    let hers = get("127.0.0.1", "/jobs", "X-Forwarded-User: rea-alice\r\n");
+    assert_eq!(hers.status, 200, "{hers:?}");
+    assert!(hers.body.contains("data-job=\"hers\""), "{}", hers.body);
+    assert!(!hers.body.contains("data-job=\"sys\""), "{}", hers.body);
+    let roots = get("127.0.0.1", "/jobs", "X-Forwarded-User: root\r\n");
+    assert!(roots.body.contains("data-job=\"sys\""), "{}", roots.body);
+    let no_sys = get("127.0.0.1", "/job/sys", "X-Forwarded-User: rea-alice\r\n");
+    assert_eq!(no_sys.status, 404, "{no_sys:?}");
+
+    for (extra, status) in [
+        ("", 401),
+        ("X-Forwarded-User: rea-nobody-here\r\n", 403),
+        (
+            "X-Forwarded-User: root\r\nX-Forwarded-User: rea-alice\r\n",
+            400,
+        ),
+    ] {
+        let r = get("127.0.0.1", "/jobs", extra);
+        assert_eq!(r.status, status, "{extra:?}: {r:?}");
+        assert!(!r.body.contains("data-job"), "{}", r.body);
+    }
+    // The header from anyone but the proxy is never trusted.
+    match other_address() {
+        Some(ip) => {
+            let r = get(&ip, "/jobs", "X-Forwarded-User: root\r\n");
+            assert_eq!(r.status, 403, "from {ip}: {r:?}");
+            assert!(r.body.contains("through its proxy only"), "{}", r.body);
+        }
+        None => eprintln!("SKIPPED part: this machine has no address off loopback"),
+    }
+    // A forged Host, through the proxy all the same.
+    let forged = over_tcp(
+        "127.0.0.1",
+        port,
+        "GET /jobs HTTP/1.1\r\nHost: evil.example\r\nX-Forwarded-User: root\r\n\r\n",
+    );
+    assert_eq!(forged.status, 421, "{forged:?}");
+    // No login link: the proxy's header is the identity.
+    let link = env.rea(&["web"]);
+    assert!(!link.stdout.contains("/login?t="), "{link:?}");
+
+    // An action: her session's CSRF token, from her page, same origin.
+    let page = get("127.0.0.1", "/job/hers", "X-Forwarded-User: rea-alice\r\n");
+    let token = csrf_of(&page.body).expect("a CSRF token");
+    let cookie = page
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    let post = |origin: &str, form: &str| {
+        over_tcp(
+            "127.0.0.1",
+            port,
+            &format!(
+                "POST /job/hers/trigger HTTP/1.1\r\nHost: rea.example\r\nX-Forwarded-User: rea-alice\r\nCookie: {cookie}\r\nOrigin: {origin}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+                form.len()
+            ),
+        )
+    };
+    assert_eq!(
+        post("http://evil.example", &format!("csrf={token}")).status,
+        403
+    );
+    assert_eq!(post("http://rea.example", "csrf=wrong").status, 403);
+    assert!(env.finals("rea-alice/hers").is_empty());
+    let ok = post("https://rea.example", &format!("csrf={token}"));
+    assert_eq!(ok.status, 303, "{ok:?}");
+    env.wait_until("her run", || !env.finals("rea-alice/hers").is_empty());
+}
+
+/// `rea check` refuses `web_listen` off loopback without `web_proxy`,
+/// where it is written, and says what to add.
+#[test]
+fn a_web_listen_off_loopback_without_a_proxy_is_an_error() {
+    let env = Env::new();
+    env.jobs("[daemon]\nweb_listen = \"0.0.0.0:8080\"\n\n[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n");
+    let r = env.rea(&["check"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("jobs.toml:2:14: web_listen \"0.0.0.0:8080\" is not a loopback address"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("web_proxy = { header = \"X-Forwarded-User\""),
+        "{}",
+        r.stderr
+    );
+}

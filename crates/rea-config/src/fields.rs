@@ -797,23 +797,111 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
                 return;
             };
             match s.parse::<std::net::SocketAddr>() {
-                Ok(addr) if addr.ip().is_loopback() => d.web_listen = Some(addr),
-                // The console's TCP identity is a session cookie made by
-                // `rea web`'s one-time link: on another address anyone
-                // who can reach it could try, and nothing encrypts it.
-                Ok(_) => ctx.error(
-                    v.span().start,
-                    format!("web_listen {s:?} is not a loopback address"),
-                    Some(
-                        "the console serves loopback only: write \"127.0.0.1:PORT\" or \"[::1]:PORT\", and reach it from elsewhere through ssh -L or a TLS reverse proxy on this machine"
-                            .to_string(),
-                    ),
-                ),
+                // A non-loopback address needs `web_proxy`, wherever it
+                // is written in [daemon]: checked once the table is read
+                // (`check_web_listen`).
+                Ok(addr) => d.web_listen = Some(addr),
                 Err(_) => ctx.error(
                     v.span().start,
                     format!("invalid web_listen address {s:?}"),
-                    Some("write IP:PORT, e.g. \"127.0.0.1:8080\" (an address, not a host name)".to_string()),
+                    Some(
+                        "write IP:PORT, e.g. \"127.0.0.1:8080\" (an address, not a host name)"
+                            .to_string(),
+                    ),
                 ),
+            }
+        },
+    },
+    SubField {
+        name: "web_proxy",
+        apply: |ctx, v, d| {
+            let Some(table) = ctx.table(v, WEB_PROXY_EXAMPLE) else {
+                return;
+            };
+            let mut header = None;
+            let mut from = None;
+            let mut seen = (false, false);
+            for (key, field) in in_file_order(table) {
+                match key.get_ref().as_ref() {
+                    "header" => {
+                        seen.0 = true;
+                        let Some(h) = ctx.string(field, "a header name like \"X-Forwarded-User\"")
+                        else {
+                            continue;
+                        };
+                        let token = !h.is_empty()
+                            && h.len() <= 64
+                            && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                        // Headers every browser sends or rea reads itself
+                        // would let the browser, not the proxy, say who
+                        // it is.
+                        let taken = [
+                            "host",
+                            "cookie",
+                            "origin",
+                            "referer",
+                            "user-agent",
+                            "content-type",
+                            "content-length",
+                            "sec-fetch-site",
+                            "x-rea-login",
+                        ]
+                        .contains(&h.to_ascii_lowercase().as_str());
+                        if !token || taken {
+                            ctx.error(
+                                field.span().start,
+                                format!("web_proxy header {h:?} cannot name the user"),
+                                Some("a header only your proxy sets, after it authenticated the user, e.g. \"X-Forwarded-User\" (letters, digits and '-')".into()),
+                            );
+                        } else {
+                            header = Some(h.to_ascii_lowercase());
+                        }
+                    }
+                    "from" => {
+                        seen.1 = true;
+                        let Some(items) = string_list(ctx, field, "[\"10.0.0.9\"]") else {
+                            continue;
+                        };
+                        let mut addrs = Vec::new();
+                        let written = items.len();
+                        for (at, a) in items {
+                            match a.parse::<std::net::IpAddr>() {
+                                Ok(ip) => addrs.push(ip),
+                                Err(_) => ctx.error(
+                                    at,
+                                    format!("invalid proxy address {a:?}"),
+                                    Some("the IP address the proxy connects from, e.g. \"10.0.0.9\" or \"::1\" (no port, no host name)".into()),
+                                ),
+                            }
+                        }
+                        if written == 0 {
+                            ctx.error(
+                                field.span().start,
+                                "web_proxy from lists no address",
+                                Some("name the address your proxy connects from, e.g. from = [\"127.0.0.1\"]".into()),
+                            );
+                        }
+                        from = Some(addrs);
+                    }
+                    _ => ctx.unknown_field(
+                        key,
+                        ["header", "from"].into_iter(),
+                        "fields of web_proxy",
+                        None,
+                    ),
+                }
+            }
+            if seen != (true, true) {
+                ctx.error(
+                    v.span().start,
+                    "web_proxy needs both header and from",
+                    Some(format!("write {WEB_PROXY_EXAMPLE}")),
+                );
+            }
+            if let (Some(header), Some(from)) = (header, from) {
+                if !from.is_empty() {
+                    d.web_proxy = Some(crate::WebProxy { header, from });
+                }
             }
         },
     },
@@ -850,6 +938,29 @@ pub(crate) const DAEMON_FIELDS: &[SubField<DaemonConfig>] = &[
         },
     },
 ];
+
+const WEB_PROXY_EXAMPLE: &str =
+    "a table like { header = \"X-Forwarded-User\", from = [\"10.0.0.9\"] }";
+
+/// `[daemon] web_listen` off loopback needs `web_proxy` (see
+/// [`crate::WebProxy`]): the console's TCP identity is otherwise a session
+/// cookie made by `rea web`'s one-time link, which anyone who can reach
+/// the address could try, and nothing encrypts. `at` is where
+/// `web_listen`'s value is written.
+pub(crate) fn check_web_listen(ctx: &mut Ctx, d: &crate::DaemonConfig, at: usize) {
+    if let Some(addr) = d.web_listen {
+        if !addr.ip().is_loopback() && d.web_proxy.is_none() {
+            ctx.error(
+                at,
+                format!("web_listen \"{addr}\" is not a loopback address"),
+                Some(format!(
+                    "off loopback the console needs a trusted proxy that names each user: add web_proxy = {{ header = \"X-Forwarded-User\", from = [\"PROXY-IP\"] }} to [daemon]; or serve \"127.0.0.1:{}\" and reach it through ssh -L",
+                    addr.port()
+                )),
+            );
+        }
+    }
+}
 
 /// An array of non-empty strings, each with where it is written.
 fn string_list(ctx: &mut Ctx, v: &Value, example: &str) -> Option<Vec<(usize, String)>> {

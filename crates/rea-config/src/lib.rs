@@ -176,9 +176,14 @@ pub struct DaemonConfig {
     /// Default false: a user's delivery to such an address is refused. The
     /// system's jobs may always.
     pub webhook_private_targets: bool,
-    /// A loopback TCP address where the web console is also served
-    /// (`web.sock` in the state directory always is). Default: none.
+    /// A TCP address where the web console is also served (`web.sock` in
+    /// the state directory always is): loopback, or any address with
+    /// `web_proxy`. Default: none.
     pub web_listen: Option<std::net::SocketAddr>,
+    /// The trusted reverse proxy in front of `web_listen`: its identity
+    /// header and the addresses it connects from. Default: none (the TCP
+    /// console's users log in with `rea web`'s one-time link).
+    pub web_proxy: Option<WebProxy>,
     /// Host names the web console answers to besides `localhost`,
     /// `127.0.0.1` and `[::1]` (the `Host` header's allow-list, against
     /// DNS rebinding). Default: none.
@@ -189,6 +194,18 @@ pub struct DaemonConfig {
     /// subtree of runs and caps on each of her runs. Root's main file
     /// only.
     pub tenants: rea_core::run::TenantPolicy,
+}
+
+/// `[daemon] web_proxy`: a reverse proxy that authenticates the console's
+/// users and names each in a header. On `web_listen` a request is then
+/// served only if it comes from one of `from`, as the local user its
+/// `header` names (every request: no login link), and refused otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebProxy {
+    /// The header's name, lower case (`x-forwarded-user`).
+    pub header: String,
+    /// The proxy's addresses: the only peers whose requests are served.
+    pub from: Vec<std::net::IpAddr>,
 }
 
 impl DaemonConfig {
@@ -231,6 +248,7 @@ impl Default for DaemonConfig {
             monitor_group: None,
             webhook_private_targets: false,
             web_listen: None,
+            web_proxy: None,
             web_hosts: Vec::new(),
             web_viewers: Vec::new(),
             tenants: rea_core::run::TenantPolicy::default(),

@@ -194,6 +194,7 @@ command = "date"
                 cgroups: true,
                 webhook_private_targets: false,
                 web_listen: None,
+                web_proxy: None,
                 web_hosts: Vec::new(),
                 web_viewers: Vec::new(),
                 tenants: rea_core::run::TenantPolicy::default(),
@@ -389,7 +390,7 @@ retry = { jitter = 0, max_delay = "1h" }
         );
         assert_eq!(
             errors("[daemon]\nzzz = 1\n"),
-            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group, webhook_private_targets, web_listen, web_hosts, web_viewers\n"
+            "jobs.toml:2:1: unknown field \"zzz\"\n  hint: fields of [daemon]: max_concurrent, max_concurrent_per_user, reserve_system, max_queued_per_user, shutdown_grace, history_max_bytes, history_files, sendmail, metrics, job_output, cgroups, monitor_group, webhook_private_targets, web_listen, web_proxy, web_hosts, web_viewers\n"
         );
     }
 
@@ -1061,6 +1062,53 @@ retry = { attempts = 101 }
         );
         let e = errors("[daemon]\nweb_viewers = \"alice\"\n");
         assert!(e.starts_with("jobs.toml:2:15: "), "{e}");
+    }
+
+    #[test]
+    fn a_non_loopback_web_listen_needs_a_trusted_proxy() {
+        let e = errors("[daemon]\nweb_listen = \"0.0.0.0:8080\"\n");
+        assert!(e.contains("hint: off loopback the console needs a trusted proxy that names each user: add web_proxy = { header = \"X-Forwarded-User\", from = [\"PROXY-IP\"] }"), "{e}");
+        // Written before or after web_listen, the proxy opts in.
+        for text in [
+            "[daemon]\nweb_listen = \"0.0.0.0:8080\"\nweb_proxy = { header = \"X-Forwarded-User\", from = [\"10.0.0.9\", \"::1\"] }\n",
+            "[daemon]\nweb_proxy = { header = \"X-Forwarded-User\", from = [\"10.0.0.9\", \"::1\"] }\nweb_listen = \"0.0.0.0:8080\"\n",
+        ] {
+            let d = ok(text).daemon;
+            assert_eq!(d.web_listen, Some(([0, 0, 0, 0], 8080).into()));
+            assert_eq!(
+                d.web_proxy,
+                Some(crate::WebProxy {
+                    header: "x-forwarded-user".into(),
+                    from: vec![[10, 0, 0, 9].into(), std::net::Ipv6Addr::LOCALHOST.into()],
+                })
+            );
+        }
+        for (text, want) in [
+            (
+                "web_proxy = { header = \"Cookie\", from = [\"10.0.0.9\"] }",
+                "jobs.toml:2:24: web_proxy header \"Cookie\" cannot name the user",
+            ),
+            (
+                "web_proxy = { header = \"X-User\", from = [\"proxy.lan\"] }",
+                "jobs.toml:2:42: invalid proxy address \"proxy.lan\"",
+            ),
+            (
+                "web_proxy = { header = \"X-User\", from = [] }",
+                "jobs.toml:2:41: web_proxy from lists no address",
+            ),
+            (
+                "web_proxy = { header = \"X-User\" }",
+                "jobs.toml:2:13: web_proxy needs both header and from",
+            ),
+            (
+                "web_proxy = { header = \"X-User\", from = [\"::1\"], form = 1 }",
+                "jobs.toml:2:50: unknown field \"form\"",
+            ),
+        ] {
+            let e = errors(&format!("[daemon]\n{text}\n"));
+            assert!(e.starts_with(want), "{text}: {e}");
+            assert!(e.contains("hint: "), "{text}: {e}");
+        }
     }
 
     #[test]

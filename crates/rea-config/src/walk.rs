@@ -293,7 +293,11 @@ impl<'a> Ctx<'a> {
                 ),
                 "daemon" => {
                     if let Some(table) = self.table(value, "a table like [daemon]") {
+                        let mut listen_at = None;
                         for (key, value) in in_file_order(table) {
+                            if key.get_ref().as_ref() == "web_listen" {
+                                listen_at = Some(value.span().start);
+                            }
                             match DAEMON_FIELDS
                                 .iter()
                                 .find(|f| f.name == key.get_ref().as_ref())
@@ -315,6 +319,9 @@ impl<'a> Ctx<'a> {
                                     )
                                 }
                             }
+                        }
+                        if let Some(at) = listen_at {
+                            crate::fields::check_web_listen(self, &daemon, at);
                         }
                     }
                 }

@@ -129,6 +129,7 @@ impl Pending {
             | Request::History { .. }
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
+            | Request::Days { .. }
             | Request::EditGet { .. }
             | Request::Audit { .. }
             | Request::Overview

@@ -283,12 +283,15 @@ impl Loop {
         if cfg.daemon.job_output != self.config.daemon.job_output {
             self.journald = crate::journal_for(cfg.daemon.job_output);
         }
-        if (&cfg.daemon.web_hosts, &cfg.daemon.web_viewers)
-            != (
-                &self.config.daemon.web_hosts,
-                &self.config.daemon.web_viewers,
-            )
-        {
+        if (
+            &cfg.daemon.web_hosts,
+            &cfg.daemon.web_viewers,
+            &cfg.daemon.web_proxy,
+        ) != (
+            &self.config.daemon.web_hosts,
+            &self.config.daemon.web_viewers,
+            &self.config.daemon.web_proxy,
+        ) {
             // The TCP address stays until a restart.
             let tcp = self.web.tcp_address();
             self.web

@@ -102,6 +102,7 @@ impl Loop {
             Request::History { .. }
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
+            | Request::Days { .. }
             | Request::Audit { .. } => {
                 Reply::Done(Response::err("bad_request", "history requests are answered apart"))
             }
@@ -239,10 +240,23 @@ impl Loop {
                     let _ = incoming.reply.send(Reply::Done(resp));
                 }
             },
-            request @ (Request::History { .. }
+            mut request @ (Request::History { .. }
             | Request::FindRun { .. }
             | Request::LatestFinalRun { .. }
+            | Request::Days { .. }
             | Request::Audit { .. }) => {
+                // The job's own zone, which only the loop knows.
+                if let Request::Days {
+                    job,
+                    zone: zone @ None,
+                    ..
+                } = &mut request
+                {
+                    *zone = self
+                        .engine
+                        .job_def(job)
+                        .map(|j| j.timezone.name().to_string());
+                }
                 self.commit_submissions(batch, actions);
                 self.history_request(request, &scope, incoming.reply);
             }

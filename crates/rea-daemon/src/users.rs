@@ -107,7 +107,8 @@ fn qualify_request(me: &str, request: &mut Request) {
         Request::Status { job: Some(job) }
         | Request::Trigger { job, .. }
         | Request::Follow { job }
-        | Request::LatestFinalRun { job } => qualified(me, job),
+        | Request::LatestFinalRun { job }
+        | Request::Days { job, .. } => qualified(me, job),
         Request::Pause(sel) | Request::Resume(sel) => {
             sel.jobs.iter_mut().for_each(|j| qualified(me, j));
         }
@@ -713,6 +714,38 @@ fn answer_history(dir: &std::path::Path, request: Request, scope: &Scope) -> Res
             Ok(found) => Response::with(&found),
             Err(e) => read_error(e),
         },
+        Request::Days { job, .. } if !sees(Some(&job)) => unknown(&job),
+        Request::Days {
+            job,
+            zone,
+            from,
+            to,
+        } => {
+            let zone = zone.unwrap_or_else(|| "UTC".into());
+            let Ok(tz) = zone.parse::<chrono_tz::Tz>() else {
+                return Response::err("bad_request", format!("unknown time zone {zone:?}"));
+            };
+            // 92 days at most: what the roll-up keeps (and a bound on
+            // what one question reads).
+            let span = (to - from).num_days();
+            if !(0..rea_store::history::KEEP_DAYS).contains(&span) {
+                return Response::err(
+                    "bad_request",
+                    format!(
+                        "ask for 1 to {} days, not {from}..{to}",
+                        rea_store::history::KEEP_DAYS
+                    ),
+                );
+            }
+            match reader.days(&job, tz, from, to) {
+                Ok(days) => Response::with(&rea_proto::protocol::DaysReply {
+                    zone: tz.name().to_string(),
+                    today: rea_store::clock::now().with_timezone(&tz).date_naive(),
+                    days,
+                }),
+                Err(e) => read_error(e),
+            }
+        }
         _ => Response::err("bad_request", "not a history request"),
     }
 }

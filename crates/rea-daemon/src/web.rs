@@ -79,6 +79,10 @@ pub(crate) fn settings(
         zone: rea_config::zone::resolve("local")
             .map(|z| z.name().to_string())
             .unwrap_or_else(|_| "UTC".into()),
+        proxy: config.daemon.web_proxy.as_ref().map(|p| rea_web::Proxy {
+            header: p.header.clone(),
+            from: p.from.clone(),
+        }),
     }
 }
 
@@ -118,7 +122,13 @@ pub(crate) fn serve(
 ) -> std::sync::Arc<Web> {
     let Bound { socket, tcp } = bound;
     if let Some((_, local)) = &tcp {
-        info!("web console listening on http://{local} (log in with `rea web`)");
+        match &config.daemon.web_proxy {
+            Some(p) => info!(
+                "web console listening on http://{local} behind a proxy (users named by its {} header, from {:?})",
+                p.header, p.from
+            ),
+            None => info!("web console listening on http://{local} (log in with `rea web`)"),
+        }
     }
     let web = Web::new(
         Box::new(Port { tx }),

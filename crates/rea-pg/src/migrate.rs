@@ -34,6 +34,9 @@ const MIGRATIONS: &[(i32, i32, &[&str])] = &[
     (6, 1, &[include_str!("../sql/007_runs_ended.sql")]),
     // A status: `oom_killed` (older binaries read such a row without one).
     (7, 1, &[include_str!("../sql/008_oom_killed.sql")]),
+    // A table and its trigger: each job's daily roll-up (the web
+    // console's heatmap), which older binaries keep too.
+    (8, 1, &[include_str!("../sql/009_runs_job_day.sql")]),
 ];
 
 /// Brings the schema up to date; `who` is recorded as the applier.

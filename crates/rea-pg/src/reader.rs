@@ -603,6 +603,59 @@ impl HistoryReader for Reader {
         Ok((map, None))
     }
 
+    /// From the roll-up table `rea.run_days` (migration 8: a trigger on
+    /// `rea.runs` counts each final run in its UTC quarter hour), cut in
+    /// `zone` here as the embedded roll-up is: the job's runs are not read.
+    fn days(
+        &self,
+        job: &str,
+        zone: chrono_tz::Tz,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> io::Result<Vec<rea_store::history::DayCount>> {
+        if to < from {
+            return Ok(Vec::new());
+        }
+        // A UTC day either side: no zone is further off.
+        let rows = self
+            .rows(
+                "select day, slot, ok, bad, ms from rea.run_days
+                 where cluster = $1 and job = $2 and day between $3 and $4",
+                &[
+                    &self.cluster,
+                    &job,
+                    &(from - chrono::Duration::days(1)),
+                    &(to + chrono::Duration::days(1)),
+                ],
+            )
+            .map_err(other)?;
+        let mut days: std::collections::BTreeMap<chrono::NaiveDate, rea_store::history::DayCount> =
+            std::collections::BTreeMap::new();
+        for r in &rows {
+            let day: chrono::NaiveDate = r.get(0);
+            let slot: i16 = r.get(1);
+            let at = day.and_time(chrono::NaiveTime::MIN).and_utc()
+                + chrono::Duration::minutes(15 * i64::from(slot));
+            let local = at.with_timezone(&zone).date_naive();
+            if local < from || local > to {
+                continue;
+            }
+            let d = days.entry(local).or_insert(rea_store::history::DayCount {
+                day: local,
+                succeeded: 0,
+                failed: 0,
+                duration_ms: 0,
+            });
+            d.succeeded += r.get::<_, i64>(2).max(0) as u64;
+            d.failed += r.get::<_, i64>(3).max(0) as u64;
+            d.duration_ms += r.get::<_, i64>(4).max(0) as u64;
+        }
+        Ok(days
+            .into_values()
+            .filter(|d| d.succeeded + d.failed > 0)
+            .collect())
+    }
+
     fn job_summaries(&self) -> io::Result<HashMap<String, JobSummary>> {
         let rows = self
             .rows(

@@ -101,6 +101,21 @@ pub enum Request {
     LatestFinalRun {
         job: String,
     },
+    /// A job's final runs counted day by day (`succeeded`, the others,
+    /// their durations) from `from` to `to` inclusive (at most 92 days),
+    /// the days cut in `zone` (an IANA name; absent: the job's own zone,
+    /// which the daemon knows, UTC for a job it does not have): the web
+    /// console's heatmap. Answered from the history's daily roll-up
+    /// without reading the job's records, under the same authorization as
+    /// `history` (a user: her own jobs only). The answer is a
+    /// [`DaysReply`].
+    Days {
+        job: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    },
     /// A user's own job file (`users/NAME.toml`), as it is now: `user` for
     /// root and the daemon's user; anyone else gets their own.
     EditGet {
@@ -803,4 +818,15 @@ mod tests {
         assert_eq!(e.code.as_deref(), Some("bad_request"));
         assert!(e.error.unwrap().contains("explode"));
     }
+}
+
+/// The answer to [`Request::Days`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaysReply {
+    /// The zone the days are cut in.
+    pub zone: String,
+    /// Today in that zone, on the daemon's clock.
+    pub today: chrono::NaiveDate,
+    /// The days with runs, oldest first.
+    pub days: Vec<rea_store::history::DayCount>,
 }

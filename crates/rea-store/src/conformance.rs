@@ -113,6 +113,92 @@ pub fn history_backend(cases: u32, fresh: impl Fn() -> Fresh) {
     if let Err(e) = result {
         panic!("history backend does not conform: {e}");
     }
+    let mut runner = self::runner(cases);
+    let result = runner.run(&arb_days(), |records| {
+        let backend = appended(&fresh, &records)?;
+        check_days(&*backend.reader, &records)
+    });
+    if let Err(e) = result {
+        panic!("history backend's daily counts do not conform: {e}");
+    }
+}
+
+/// Zones the daily counts are asked in: UTC, one with DST, one a quarter
+/// hour off the hour.
+const ZONES: [chrono_tz::Tz; 3] = [
+    chrono_tz::UTC,
+    chrono_tz::America::New_York,
+    chrono_tz::Asia::Kathmandu,
+];
+
+/// Every job's days, in each of [`ZONES`], over the whole span of
+/// `records` and over a part of it, against [`crate::history::naive_days`].
+fn check_days(reader: &dyn HistoryReader, records: &[Record]) -> Result<(), TestCaseError> {
+    let (Some(first), Some(last)) = (
+        records.iter().map(|r| r.ts).min(),
+        records.iter().map(|r| r.ts).max(),
+    ) else {
+        return Ok(());
+    };
+    for zone in ZONES {
+        let from = first.with_timezone(&zone).date_naive() - chrono::Duration::days(1);
+        let to = last.with_timezone(&zone).date_naive() + chrono::Duration::days(1);
+        let middle = from + (to - from) / 2;
+        for (from, to) in [(from, to), (middle, to), (from, middle)] {
+            for job in JOBS.iter().chain(&["zz"]) {
+                let got = reader
+                    .days(job, zone, from, to)
+                    .map_err(|e| TestCaseError::fail(format!("days: {e}")))?;
+                let want = crate::history::naive_days(records, job, zone, from, to);
+                prop_assert_eq!(got, want, "days({}, {}, {}..={})", job, zone, from, to);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs of the jobs of [`JOBS`] spread over the last 40 days (at minutes
+/// that cross midnights in every zone of [`ZONES`]), in `ts` order, with
+/// durations.
+fn arb_days() -> impl Strategy<Value = Vec<Record>> {
+    let statuses = [
+        RunStatus::Started,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Skipped,
+        RunStatus::Killed,
+    ];
+    prop::collection::vec(
+        (
+            0usize..JOBS.len(),
+            0usize..statuses.len(),
+            0i64..40 * 24 * 60,
+            0u64..5000,
+        ),
+        0..60,
+    )
+    .prop_map(move |mut items| {
+        items.sort_by_key(|i| i.2);
+        let start = (Utc::now() - chrono::Duration::days(41))
+            .date_naive()
+            .and_time(chrono::NaiveTime::MIN)
+            .and_utc();
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, (job, status, minute, ms))| {
+                let at = start + chrono::Duration::minutes(minute);
+                let mut r = Record::new(Event::Run, at);
+                r.job = Some(JOBS[job].to_string());
+                r.run = Some(format!("d{i}"));
+                r.status = Some(statuses[status]);
+                r.trigger = Some(Trigger::Schedule);
+                r.duration_ms = Some(ms);
+                r
+            })
+            .collect()
+    })
 }
 
 /// Jobs of the system and of two users (`u/a`: a user's job that shares
@@ -363,6 +449,9 @@ pub fn run_store(cases: u32, fresh: impl Fn() -> Fresh) {
             .cloned()
             .collect();
         prop_assert_eq!(got, want, "unfinished_runs");
+        // The daily counts of the runs as the store keeps them (on its
+        // clock: today and yesterday).
+        check_days(&**reader, &stored)?;
         Ok(())
     });
     if let Err(e) = result {

@@ -68,6 +68,21 @@ pub struct Settings {
     pub tcp: Option<SocketAddr>,
     /// The zone a job without `timezone` is read in (IANA name).
     pub zone: String,
+    /// `[daemon] web_proxy`: on TCP, requests only from these addresses,
+    /// each as the user its header names.
+    pub proxy: Option<Proxy>,
+}
+
+/// The trusted reverse proxy in front of the TCP address: only its
+/// connections are served, each request as the local user `header` names
+/// (on every request: no login link, no session identity), and the
+/// session cookie then carries only the CSRF token.
+#[derive(Debug, Clone, Default)]
+pub struct Proxy {
+    /// The header, lower case.
+    pub header: String,
+    /// The proxy's addresses.
+    pub from: Vec<std::net::IpAddr>,
 }
 
 /// The console: its settings, sessions and connection shares.
@@ -166,6 +181,9 @@ enum Via {
     Socket(u32),
     /// `web_listen`: identity from the session cookie only.
     Tcp,
+    /// `web_listen` behind `web_proxy`, from one of its addresses:
+    /// identity from its header, on every request.
+    Proxied,
 }
 
 /// The viewer of one request.
@@ -254,33 +272,57 @@ impl Web {
                     .await;
                     return;
                 };
-                web.connection(&mut stream, Via::Socket(uid)).await;
+                web.connection(&mut stream, Via::Socket(uid), None).await;
             });
         }
     }
 
-    /// Serves `web_listen` forever (loopback: checked by the configuration).
+    /// Serves `web_listen` forever (loopback, or behind `web_proxy`:
+    /// checked by the configuration).
     pub async fn serve_tcp(self: Arc<Web>, listener: TcpListener) {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
+            let Ok((mut stream, peer)) = listener.accept().await else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
             let web = self.clone();
             tokio::spawn(async move {
+                // Behind a proxy, its header is trusted from its
+                // addresses only: anyone else could write it.
+                let via = match &web.settings().proxy {
+                    None => Via::Tcp,
+                    Some(p) if p.from.contains(&peer.ip().to_canonical()) => Via::Proxied,
+                    Some(_) => {
+                        refuse(
+                            &mut stream,
+                            403,
+                            "this console is served through its proxy only ([daemon] web_proxy)",
+                        )
+                        .await;
+                        return;
+                    }
+                };
                 // Nobody is known before the request is read: those
                 // connections share the cap as one anonymous holder (its
                 // quarter), and the head must come within HEAD_TIMEOUT.
-                let Some(_held) = web.connections.take(u32::MAX, false) else {
+                let Some(held) = web.connections.take(u32::MAX, false) else {
                     refuse(&mut stream, 429, "too many connections; try again later").await;
                     return;
                 };
-                web.connection(&mut stream, Via::Tcp).await;
+                web.connection(&mut stream, via, Some(held)).await;
             });
         }
     }
 
-    async fn connection<S: AsyncRead + AsyncWrite + Unpin>(&self, stream: &mut S, via: Via) {
+    /// One request on `stream`; `anonymous`, a TCP connection's share
+    /// before its user is known (given up for hers once she is).
+    async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        via: Via,
+        anonymous: Option<session::Held<'_>>,
+    ) {
+        let mut anonymous = anonymous;
         let req = match http::read_request(stream).await {
             Ok(r) => r,
             Err(ReadError::Gone) => return,
@@ -311,6 +353,17 @@ impl Web {
             return;
         }
         let mut set_cookie = None;
+        let from_tcp = !matches!(via, Via::Socket(_));
+        let via = match via {
+            Via::Proxied => match self.proxied_user(&req, &settings).await {
+                Ok(uid) => Via::Socket(uid),
+                Err((status, why)) => {
+                    refuse(stream, status, &why).await;
+                    return;
+                }
+            },
+            via => via,
+        };
         let session = match via {
             Via::Socket(uid) => {
                 if req.path == "/login-link" {
@@ -334,6 +387,7 @@ impl Web {
                     }
                 }
             }
+            Via::Proxied => return,
             Via::Tcp => {
                 if req.path == "/login" && req.method == "GET" {
                     let r = self.login(&req);
@@ -351,17 +405,23 @@ impl Web {
             }
         };
         let uid = session.uid;
-        // A TCP viewer, now known, holds her own share as well.
-        let _share = match via {
-            Via::Tcp => match self.connections.take(uid, is_admin(uid)) {
+        // A TCP viewer, now known, holds her own share as well; behind a
+        // proxy (whose connections are everyone's) hers alone, so one
+        // user's open pages never take the others' way in.
+        let _share = if from_tcp {
+            match self.connections.take(uid, is_admin(uid)) {
                 Some(h) => Some(h),
                 None => {
                     refuse(stream, 429, "too many connections from your user").await;
                     return;
                 }
-            },
-            Via::Socket(_) => None,
+            }
+        } else {
+            None
         };
+        if settings.proxy.is_some() && from_tcp {
+            anonymous.take();
+        }
         let viewer = Viewer {
             uid,
             name: self.user_name(uid),
@@ -413,6 +473,48 @@ impl Web {
         http::write_response(stream, &r).await;
     }
 
+    /// The local user a proxied request's header names, as a uid; or why
+    /// the request is refused (no header, two, a name with no account, a
+    /// user the console is not open to).
+    async fn proxied_user(
+        &self,
+        req: &http::Request,
+        settings: &Settings,
+    ) -> Result<u32, (u16, String)> {
+        let Some(proxy) = &settings.proxy else {
+            return Err((403, "no proxy is trusted".into()));
+        };
+        let name = match req.one(&proxy.header) {
+            Ok(Some(name)) if !name.is_empty() => name.to_string(),
+            Ok(_) => {
+                return Err((
+                    401,
+                    format!(
+                        "no {} header: the proxy names the user ([daemon] web_proxy)",
+                        proxy.header
+                    ),
+                ))
+            }
+            Err(()) => return Err((400, format!("two {} headers", proxy.header))),
+        };
+        // The user database may be NSS over the network: off the runtime's
+        // threads.
+        let looked = name.clone();
+        let user = tokio::task::spawn_blocking(move || rea_host::user::user(&looked))
+            .await
+            .map_err(|e| (500, e.to_string()))?;
+        let Ok(user) = user else {
+            return Err((403, format!("{name:?} is no user of this machine")));
+        };
+        if !is_admin(user.uid) && !settings.open_to_users {
+            return Err((
+                403,
+                "only the daemon's user and root may use this console".into(),
+            ));
+        }
+        Ok(user.uid)
+    }
+
     /// `POST /login-link` on `web.sock` (with `X-Rea-Login: 1`, which no
     /// page of another origin can send without a CORS preflight this
     /// console never answers): a one-time link for the TCP address that
@@ -427,6 +529,12 @@ impl Web {
                 "the console has no TCP address: set [daemon] web_listen, or forward web.sock (ssh -L 8080:/path/web.sock host)",
             );
         };
+        if settings.proxy.is_some() {
+            return http::Response::text(
+                404,
+                format!("http://{addr} takes its users from its proxy's header ([daemon] web_proxy): open the console through the proxy, no link needed"),
+            );
+        }
         let Some(t) = self.sessions.login_link(uid) else {
             return http::Response::text(503, NO_TOKEN);
         };

@@ -630,12 +630,14 @@ async fn job(web: &Web, viewer: &Viewer, name: &str, before: Option<&str>) -> Pa
     Ok((name.to_string(), Some("/events".into()), b))
 }
 
-/// A job's last 90 days, a day a cell: its final runs read from the
-/// history (a job run every five minutes has 26,000 of them). Kept a
-/// minute per viewer and job, so an open page's refreshes do not read the
-/// history again.
+/// A job's last 90 days, a day a cell, the days cut in the job's zone
+/// (the daemon's answer says which, and its today there): counts from the
+/// history's daily roll-up (`Request::Days`), which reads none of the
+/// job's records. Kept
+/// a minute per viewer and job, so an open page's refreshes do not ask
+/// again.
 async fn heatmap(web: &Web, viewer: &Viewer, name: &str) -> Result<String, Refusal> {
-    // Only a job the viewer may see (her history query would be empty for
+    // Only a job the viewer may see (her question would be refused for
     // another's, but the page says "no such job" as the CLI does).
     web.ask(
         viewer.uid,
@@ -648,32 +650,32 @@ async fn heatmap(web: &Web, viewer: &Viewer, name: &str) -> Result<String, Refus
     if let Some(image) = web.heatmaps.get(&key) {
         return Ok(image);
     }
-    let now = Utc::now();
-    let records = web
-        .history(
+    // In the job's zone, which the daemon knows (asked for a day more on
+    // each side of today in UTC, so that its today is within).
+    let utc_today = rea_store::clock::now().date_naive();
+    let counted: rea_proto::protocol::DaysReply = web
+        .ask_as(
             viewer.uid,
-            rea_store::history::Query {
-                job: Some(name.to_string()),
-                statuses: RunStatus::FINAL.to_vec(),
-                since: Some(now - Duration::days(90)),
-                limit: Some(100_000),
-                runs_only: true,
-                ..Default::default()
+            Request::Days {
+                job: name.to_string(),
+                zone: None,
+                from: utc_today - Duration::days(90),
+                to: utc_today + Duration::days(1),
             },
         )
         .await?;
-    let start = (now - Duration::days(89)).date_naive();
+    let start = counted.today - Duration::days(89);
     let mut days: Vec<(NaiveDate, svg::Day)> = (0..90)
         .map(|i| (start + Duration::days(i), svg::Day::default()))
         .collect();
-    for r in &records {
-        let idx = (r.ts.date_naive() - start).num_days();
+    for c in &counted.days {
+        let idx = (c.day - start).num_days();
         if let Some((_, d)) = usize::try_from(idx).ok().and_then(|i| days.get_mut(i)) {
-            match r.status {
-                Some(RunStatus::Succeeded) => d.ok += 1,
-                Some(RunStatus::Skipped) | None => {}
-                _ => d.bad += 1,
-            }
+            d.ok =
+                d.ok.saturating_add(u32::try_from(c.succeeded).unwrap_or(u32::MAX));
+            d.bad = d
+                .bad
+                .saturating_add(u32::try_from(c.failed).unwrap_or(u32::MAX));
         }
     }
     let image = svg::heatmap(&days);

@@ -29,6 +29,8 @@ use super::{
 pub struct JsonlReader {
     dir: PathBuf,
     chunk: usize,
+    /// Reads the log in `dir` only, not its tenants' (a roll-up's rebuild).
+    alone: bool,
     malformed: AtomicU64,
 }
 
@@ -74,8 +76,15 @@ impl JsonlReader {
         JsonlReader {
             dir: state_dir.to_path_buf(),
             chunk: DEFAULT_CHUNK_SIZE,
+            alone: false,
             malformed: AtomicU64::new(0),
         }
+    }
+
+    /// This reader, reading the log in its directory only (no tenants').
+    pub(crate) fn alone(mut self) -> JsonlReader {
+        self.alone = true;
+        self
     }
 
     /// Bytes per backwards read (tests use tiny ones to hit chunk edges).
@@ -89,6 +98,9 @@ impl JsonlReader {
     /// logs of their own) and the tenants' directories.
     fn roots(&self, tenants: Tenants<'_>) -> io::Result<Vec<PathBuf>> {
         let mut roots = vec![self.dir.clone()];
+        if self.alone {
+            return Ok(roots);
+        }
         match tenants {
             Tenants::System => {}
             Tenants::User(user) => roots.extend(tenant_dir(&self.dir, user)),
@@ -526,6 +538,18 @@ impl HistoryReader for JsonlReader {
 
     fn recent_summaries(&self, jobs: &HashSet<String>) -> io::Result<HashMap<String, JobSummary>> {
         self.summaries_until(Some(jobs))
+    }
+
+    /// From the roll-ups of the logs that can hold the job's records.
+    fn days(
+        &self,
+        job: &str,
+        zone: chrono_tz::Tz,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> io::Result<Vec<super::DayCount>> {
+        let roots = self.roots(Tenants::of_job(job))?;
+        super::days::read_days(&roots, job, zone, from, to)
     }
 
     fn malformed(&self) -> u64 {

@@ -47,6 +47,9 @@ pub struct JsonlHistory {
     backlog_max_bytes: usize,
     dropped: u64,
     last_error: Option<WriteFailure>,
+    /// The daily roll-up beside the log (`days/`); `None` if it could not
+    /// be opened (then `last_error` says why and the heatmap is empty).
+    rollup: Option<super::days::Rollup>,
 }
 
 /// The live file as opened, with its identity so a file deleted or replaced
@@ -89,10 +92,18 @@ impl JsonlHistory {
             backlog_max_bytes: BACKLOG_MAX_BYTES,
             dropped: 0,
             last_error: None,
+            rollup: None,
         };
         history
             .ensure_open()
             .map_err(|e| history.contextualise(e))?;
+        match super::days::Rollup::open(state_dir) {
+            Ok(rollup) => history.rollup = Some(rollup),
+            Err(e) => history.note_error(format!(
+                "cannot open the daily roll-up in {}: {e}",
+                state_dir.join(super::DAYS_DIR).display()
+            )),
+        }
         Ok(history)
     }
 
@@ -303,6 +314,15 @@ impl HistoryWriter for JsonlHistory {
         let mut line = encode(record)?;
         line.push(b'\n');
         self.push_backlog(line);
+        if let Some(rollup) = &mut self.rollup {
+            if let Err(e) = rollup.add(record) {
+                let message = format!(
+                    "cannot write the daily roll-up in {}: {e}",
+                    self.dir.join(super::DAYS_DIR).display()
+                );
+                self.note_error(message);
+            }
+        }
         self.flush_backlog()
     }
 

@@ -19,12 +19,14 @@ use chrono::{DateTime, Utc};
 use rea_core::record::{Event, Record, RunStatus, Trigger};
 use serde::Serialize;
 
+mod days;
 mod index;
 mod jsonl_reader;
 mod jsonl_writer;
 mod rev_lines;
 mod tenant_logs;
 
+pub use days::{counted, naive_days, DayCount, DAYS_DIR, KEEP_DAYS};
 pub use index::index_file;
 pub use jsonl_reader::JsonlReader;
 pub use jsonl_writer::JsonlHistory;
@@ -264,6 +266,38 @@ pub trait HistoryReader {
     fn recent_summaries(&self, jobs: &HashSet<String>) -> io::Result<HashMap<String, JobSummary>> {
         let _ = jobs;
         self.job_summaries()
+    }
+
+    /// The final runs of `job` (`skipped` aside), counted day by day in
+    /// `zone` from `from` to `to` inclusive, the days without runs left
+    /// out: the web console's heatmap. A backend answers it without
+    /// reading the job's records where it can (the JSON-lines log keeps a
+    /// daily roll-up, see `days`; the cluster database a roll-up table
+    /// kept by a trigger); this default reads them.
+    fn days(
+        &self,
+        job: &str,
+        zone: chrono_tz::Tz,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> io::Result<Vec<DayCount>> {
+        let start = |d: chrono::NaiveDate| {
+            d.and_time(chrono::NaiveTime::MIN)
+                .and_local_timezone(zone)
+                .earliest()
+                .map(|t| t.to_utc())
+        };
+        let query = Query {
+            job: Some(job.to_string()),
+            statuses: RunStatus::FINAL.to_vec(),
+            // A day either side: a zone's midnight may not exist (DST).
+            since: start(from - chrono::Duration::days(1)),
+            until: start(to + chrono::Duration::days(2)),
+            runs_only: true,
+            ..Default::default()
+        };
+        let records = self.query(&query)?;
+        Ok(naive_days(&records, job, zone, from, to))
     }
 
     /// Lines the last call skipped because they did not parse (a torn last
