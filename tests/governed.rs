@@ -726,3 +726,67 @@ fn tenant_limits_reach_the_tenants_cgroup_or_are_said_where_they_cannot_be() {
     );
     assert_eq!(d.stop(), 0);
 }
+
+/// A user's own file sets her rlimits as her: the kernel holds her to the
+/// hard limits the daemon passes on (here 4096 open files), while root's
+/// file may raise one for a job it runs as her. Set as root, her file
+/// could have raised any hard limit.
+#[test]
+fn a_users_file_cannot_raise_a_hard_limit_above_the_daemons() {
+    let test = "a_users_file_cannot_raise_a_hard_limit_above_the_daemons";
+    if crate::support::skip_unless_root(test) {
+        return;
+    }
+    let alice = "rea-alice";
+    crate::support::throwaway_user(alice).expect("user");
+    let env = crate::users::shared_env(&format!(
+        "[jobs.roots]\nschedule = \"@reboot\"\ncommand = \"ulimit -Hn\"\nuser = \"{alice}\"\nnofile = 8192\n"
+    ));
+    crate::users::user_file(
+        &env,
+        alice,
+        "[jobs.lower]\nschedule = \"@reboot\"\ncommand = \"ulimit -Hn\"\nnofile = 1024\n\
+         [jobs.higher]\nschedule = \"@reboot\"\ncommand = \"ulimit -Hn\"\nnofile = 8192\n",
+    );
+    let d = env.daemon_configured(&[], |cmd| {
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 4096,
+                    rlim_max: 4096,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let lower = format!("{alice}/lower");
+    let higher = format!("{alice}/higher");
+    wait_until("the three runs to end", || {
+        [lower.as_str(), higher.as_str(), "roots"]
+            .iter()
+            .all(|j| !env.finals(j).is_empty())
+    });
+    let roots = env.finals("roots").remove(0);
+    assert_eq!(roots["status"], "succeeded", "{roots}");
+    assert_eq!(
+        roots["output"].as_str().map(str::trim),
+        Some("8192"),
+        "{roots}"
+    );
+    let low = env.finals(&lower).remove(0);
+    assert_eq!(low["status"], "succeeded", "{low}");
+    assert_eq!(low["output"].as_str().map(str::trim), Some("1024"), "{low}");
+    let high = env.finals(&higher).remove(0);
+    assert_eq!(high["status"], "failed", "{high}");
+    let reason = high["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("cannot set the job's resource limits")
+            && reason.contains("only root's job file may raise one"),
+        "{high}"
+    );
+    assert_eq!(d.stop(), 0);
+}

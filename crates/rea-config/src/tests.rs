@@ -1320,6 +1320,14 @@ command = "true"
             "[defaults]\nnice = -1\n[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\n",
         );
         assert!(e.contains("users/alice.toml:3:7: nice = -1"), "{e}");
+        let e = as_alice(
+            "[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\nionice = \"realtime:0\"\n",
+        );
+        assert!(
+            e.contains("users/alice.toml:4:1: ionice = realtime: only root may give a job the realtime IO class")
+                && e.contains("best-effort"),
+            "{e}"
+        );
         assert!(parse_as(
             b"[jobs.a]\nschedule = \"@daily\"\ncommand = \"true\"\nnice = 5\n",
             Path::new("users/alice.toml"),

@@ -540,6 +540,20 @@ impl<'a> Ctx<'a> {
                         Some("use 0 to 19 (higher is gentler)".to_string()),
                     );
                 }
+                // Likewise its IO class: the realtime class needs privilege.
+                if let Some(rea_core::run::IoNice::Realtime(_)) = draft.job.extras().limits.ionice {
+                    let at = draft
+                        .offsets
+                        .get("ionice")
+                        .copied()
+                        .unwrap_or(key.span().start);
+                    self.error(
+                        at,
+                        "ionice = realtime: only root may give a job the realtime IO class"
+                            .to_string(),
+                        Some("use \"best-effort:0\" to \"best-effort:7\", or \"idle\"".to_string()),
+                    );
+                }
                 draft.job.user = Some(owner.clone());
                 draft.job.owner = Some(owner.clone());
             }

@@ -78,6 +78,11 @@ pub struct Limits {
     pub core: Option<u64>,
     pub stack: Option<u64>,
     pub address_space: Option<u64>,
+    /// The rlimits were asked by a user's own file: they are set after the
+    /// switch to her uid, where the kernel refuses a hard limit above the
+    /// one the daemon passes on (set as root, they could raise it). Root's
+    /// jobs, even those run as a user, set them as root.
+    pub rlimits_as_user: bool,
 }
 
 /// An IO scheduling class and level, as ionice(1) takes them.
@@ -104,6 +109,7 @@ impl Limits {
         core: None,
         stack: None,
         address_space: None,
+        rlimits_as_user: false,
     };
 
     /// The cgroup controllers these limits need, each with the limits that
@@ -196,6 +202,17 @@ impl TenantPolicy {
             Some(own) => own.or(self.every_user),
             None => self.every_user,
         }
+    }
+
+    /// A run's limits for `job`: its tenant's caps over them and, for a
+    /// user's job, its rlimits set as her ([`Limits::rlimits_as_user`]).
+    pub fn govern(&self, job: &str, run: Limits) -> Limits {
+        let mut run = self.for_job(job).cap(run);
+        run.rlimits_as_user = matches!(
+            crate::tenant::Tenant::of(job),
+            crate::tenant::Tenant::User(_)
+        );
+        run
     }
 
     /// What applies to the runs of the tenant owning `job` (a user's job

@@ -231,16 +231,15 @@ impl Loop {
             cgroup: self
                 .containment
                 .place(&Tenant::of(&start.name).key(), &start.run),
-            // Her tenant's caps (`[tenants.NAME] min_nice`) over the job's.
-            limits: self
-                .config
-                .daemon
-                .tenants
-                .for_job(&start.name)
-                .cap(match &start.def {
+            // Her tenant's caps (`[tenants.NAME] min_nice`) over the job's,
+            // and her rlimits set as her.
+            limits: self.config.daemon.tenants.govern(
+                &start.name,
+                match &start.def {
                     Def::Job(job) => job.extras().limits,
                     Def::OneShot(_) => rea_core::run::Limits::NONE,
-                }),
+                },
+            ),
         };
         let (started, handle, running) = executor::spawn(spec)?;
         // Kept before followers waiting for this job's next run attach to it.

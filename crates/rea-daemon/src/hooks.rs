@@ -277,8 +277,7 @@ impl Loop {
                     .config
                     .daemon
                     .tenants
-                    .for_job(&job.name)
-                    .cap(job.extras().limits),
+                    .govern(&job.name, job.extras().limits),
             };
             match executor::spawn(spec) {
                 Err(e) => warn!(

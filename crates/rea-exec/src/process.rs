@@ -256,6 +256,7 @@ impl Launch {
             cgroup_procs: AtomicI32::new(-1),
             rlimits,
             rlimits_len,
+            rlimits_as_user: self.limits.rlimits_as_user && switch_user,
             nice: self.limits.nice,
             ionice,
             path: self.path.as_ptr(),
@@ -349,6 +350,11 @@ impl Launch {
             }
             Step::ParentGone => "the daemon exited while the job was starting".to_string(),
             Step::Cgroup => format!("cannot place the job in its cgroup: {e}"),
+            Step::Limits if e.raw_os_error() == Some(libc::EPERM) => format!(
+                "cannot set the job's resource limits (prlimit64): {e}: a limit above the \
+                 hard limit the daemon runs with (only root's job file may raise one), \
+                 or open files above fs.nr_open"
+            ),
             Step::Limits => format!("cannot set the job's resource limits (prlimit64): {e}"),
             Step::Nice => format!("cannot set the job's nice value: {e}"),
             Step::IoNice => format!("cannot set the job's IO priority (ionice): {e}"),
@@ -653,6 +659,8 @@ struct ChildArgs {
     /// Resource limits to set (the first `rlimits_len`).
     rlimits: [(libc::c_int, libc::rlimit64); 5],
     rlimits_len: usize,
+    /// Set them after the user switch (a user's own file asked for them).
+    rlimits_as_user: bool,
     nice: Option<i32>,
     /// The IO priority value for ioprio_set; -1 = the daemon's.
     ionice: libc::c_long,
@@ -1017,19 +1025,12 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
             libc::setrlimit(libc::RLIMIT_NOFILE, a.nofile) as libc::c_long,
         )?;
     }
-    // Limits while still privileged: root may raise a hard limit or lower
-    // the nice value, the job's user may not.
-    for (resource, limit) in a.rlimits.iter().take(a.rlimits_len) {
-        check(
-            Step::Limits,
-            libc::syscall(
-                libc::SYS_prlimit64,
-                0 as libc::c_long,
-                *resource as libc::c_long,
-                limit as *const libc::rlimit64,
-                std::ptr::null_mut::<libc::rlimit64>(),
-            ),
-        )?;
+    // Root's limits while still privileged: root may raise a hard limit or
+    // lower the nice value, the job's user may not. A user's own file gets
+    // hers after the switch (below), where the kernel holds her to the hard
+    // limits the daemon passes on; her nice is checked by the loader.
+    if !a.rlimits_as_user {
+        set_rlimits(a)?;
     }
     if let Some(nice) = a.nice {
         check(
@@ -1079,6 +1080,9 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
         )?;
         check(Step::Gid, libc::syscall(SETGID, a.gid as libc::c_long))?;
         check(Step::Uid, libc::syscall(SETUID, a.uid as libc::c_long))?;
+        if a.rlimits_as_user {
+            set_rlimits(a)?;
+        }
     }
     if !a.dir.is_null() && libc::chdir(a.dir) < 0 && !a.dir_optional {
         return Err((Step::Dir, errno()));
@@ -1110,6 +1114,27 @@ unsafe fn child_steps(a: &ChildArgs) -> Result<Infallible, (Step, libc::c_int)> 
     )?;
     libc::execve(a.path, a.argv, a.envp);
     Err((Step::Exec, errno()))
+}
+
+/// Sets the run's rlimits on this process.
+///
+/// # Safety
+///
+/// Only for `child_steps`.
+unsafe fn set_rlimits(a: &ChildArgs) -> Result<(), (Step, libc::c_int)> {
+    for (resource, limit) in a.rlimits.iter().take(a.rlimits_len) {
+        check(
+            Step::Limits,
+            libc::syscall(
+                libc::SYS_prlimit64,
+                0 as libc::c_long,
+                *resource as libc::c_long,
+                limit as *const libc::rlimit64,
+                std::ptr::null_mut::<libc::rlimit64>(),
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 /// Closes every descriptor from `first` up: with close_range (Linux 5.9),
