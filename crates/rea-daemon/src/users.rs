@@ -108,6 +108,11 @@ fn qualify_request(me: &str, request: &mut Request) {
         | Request::Trigger { job, .. }
         | Request::Follow { job }
         | Request::LatestFinalRun { job } => qualified(me, job),
+        Request::Jobs(query) => {
+            if let Some(name) = &mut query.name {
+                qualified(me, name);
+            }
+        }
         Request::Pause(sel) | Request::Resume(sel) => {
             sel.jobs.iter_mut().for_each(|j| qualified(me, j));
         }

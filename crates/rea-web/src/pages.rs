@@ -290,6 +290,7 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
         .clamp(1, 100);
     let q = JobsQuery {
         text: param("q").map(str::to_string),
+        name: None,
         tag: param("tag").map(str::to_string),
         tenant: param("tenant").map(str::to_string),
         state: param("state").map(str::to_string),
@@ -404,26 +405,16 @@ async fn jobs(web: &Web, viewer: &Viewer, params: &Params) -> Page {
     Ok(("Jobs".into(), Some("/events".into()), b))
 }
 
-/// The summary of the job named exactly `name`, if the daemon has one.
+/// The summary of the job named exactly `name`, if the daemon has one
+/// (a lookup by name in the daemon).
 async fn summary(web: &Web, viewer: &Viewer, name: &str) -> Option<JobSummary> {
-    let mut cursor = None;
-    // Its name as the text filter, by name: a few pages at most (a short
-    // name can be in many others; the protocol has no exact lookup).
-    for _ in 0..3 {
-        let q = JobsQuery {
-            text: Some(name.to_string()),
-            sort: JobSort::Name,
-            limit: Some(rea_proto::live::MAX_PAGE),
-            cursor: cursor.take(),
-            ..JobsQuery::default()
-        };
-        let page: JobsPage = web.ask_as(viewer.uid, Request::Jobs(q)).await.ok()?;
-        if let Some(j) = page.jobs.into_iter().find(|j| j.name == name) {
-            return Some(j);
-        }
-        cursor = Some(page.next?);
-    }
-    None
+    let q = JobsQuery {
+        name: Some(name.to_string()),
+        limit: Some(1),
+        ..JobsQuery::default()
+    };
+    let page: JobsPage = web.ask_as(viewer.uid, Request::Jobs(q)).await.ok()?;
+    page.jobs.into_iter().find(|j| j.name == name)
 }
 
 fn status_class(s: Option<RunStatus>) -> &'static str {
