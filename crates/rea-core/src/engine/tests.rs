@@ -2416,6 +2416,22 @@ fn views_at_scale() {
             .filter(|(_, v)| v.paused || v.next_fire.is_some())
             .count()
     });
+    // The live index: its rebuild, then what a page's scan reads.
+    #[allow(clippy::disallowed_methods)]
+    let t = std::time::Instant::now();
+    engine.refresh_live();
+    println!("live index rebuilt: {:?}", t.elapsed());
+    time("live briefs (one scan)", &|| {
+        engine
+            .live()
+            .briefs()
+            .iter()
+            .filter(|b| b.has(Brief::PAUSED) || b.next_fire_ms != i64::MAX)
+            .count()
+    });
+    time("live next_due(10) from the heap", &|| {
+        engine.live().next_due(10).len()
+    });
 }
 
 /// The live index (`live.rs`) against a recount from every job's view:
