@@ -467,7 +467,14 @@ impl<'a> Live<'a> {
         // largest jitter later.
         let slack = chrono::Duration::from_std(e.max_jitter).unwrap_or(chrono::Duration::MAX);
         let mut best: BTreeSet<(DateTime<Utc>, u32)> = BTreeSet::new();
-        for (id, due, entry) in e.heap.in_order() {
+        for (read, (id, due, entry)) in e.heap.in_order().enumerate() {
+            // Many jobs due at the same instant (every `*/5` job of the
+            // file at the next five minutes) must all be read to break
+            // their tie by file order: past a few hundred entries the
+            // scan of the briefs (0.1 ms at 100,000 jobs) is cheaper.
+            if read >= HEAP_READ {
+                return self.next_due_scanned(n);
+            }
             if best.len() >= n {
                 match best.last() {
                     Some((worst, _))
@@ -497,4 +504,31 @@ impl<'a> Live<'a> {
         }
         best.into_iter().collect()
     }
+
+    /// [`Live::next_due`] from a scan of the briefs.
+    pub(super) fn next_due_scanned(&self, n: usize) -> Vec<(DateTime<Utc>, u32)> {
+        let mut best: std::collections::BinaryHeap<(i64, u32)> =
+            std::collections::BinaryHeap::with_capacity(n + 1);
+        for (p, b) in self.briefs().iter().enumerate() {
+            if b.next_fire_ms == i64::MAX {
+                continue;
+            }
+            let k = (b.next_fire_ms, p as u32);
+            if best.len() < n {
+                best.push(k);
+            } else if let Some(mut top) = best.peek_mut() {
+                if k < *top {
+                    *top = k;
+                }
+            }
+        }
+        best.into_sorted_vec()
+            .into_iter()
+            .filter_map(|(ms, p)| Some((DateTime::from_timestamp_millis(ms)?, p)))
+            .collect()
+    }
 }
+
+/// How many heap entries [`Live::next_due`] reads before it scans the
+/// briefs instead.
+const HEAP_READ: usize = 256;

@@ -2575,6 +2575,7 @@ fn the_live_index_agrees_with_a_recount_at_every_step() {
         }
         assert_eq!(live.failing(None, 20), failing, "{at}: failing");
         assert_eq!(live.next_due(10), due, "{at}: next due");
+        assert_eq!(live.next_due_scanned(10), due, "{at}: next due, scanned");
         for tag in ["db", "web", "batch"] {
             let tagged: Vec<u32> = engine
                 .job_views()
