@@ -35,6 +35,41 @@ fn ask(env: &Env, request: &str) -> Value {
     answer["data"].clone()
 }
 
+/// `name`: exactly one job, found by name (not by a substring: `job-1`
+/// is in ten names), combined with the other filters; an unknown name is
+/// an empty page, not an error.
+#[test]
+fn an_exact_name_finds_one_job() {
+    let env = Env::new();
+    env.jobs(&many_jobs());
+    let _d = env.daemon();
+    env.wait_until("boom's failure", || !env.finals("boom").is_empty());
+    let page = ask(&env, r#"{"v":1,"op":"jobs","name":"job-03"}"#);
+    assert_eq!(names(&page), ["job-03"]);
+    assert_eq!(page["matching"], 1);
+    assert!(page.get("next").is_none());
+    assert_eq!(page["jobs"][0]["tags"][0], "db");
+    // The substring search finds more than that one.
+    let page = ask(&env, r#"{"v":1,"op":"jobs","text":"job-0"}"#);
+    assert_eq!(page["matching"], 10);
+    // With other filters: they must hold too.
+    let page = ask(&env, r#"{"v":1,"op":"jobs","name":"job-03","tag":"db"}"#);
+    assert_eq!(names(&page), ["job-03"]);
+    let page = ask(&env, r#"{"v":1,"op":"jobs","name":"job-04","tag":"db"}"#);
+    assert_eq!(page["matching"], 0, "{page}");
+    let page = ask(&env, r#"{"v":1,"op":"jobs","name":"boom","failing":true}"#);
+    assert_eq!(names(&page), ["boom"]);
+    assert_eq!(page["jobs"][0]["consecutive_failures"], 1);
+    for missing in ["job-3", "JOB-03", "nope"] {
+        let page = ask(
+            &env,
+            &format!(r#"{{"v":1,"op":"jobs","name":"{missing}"}}"#),
+        );
+        assert_eq!(page["matching"], 0, "{missing}: {page}");
+        assert_eq!(names(&page).len(), 0);
+    }
+}
+
 fn names(page: &Value) -> Vec<String> {
     page["jobs"]
         .as_array()
@@ -615,6 +650,17 @@ fn a_user_sees_only_her_own_jobs_and_events() {
     .next();
     assert_eq!(page["data"]["matching"], 0, "{page}");
     let page = AsUser::start(&env, ALICE, r#"{"v":1,"op":"jobs","text":"his"}"#).next();
+    assert_eq!(page["data"]["matching"], 0, "{page}");
+    // Her exact name is her own job; bob's qualified name is nothing.
+    let page = AsUser::start(&env, ALICE, r#"{"v":1,"op":"jobs","name":"backup"}"#).next();
+    assert_eq!(names(&page["data"]), ["backup"], "{page}");
+    assert_eq!(page["data"]["jobs"][0]["tenant"], ALICE);
+    let page = AsUser::start(
+        &env,
+        ALICE,
+        &format!(r#"{{"v":1,"op":"jobs","name":"{BOB}/backup"}}"#),
+    )
+    .next();
     assert_eq!(page["data"]["matching"], 0, "{page}");
     let o = AsUser::start(&env, ALICE, r#"{"v":1,"op":"overview"}"#).next();
     assert_eq!(o["data"]["counts"]["jobs"], 2, "{o}");

@@ -8,6 +8,11 @@
 //! skipped when it reaches the top; the heap is compacted when stale keys
 //! outnumber live ones, so churn (reloads, cancels) cannot grow it without
 //! bound.
+//!
+//! The heap is an implicit binary min-heap of its own (`Keys`), not std's
+//! `BinaryHeap`, whose layout is unspecified: the live views read the first
+//! entries in due order without popping them ([`DueQueue::in_order`]), a
+//! walk of the heap's tree that costs the entries it yields, not the heap.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -49,7 +54,7 @@ struct Slot<T> {
 pub struct DueQueue<T> {
     /// `(due, seq, slot)`: ordered by due then by insertion; a key whose
     /// slot no longer holds its `seq` is stale.
-    heap: BinaryHeap<Reverse<(DateTime<Utc>, u64, u32)>>,
+    heap: Keys,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     live: usize,
@@ -59,7 +64,7 @@ pub struct DueQueue<T> {
 impl<T> Default for DueQueue<T> {
     fn default() -> Self {
         DueQueue {
-            heap: BinaryHeap::new(),
+            heap: Keys::default(),
             slots: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -94,7 +99,7 @@ impl<T> DueQueue<T> {
                 i
             }
         };
-        self.heap.push(Reverse((due, seq, slot)));
+        self.heap.push((due, seq, slot));
         self.live += 1;
         EntryId::new(seq, slot)
     }
@@ -140,13 +145,13 @@ impl<T> DueQueue<T> {
     /// The earliest pending due instant.
     pub fn next_due(&mut self) -> Option<DateTime<Utc>> {
         self.drop_stale_top();
-        self.heap.peek().map(|Reverse((due, _, _))| *due)
+        self.heap.peek().map(|(due, _, _)| *due)
     }
 
     /// Removes and returns the earliest entry if it is due at or before `now`.
     pub fn pop_due(&mut self, now: DateTime<Utc>) -> Option<(EntryId, DateTime<Utc>, T)> {
         self.drop_stale_top();
-        let Reverse((due, seq, slot)) = *self.heap.peek()?;
+        let (due, seq, slot) = *self.heap.peek()?;
         if due > now {
             return None;
         }
@@ -175,7 +180,7 @@ impl<T> DueQueue<T> {
     }
 
     fn drop_stale_top(&mut self) {
-        while let Some(Reverse((_, seq, slot))) = self.heap.peek() {
+        while let Some((_, seq, slot)) = self.heap.peek() {
             let s = &self.slots[*slot as usize];
             if s.seq == *seq && s.payload.is_some() {
                 break;
@@ -190,9 +195,105 @@ impl<T> DueQueue<T> {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.payload.is_some())
-            .map(|(i, s)| Reverse((s.due, s.seq, i as u32)))
+            .map(|(i, s)| (s.due, s.seq, i as u32))
             .collect();
-        self.heap = BinaryHeap::from(keys);
+        self.heap = Keys::from_vec(keys);
+    }
+
+    /// Pending entries in due order (ties in insertion order), read
+    /// without changing the queue: each one yielded costs O(log k) for
+    /// the k yielded so far, whatever the queue holds, so the first few
+    /// due of a million are read at once.
+    pub fn in_order(&self) -> impl Iterator<Item = (EntryId, DateTime<Utc>, &T)> + '_ {
+        // The frontier of the heap's tree: the smallest key not yet
+        // yielded is always in it.
+        let mut frontier: BinaryHeap<Reverse<(Key, usize)>> = BinaryHeap::new();
+        if let Some(k) = self.heap.0.first() {
+            frontier.push(Reverse((*k, 0)));
+        }
+        std::iter::from_fn(move || loop {
+            let Reverse(((due, seq, slot), i)) = frontier.pop()?;
+            for child in [2 * i + 1, 2 * i + 2] {
+                if let Some(k) = self.heap.0.get(child) {
+                    frontier.push(Reverse((*k, child)));
+                }
+            }
+            let s = &self.slots[slot as usize];
+            if s.seq == seq {
+                if let Some(p) = &s.payload {
+                    return Some((EntryId::new(seq, slot), due, p));
+                }
+            }
+        })
+    }
+}
+
+/// A heap key: `(due, seq, slot)`.
+type Key = (DateTime<Utc>, u64, u32);
+
+/// A binary min-heap of keys in an array: the children of `i` are at
+/// `2i + 1` and `2i + 2`, each no smaller than its parent (what
+/// [`DueQueue::in_order`] walks).
+#[derive(Debug, Default)]
+struct Keys(Vec<Key>);
+
+impl Keys {
+    fn from_vec(keys: Vec<Key>) -> Keys {
+        let mut h = Keys(keys);
+        for i in (0..h.0.len() / 2).rev() {
+            h.sift_down(i);
+        }
+        h
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn peek(&self) -> Option<&Key> {
+        self.0.first()
+    }
+
+    fn push(&mut self, k: Key) {
+        self.0.push(k);
+        let mut i = self.0.len() - 1;
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.0[parent] <= self.0[i] {
+                break;
+            }
+            self.0.swap(parent, i);
+            i = parent;
+        }
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        let last = self.0.pop()?;
+        let Some(first) = self.0.first_mut() else {
+            return Some(last);
+        };
+        let top = std::mem::replace(first, last);
+        self.sift_down(0);
+        Some(top)
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.0.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if l < n && self.0[l] < self.0[least] {
+                least = l;
+            }
+            if r < n && self.0[r] < self.0[least] {
+                least = r;
+            }
+            if least == i {
+                return;
+            }
+            self.0.swap(i, least);
+            i = least;
+        }
     }
 }
 
@@ -296,6 +397,33 @@ mod tests {
         }
         assert_eq!(n, 100_000 - cancelled.len());
         assert!(d.heap.len() <= 1, "stale keys left: {}", d.heap.len());
+    }
+
+    /// `in_order` yields what popping would, in the same order, and
+    /// leaves the queue as it was.
+    #[test]
+    fn in_order_reads_what_pops_would_give() {
+        let mut d = DueQueue::new();
+        let mut rng = fastrand::Rng::with_seed(11);
+        let mut ids = Vec::new();
+        for i in 0..5_000u32 {
+            // Few distinct instants: ties must come out in insertion order.
+            ids.push(d.insert(t(rng.i64(0..300)), i));
+        }
+        for id in ids.iter().step_by(4) {
+            d.cancel(*id);
+        }
+        for _ in 0..100 {
+            d.pop_due(t(20));
+        }
+        let read: Vec<(DateTime<Utc>, u32)> = d.in_order().map(|(_, due, v)| (due, *v)).collect();
+        assert_eq!(read.len(), d.len());
+        let first: Vec<_> = d.in_order().take(10).map(|(_, due, v)| (due, *v)).collect();
+        assert_eq!(first, read[..10]);
+        let popped: Vec<(DateTime<Utc>, u32)> =
+            std::iter::from_fn(|| d.pop_due(t(1_000)).map(|e| (e.1, e.2))).collect();
+        assert_eq!(read, popped);
+        assert_eq!(d.in_order().count(), 0);
     }
 
     #[test]

@@ -1,17 +1,22 @@
 //! The live views' answers: `overview` and `jobs` (a page of job
-//! summaries, filtered and sorted here). Both read the engine's per-job
-//! views (`Engine::job_views_indexed`: borrowed, nothing copied, no
-//! lookup per job) and keep only what the answer holds: a page is picked
-//! with a heap bounded by its size, so no answer builds the job set in
-//! memory, whatever the number of jobs; an unfiltered page of root's in
-//! file order reads only its own jobs (`Engine::job_views_from`). A user's answers hold her jobs only (`Scope::owns`), and are
-//! localized on their way back like every other answer.
+//! summaries, filtered and sorted here). Both read the engine's live index
+//! (`Engine::live`, refreshed first with what changed since it was last
+//! read): the counts are kept per tenant as jobs change, the failing jobs
+//! in a set ordered by streak, the next fires come from the engine's heap
+//! in due order, and a page is a scan of the dense array of job briefs (a
+//! few integers per job: no lookup, no pointer followed and nothing
+//! allocated per job) with a heap bounded by the page's size, so no answer
+//! builds the job set in memory, whatever the number of jobs. A user's
+//! answers read her tenant's jobs only, and are localized on their way
+//! back like every other answer; an unfiltered page of root's in file
+//! order reads only its own jobs (`Engine::job_views_from`), an exact
+//! `name` one job.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use chrono::{DateTime, Utc};
-use rea_core::engine::JobView;
+use rea_core::engine::{Brief, JobView, Live, LiveState};
 use rea_core::tenant::Tenant;
 
 use super::users::Scope;
@@ -27,43 +32,54 @@ const OVERVIEW_RUNNING: usize = 50;
 const OVERVIEW_FAILING: usize = 20;
 const OVERVIEW_DUE: usize = 10;
 
-/// The states a `jobs` query may ask for.
-const STATES: [&str; 6] = [
-    "running",
-    "queued",
-    "retry_pending",
-    "disabled",
-    "paused",
-    "idle",
-];
-
 impl Loop {
     /// `overview`: counts over the jobs `scope` sees, the runs in progress,
     /// the failing jobs and the next fires, each bounded.
-    pub(super) fn overview(&self, now: DateTime<Utc>, scope: &Scope) -> Overview {
-        let mut counts = Counts::default();
-        let mut failing = Bounded::new(OVERVIEW_FAILING);
-        let mut due = Bounded::new(OVERVIEW_DUE);
-        // One walk in name order; a job's file position breaks ties, so
-        // the answer is the one a walk in file order gives.
-        for (i, v) in self
-            .engine
-            .job_views_indexed()
-            .filter(|(_, v)| scope.owns(v.name))
-        {
-            counts.jobs += 1;
-            counts.running += usize::from(v.running > 0);
-            counts.queued += usize::from(v.queued > 0);
-            counts.paused += usize::from(v.paused);
-            counts.disabled += usize::from(!v.job.enabled);
-            if v.consecutive_failures > 0 {
-                counts.failing += 1;
-                failing.offer((Reverse(v.consecutive_failures), i, v.name));
-            }
-            if let Some(at) = v.next_fire {
-                due.offer((at, i, v.name));
-            }
-        }
+    pub(super) fn overview(&mut self, now: DateTime<Utc>, scope: &Scope) -> Overview {
+        self.engine.refresh_live();
+        let live = self.engine.live();
+        let (tally, failing, due) = match scope.tenant() {
+            None => (
+                live.tally(None),
+                live.failing(None, OVERVIEW_FAILING),
+                live.next_due(OVERVIEW_DUE),
+            ),
+            Some(me) => match live.tenant(me) {
+                None => Default::default(),
+                Some(t) => {
+                    // Her jobs only: a walk of her positions.
+                    let mut failing = Bounded::new(OVERVIEW_FAILING);
+                    let mut due = Bounded::new(OVERVIEW_DUE);
+                    let briefs = live.briefs();
+                    for &p in live.positions(t) {
+                        let b = &briefs[p as usize];
+                        if b.consecutive_failures > 0 {
+                            failing.offer((Reverse(b.consecutive_failures), p));
+                        }
+                        if b.next_fire_ms != i64::MAX {
+                            due.offer((b.next_fire_ms, p));
+                        }
+                    }
+                    (
+                        live.tally(Some(t)),
+                        failing.sorted().into_iter().map(|(_, p)| p).collect(),
+                        due.sorted()
+                            .into_iter()
+                            .filter_map(|(ms, p)| Some((DateTime::from_timestamp_millis(ms)?, p)))
+                            .collect(),
+                    )
+                }
+            },
+        };
+        let mut counts = Counts {
+            jobs: tally.jobs,
+            running: tally.running,
+            queued: tally.queued,
+            paused: tally.paused,
+            disabled: tally.disabled,
+            failing: tally.failing,
+            oneshots_pending: 0,
+        };
         if *scope == Scope::Admin {
             counts.oneshots_pending = self.engine.oneshot_count();
         }
@@ -97,16 +113,14 @@ impl Loop {
                 })
                 .collect(),
             failing: failing
-                .sorted()
                 .into_iter()
-                .filter_map(|(_, _, name)| self.engine.job_view(name))
+                .filter_map(|p| live.view(p))
                 .map(|v| summary_of(&v))
                 .collect(),
             next_due: due
-                .sorted()
                 .into_iter()
-                .map(|(at, _, name)| Due {
-                    job: name.to_string(),
+                .map(|(at, p)| Due {
+                    job: live.name(p).to_string(),
                     at: Ts(at),
                 })
                 .collect(),
@@ -118,16 +132,21 @@ impl Loop {
     }
 
     /// `jobs`: one page of the jobs `scope` sees that match `query`.
-    pub(super) fn jobs_page(&self, query: &JobsQuery, scope: &Scope) -> Result<JobsPage, Response> {
+    pub(super) fn jobs_page(
+        &mut self,
+        query: &JobsQuery,
+        scope: &Scope,
+    ) -> Result<JobsPage, Response> {
         let bad = |m: String| Response::err("bad_request", m);
-        if let Some(state) = &query.state {
-            if !STATES.contains(&state.as_str()) {
-                return Err(bad(format!(
+        let state = match &query.state {
+            None => None,
+            Some(state) => Some(LiveState::parse(state).ok_or_else(|| {
+                bad(format!(
                     "unknown state {state:?}: one of {}",
-                    STATES.join(", ")
-                )));
-            }
-        }
+                    LiveState::ALL.map(LiveState::as_str).join(", ")
+                ))
+            })?),
+        };
         let limit = match query.limit {
             Some(0) => return Err(bad("limit must be at least 1".into())),
             Some(n) => n.min(MAX_PAGE),
@@ -139,46 +158,11 @@ impl Loop {
             .map(|c| Cursor::parse(c, query.sort))
             .transpose()
             .map_err(bad)?;
-        let text = query.text.as_deref().map(str::to_lowercase);
-        let me = scope.tenant();
-        // A tenant filter: `system`, or a user's name (a user's own, or
-        // nothing).
-        let tenant = query.tenant.as_deref().map(|t| match t {
-            "system" => Tenant::System,
-            user => Tenant::User(user),
-        });
-        let wanted = |v: &JobView<'_>| -> bool {
-            if !scope.owns(v.name) {
-                return false;
-            }
-            if let Some(t) = tenant {
-                if !t.owns(v.name) {
-                    return false;
-                }
-            }
-            if let Some(needle) = &text {
-                // A user searches her names as she writes them.
-                let shown = me.and_then(|t| t.local(v.name)).unwrap_or(v.name);
-                if !contains_folded(shown, needle) {
-                    return false;
-                }
-            }
-            if let Some(tag) = &query.tag {
-                if !v.job.tags.iter().any(|t| t == tag) {
-                    return false;
-                }
-            }
-            if let Some(state) = &query.state {
-                if v.state() != state {
-                    return false;
-                }
-            }
-            !query.failing || v.consecutive_failures > 0
-        };
         let plain = *scope == Scope::Admin
             && query.sort == JobSort::File
             && !query.descending
             && query.text.is_none()
+            && query.name.is_none()
             && query.tag.is_none()
             && query.tenant.is_none()
             && query.state.is_none()
@@ -186,21 +170,86 @@ impl Loop {
         if plain {
             return Ok(self.file_page(after.as_ref(), limit));
         }
+        self.engine.refresh_live();
+        let live = self.engine.live();
+        let none = || JobsPage {
+            jobs: Vec::new(),
+            matching: 0,
+            next: None,
+        };
+        // Whose jobs: the asker's tenant, and the tenant asked for.
+        let mine = match scope.tenant() {
+            None => None,
+            Some(me) => match live.tenant(me) {
+                Some(t) => Some(t),
+                None => return Ok(none()),
+            },
+        };
+        let tenant = match query.tenant.as_deref() {
+            None => None,
+            Some(t) => {
+                let t = match t {
+                    "system" => Tenant::System,
+                    user => Tenant::User(user),
+                };
+                match live.tenant(t) {
+                    Some(id) => Some(id),
+                    None => return Ok(none()),
+                }
+            }
+        };
+        // The fewest jobs that can match: one name, a tag's, a tenant's,
+        // or all; the other filters are checked on each.
+        let one;
+        let all: Vec<u32>;
+        let source: &[u32] = if let Some(name) = &query.name {
+            match live.position(name) {
+                Some(p) => {
+                    one = [p];
+                    &one
+                }
+                None => return Ok(none()),
+            }
+        } else if let Some(tag) = &query.tag {
+            live.tagged(tag)
+        } else if let Some(t) = mine.or(tenant) {
+            live.positions(t)
+        } else {
+            all = (0..live.briefs().len() as u32).collect();
+            &all
+        };
+        let tagged = query.tag.as_deref().map(|t| live.tagged(t));
+        let needle = query.text.as_deref().map(str::to_lowercase);
+        let me = scope.tenant();
+        let briefs = live.briefs();
+        let after = after.map(|c| c.at(&live));
         let mut matching = 0usize;
         let mut beyond = 0usize;
         // One more than the page: whether a next page exists.
-        let mut page: Bounded<Ordered<'_>> = Bounded::new(limit);
-        // The page's order is its keys' (a job's file position for the
-        // file order), so the walk may go in name order, without a lookup
-        // per job.
-        for (i, v) in self.engine.job_views_indexed() {
-            if !wanted(&v) {
+        let mut page: Bounded<Ordered> = Bounded::new(limit);
+        for &p in source {
+            let b = &briefs[p as usize];
+            if mine.is_some_and(|t| b.tenant != t)
+                || tenant.is_some_and(|t| b.tenant != t)
+                || state.is_some_and(|s| b.state != s)
+                || (query.failing && b.consecutive_failures == 0)
+                || tagged.is_some_and(|list| list.binary_search(&p).is_err())
+            {
                 continue;
+            }
+            if let Some(needle) = &needle {
+                let name = live.name(p);
+                // A user searches her names as she writes them.
+                let shown = me.and_then(|t| t.local(name)).unwrap_or(name);
+                if !contains_folded(shown, needle) {
+                    continue;
+                }
             }
             matching += 1;
             let key = Ordered {
-                key: sort_key(query.sort, i, &v),
-                name: v.name,
+                key: sort_key(query.sort, p, b),
+                rank: 2 * u64::from(b.rank) + 1,
+                position: p,
                 descending: query.descending,
             };
             if let Some(c) = &after {
@@ -215,11 +264,11 @@ impl Loop {
         let next = (beyond > picked.len())
             .then(|| picked.last())
             .flatten()
-            .map(|k| Cursor::of(query.sort, k));
+            .map(|k| Cursor::of(query.sort, k.key, live.name(k.position)));
         Ok(JobsPage {
             jobs: picked
                 .iter()
-                .filter_map(|k| self.engine.job_view(k.name))
+                .filter_map(|k| live.view(k.position))
                 .map(|v| summary_of(&v))
                 .collect(),
             matching,
@@ -238,12 +287,9 @@ impl Loop {
         let from = after.map_or(0, |c| usize::try_from(c.key).unwrap_or(0));
         let mut picked: Vec<(usize, JobView<'_>)> = Vec::with_capacity(limit.min(1024) + 1);
         for (i, v) in self.engine.job_views_from(from) {
-            let key = Ordered {
-                key: i as i64,
-                name: v.name,
-                descending: false,
-            };
-            if after.is_some_and(|c| key.cmp_cursor(c) != Ordering::Greater) {
+            // Past the cursor: a later position, or the cursor's own
+            // position held by a name after its.
+            if after.is_some_and(|c| (i as i64, v.name) <= (c.key, c.name.as_str())) {
                 continue;
             }
             picked.push((i, v));
@@ -253,16 +299,10 @@ impl Loop {
         }
         let more = picked.len() > limit;
         picked.truncate(limit);
-        let next = more.then(|| picked.last()).flatten().map(|(i, v)| {
-            Cursor::of(
-                JobSort::File,
-                &Ordered {
-                    key: *i as i64,
-                    name: v.name,
-                    descending: false,
-                },
-            )
-        });
+        let next = more
+            .then(|| picked.last())
+            .flatten()
+            .map(|(i, v)| Cursor::of(JobSort::File, *i as i64, v.name));
         JobsPage {
             jobs: picked.iter().map(|(_, v)| summary_of(v)).collect(),
             matching: self.engine.job_count(),
@@ -314,29 +354,31 @@ fn contains_folded(hay: &str, needle: &str) -> bool {
 
 /// A job's place in a sort: its key, then its name (names are unique, so
 /// the order is total and a cursor is exact).
-fn sort_key(sort: JobSort, index: usize, v: &JobView<'_>) -> i64 {
-    let s = v.summary;
+fn sort_key(sort: JobSort, position: u32, b: &Brief) -> i64 {
     match sort {
-        JobSort::File => index as i64,
+        JobSort::File => i64::from(position),
         JobSort::Name => 0,
-        JobSort::NextFire => v.next_fire.map_or(i64::MAX, |t| t.timestamp_millis()),
-        JobSort::Failures => -i64::from(v.consecutive_failures),
-        JobSort::Duration => s.p95().map_or(1, |d| -(d.as_millis() as i64)),
-        JobSort::LastRun => s.last_run().map_or(i64::MAX, |t| -t.timestamp()),
+        JobSort::NextFire => b.next_fire_ms,
+        JobSort::Failures => -i64::from(b.consecutive_failures),
+        JobSort::Duration => b.p95_ms.map_or(1, |ms| -(ms as i64)),
+        JobSort::LastRun => b.last_run_s.map_or(i64::MAX, |t| -t),
     }
 }
 
-/// A job in a page's order.
+/// A job in a page's order: its key, then its name as its place in name
+/// order (`rank`: twice a job's rank plus one, so a cursor's name that
+/// left the file falls between two jobs' ranks).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Ordered<'a> {
+struct Ordered {
     key: i64,
-    name: &'a str,
+    rank: u64,
+    position: u32,
     descending: bool,
 }
 
-impl Ordered<'_> {
-    fn cmp_cursor(&self, c: &Cursor) -> Ordering {
-        let o = (self.key, self.name).cmp(&(c.key, c.name.as_str()));
+impl Ordered {
+    fn cmp_cursor(&self, c: &(i64, u64)) -> Ordering {
+        let o = (self.key, self.rank).cmp(c);
         if self.descending {
             o.reverse()
         } else {
@@ -345,9 +387,9 @@ impl Ordered<'_> {
     }
 }
 
-impl Ord for Ordered<'_> {
+impl Ord for Ordered {
     fn cmp(&self, other: &Self) -> Ordering {
-        let o = (self.key, self.name).cmp(&(other.key, other.name));
+        let o = (self.key, self.rank).cmp(&(other.key, other.rank));
         if self.descending {
             o.reverse()
         } else {
@@ -356,7 +398,7 @@ impl Ord for Ordered<'_> {
     }
 }
 
-impl PartialOrd for Ordered<'_> {
+impl PartialOrd for Ordered {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
@@ -371,8 +413,15 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn of(sort: JobSort, k: &Ordered<'_>) -> String {
-        format!("{}:{}:{}", sort.as_str(), k.key, k.name)
+    fn of(sort: JobSort, key: i64, name: &str) -> String {
+        format!("{}:{key}:{name}", sort.as_str())
+    }
+
+    /// The cursor as a job's place in the order: its key and its name's
+    /// place in name order (see [`Ordered`]).
+    fn at(&self, live: &Live<'_>) -> (i64, u64) {
+        let (below, exact) = live.rank_of(&self.name);
+        (self.key, 2 * u64::from(below) + u64::from(exact))
     }
 
     fn parse(text: &str, sort: JobSort) -> Result<Cursor, String> {
@@ -446,12 +495,7 @@ mod tests {
 
     #[test]
     fn a_cursor_must_come_from_the_same_sort() {
-        let k = Ordered {
-            key: -3,
-            name: "a:b",
-            descending: false,
-        };
-        let c = Cursor::of(JobSort::Failures, &k);
+        let c = Cursor::of(JobSort::Failures, -3, "a:b");
         let back = Cursor::parse(&c, JobSort::Failures).unwrap();
         assert_eq!((back.key, back.name.as_str()), (-3, "a:b"));
         assert!(Cursor::parse(&c, JobSort::Name)

@@ -109,6 +109,11 @@ fn qualify_request(me: &str, request: &mut Request) {
         | Request::Follow { job }
         | Request::LatestFinalRun { job }
         | Request::Days { job, .. } => qualified(me, job),
+        Request::Jobs(query) => {
+            if let Some(name) = &mut query.name {
+                qualified(me, name);
+            }
+        }
         Request::Pause(sel) | Request::Resume(sel) => {
             sel.jobs.iter_mut().for_each(|j| qualified(me, j));
         }

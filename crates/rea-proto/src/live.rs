@@ -109,6 +109,10 @@ pub struct JobsQuery {
     /// A case-insensitive substring of the name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Exactly this name (a user's as she writes it): one job, found by a
+    /// lookup, or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
     /// One tenant's jobs (root's view only; a user sees her own anyway):

@@ -309,19 +309,27 @@ pub(crate) fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The headers every answer carries: nothing cached, no framing, no
-/// sniffing, scripts and styles from this origin only (the pages have no
-/// inline script), and a referrer that keeps `Origin` on same-origin POSTs.
-pub(crate) const SECURITY_HEADERS: &str = "Cache-Control: no-store\r\n\
-X-Content-Type-Options: nosniff\r\n\
+/// What every answer but an embedded asset carries: nothing cached.
+pub(crate) const NO_STORE: &str = "Cache-Control: no-store\r\n";
+
+/// The headers every answer carries: no framing, no sniffing, scripts
+/// and styles from this origin only (the pages have no inline script), and
+/// a referrer that keeps `Origin` on same-origin POSTs.
+pub(crate) const SECURITY_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
 X-Frame-Options: DENY\r\n\
 Referrer-Policy: same-origin\r\n\
 Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'\r\n";
 
-/// Writes an answer and closes.
+/// Writes an answer and closes. It is not cached unless it says how
+/// (an embedded asset, whose address names its content).
 pub(crate) async fn write_response<S: AsyncWrite + Unpin>(s: &mut S, r: &Response) {
+    let cache = if r.headers.iter().any(|(n, _)| *n == "Cache-Control") {
+        ""
+    } else {
+        NO_STORE
+    };
     let mut head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{SECURITY_HEADERS}",
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n{cache}{SECURITY_HEADERS}",
         r.status,
         reason(r.status),
         r.content_type,

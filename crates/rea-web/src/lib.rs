@@ -614,7 +614,8 @@ impl Web {
             }
         };
         let mut head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n{}{}",
+            http::NO_STORE,
             http::SECURITY_HEADERS
         );
         if let Some(c) = set_cookie {

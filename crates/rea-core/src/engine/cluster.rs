@@ -198,6 +198,7 @@ impl Engine {
         }
         let due = later(now, EARLY_AGAIN).max(p.scheduled);
         let jitter = (due - p.scheduled).to_std().unwrap_or_default();
+        self.max_jitter = self.max_jitter.max(jitter);
         let id = self.heap.insert(
             due,
             Due::Occurrence {

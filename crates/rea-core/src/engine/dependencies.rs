@@ -38,7 +38,7 @@ impl Engine {
     /// Indexes who runs `after` whom.
     pub(super) fn rebuild_dependents(&mut self) {
         self.dependents.clear();
-        for (name, state) in &self.jobs {
+        for (name, state) in self.jobs.iter() {
             for dep in &state.def.after {
                 let list = self.dependents.entry(dep.job.clone()).or_default();
                 if !list.iter().any(|n| n == &**name) {

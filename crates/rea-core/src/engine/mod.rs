@@ -69,6 +69,7 @@ mod cluster;
 mod completion;
 mod dependencies;
 mod hook_queue;
+mod live;
 mod occurrences;
 mod oneshots;
 mod reload;
@@ -77,6 +78,7 @@ mod status;
 
 pub use admission::{TriggerResult, MAX_WAITING_TRIGGERS};
 pub use alerts::AlertStatus;
+pub use live::{Brief, Live, LiveState, Tally};
 pub use oneshots::{CancelResult, OneShotStatus, SubmitError};
 use oneshots::{ShotKey, ShotState};
 pub use shares::{ShareLimits, DEFAULT_QUEUED_PER_USER};
@@ -399,8 +401,14 @@ pub struct Recovered {
 pub struct Engine {
     /// Boxed: a B-tree node holds 11 entries inline and sequential inserts
     /// leave nodes half full, so an inline state of a few hundred bytes
-    /// cost ~500 bytes per job; a pointer costs ~100.
-    jobs: BTreeMap<Arc<str>, Box<JobState>>,
+    /// cost ~500 bytes per job; a pointer costs ~100. Changes to a job
+    /// go through it and are marked for the live index (`live.rs`).
+    jobs: live::JobMap,
+    /// What the live views read: a brief per job, counts per tenant.
+    live: live::LiveIndex,
+    /// The largest jitter of an occurrence ever put in the heap: how much
+    /// later than its occurrence an entry can be due (`Live::next_due`).
+    max_jitter: Duration,
     /// File order, for display (the names held by `jobs`).
     order: Vec<Arc<str>>,
     heap: DueQueue<Due>,
@@ -438,7 +446,9 @@ impl Engine {
         let mut rng = fastrand::Rng::with_seed(seed);
         let run_counter = rng.u32(..);
         let mut engine = Engine {
-            jobs: BTreeMap::new(),
+            jobs: live::JobMap::default(),
+            live: live::LiveIndex::default(),
+            max_jitter: Duration::ZERO,
             order: Vec::new(),
             heap: DueQueue::new(),
             runs: HashMap::new(),
@@ -485,20 +495,28 @@ impl Engine {
 
     /// Pauses the schedule of the named jobs. Returns the names that changed.
     pub fn pause(&mut self, names: &[String]) -> Vec<String> {
-        names
+        let changed: Vec<String> = names
             .iter()
             .filter(|n| self.jobs.contains_key(n.as_str()) && self.paused.insert((*n).clone()))
             .cloned()
-            .collect()
+            .collect();
+        for n in &changed {
+            self.jobs.touch(n);
+        }
+        changed
     }
 
     /// Resumes the named jobs. Returns the names that changed.
     pub fn resume(&mut self, names: &[String]) -> Vec<String> {
-        names
+        let changed: Vec<String> = names
             .iter()
             .filter(|n| self.paused.remove(*n))
             .cloned()
-            .collect()
+            .collect();
+        for n in &changed {
+            self.jobs.touch(n);
+        }
+        changed
     }
 
     pub fn paused(&self) -> &BTreeSet<String> {

@@ -75,6 +75,7 @@ impl Engine {
             json!({ "file": self.file, "added": self.order.len(), "changed": 0, "removed": 0, "unchanged": 0 }),
         );
         out.push(Action::Record(Box::new(rec)));
+        self.jobs.all_changed();
         self.paused = recovered
             .paused
             .into_iter()
@@ -369,6 +370,7 @@ impl Engine {
             return;
         };
         let jitter = sample_jitter(&mut self.rng, state.def.jitter);
+        self.max_jitter = self.max_jitter.max(jitter);
         let due = later(at, jitter);
         let id = self.heap.insert(
             due,

@@ -9,6 +9,9 @@ impl Engine {
     pub fn reload(&mut self, plan: &Plan, now: DateTime<Utc>) -> Vec<Action> {
         let mut out = Vec::new();
         self.advance(now, &mut out);
+        // Positions, tags and definitions change: the live index is
+        // rebuilt when next read.
+        self.jobs.all_changed();
         let (mut added, mut changed, mut unchanged) = (0u64, 0u64, 0u64);
         for state in self.jobs.values_mut() {
             state.listed = false;

@@ -170,18 +170,24 @@ impl JobView<'_> {
     /// `running`, `queued`, `retry_pending`, `disabled`, `paused` or
     /// `idle`, as `rea status` says it.
     pub fn state(&self) -> &'static str {
+        self.live_state().as_str()
+    }
+
+    /// The same as a word of its own.
+    pub fn live_state(&self) -> super::LiveState {
+        use super::LiveState;
         if self.running > 0 {
-            "running"
+            LiveState::Running
         } else if self.queued > 0 {
-            "queued"
+            LiveState::Queued
         } else if self.retry_at.is_some() {
-            "retry_pending"
+            LiveState::RetryPending
         } else if !self.job.enabled {
-            "disabled"
+            LiveState::Disabled
         } else if self.paused {
-            "paused"
+            LiveState::Paused
         } else {
-            "idle"
+            LiveState::Idle
         }
     }
 }

@@ -2526,4 +2526,283 @@ fn views_at_scale() {
             .filter(|(_, v)| v.paused || v.next_fire.is_some())
             .count()
     });
+    // The live index: its rebuild, then what a page's scan reads.
+    #[allow(clippy::disallowed_methods)]
+    let t = std::time::Instant::now();
+    engine.refresh_live();
+    println!("live index rebuilt: {:?}", t.elapsed());
+    time("live briefs (one scan)", &|| {
+        engine
+            .live()
+            .briefs()
+            .iter()
+            .filter(|b| b.has(Brief::PAUSED) || b.next_fire_ms != i64::MAX)
+            .count()
+    });
+    time("live next_due(10) from the heap", &|| {
+        engine.live().next_due(10).len()
+    });
+}
+
+/// The live index (`live.rs`) against a recount from every job's view:
+/// the briefs, the counts of all and of each tenant, the failing jobs and
+/// the next fires read from the heap are what a full pass over the jobs
+/// finds, after each step of random sequences of fires, triggers, runs
+/// that succeed, fail and retry, kills, pauses and resumes, summaries fed,
+/// clock steps and reloads that add, remove, reorder, disable, retag and
+/// reschedule jobs of three tenants.
+#[test]
+fn the_live_index_agrees_with_a_recount_at_every_step() {
+    use crate::engine::{Brief, Tally};
+    use crate::job::Overlap;
+
+    fn make(rng: &mut fastrand::Rng, name: &str) -> Job {
+        let exprs = [
+            "* * * * *",
+            "*/2 * * * *",
+            "*/5 * * * *",
+            "30 * * * *",
+            "@hourly",
+        ];
+        let mut j = job(name, exprs[rng.usize(..exprs.len())]);
+        j.owner = Tenant::of(name).user().map(str::to_string);
+        j.overlap = [
+            Overlap::Skip,
+            Overlap::Queue,
+            Overlap::Allow,
+            Overlap::Replace,
+        ][rng.usize(..4)];
+        j.enabled = rng.u8(..10) != 0;
+        j.jitter = if rng.bool() {
+            Duration::from_secs(rng.u64(0..90))
+        } else {
+            Duration::ZERO
+        };
+        j.tags = ["db", "web", "batch"]
+            .iter()
+            .filter(|_| rng.u8(..3) == 0)
+            .map(|t| t.to_string())
+            .collect();
+        if rng.bool() {
+            j.retry = RetryPolicy {
+                attempts: rng.u32(1..4),
+                delay: Duration::from_secs(20),
+                max_delay: Duration::from_secs(60),
+                factor: 2.0,
+                jitter: 0.0,
+            };
+        }
+        j
+    }
+
+    /// What a full pass finds: briefs, counts (all, per tenant user),
+    /// failing positions, next fires.
+    type Recount = (
+        Vec<Brief>,
+        Tally,
+        BTreeMap<Option<String>, Tally>,
+        Vec<u32>,
+        Vec<(DateTime<Utc>, u32)>,
+    );
+
+    fn recount(engine: &Engine) -> Recount {
+        let views: Vec<JobView<'_>> = engine.job_views().collect();
+        let mut names: Vec<&str> = views.iter().map(|v| v.name).collect();
+        names.sort_unstable();
+        let live = engine.live();
+        let mut briefs = Vec::new();
+        let mut total = Tally::default();
+        let mut per: BTreeMap<Option<String>, Tally> = BTreeMap::new();
+        let mut failing = Vec::new();
+        let mut due = Vec::new();
+        for (i, v) in views.iter().enumerate() {
+            let rank = names.binary_search(&v.name).unwrap() as u32;
+            let b = Brief {
+                next_fire_ms: v.next_fire.map_or(i64::MAX, |t| t.timestamp_millis()),
+                last_run_s: v.summary.last_run().map(|t| t.timestamp()),
+                p95_ms: v.summary.p95().map(|d| d.as_millis() as u64),
+                consecutive_failures: v.consecutive_failures,
+                rank,
+                tenant: live
+                    .tenant(Tenant::of(v.name))
+                    .expect("a tenant of the file"),
+                state: v.live_state(),
+                flags: (u8::from(v.running > 0) * Brief::RUNNING)
+                    | (u8::from(v.queued > 0) * Brief::QUEUED)
+                    | (u8::from(v.paused) * Brief::PAUSED)
+                    | (u8::from(!v.job.enabled) * Brief::DISABLED),
+            };
+            for t in [
+                &mut total,
+                per.entry(Tenant::of(v.name).user().map(str::to_string))
+                    .or_default(),
+            ] {
+                t.jobs += 1;
+                t.running += usize::from(v.running > 0);
+                t.queued += usize::from(v.queued > 0);
+                t.paused += usize::from(v.paused);
+                t.disabled += usize::from(!v.job.enabled);
+                t.failing += usize::from(v.consecutive_failures > 0);
+            }
+            if v.consecutive_failures > 0 {
+                failing.push((std::cmp::Reverse(v.consecutive_failures), i as u32));
+            }
+            if let Some(at) = v.next_fire {
+                due.push((at, i as u32));
+            }
+            briefs.push(b);
+        }
+        failing.sort();
+        due.sort();
+        due.truncate(10);
+        (
+            briefs,
+            total,
+            per,
+            failing.into_iter().map(|(_, p)| p).take(20).collect(),
+            due,
+        )
+    }
+
+    fn check(engine: &mut Engine, step: usize, what: &str) {
+        engine.refresh_live();
+        let (briefs, total, per, failing, due) = recount(engine);
+        let live = engine.live();
+        let at = format!("step {step} ({what})");
+        assert_eq!(live.briefs(), &briefs[..], "{at}: briefs");
+        assert_eq!(live.tally(None), total, "{at}: counts");
+        for (user, tally) in &per {
+            let t = match user {
+                None => Tenant::System,
+                Some(u) => Tenant::User(u),
+            };
+            let id = live.tenant(t).expect("tenant");
+            assert_eq!(live.tally(Some(id)), *tally, "{at}: counts of {user:?}");
+            let mine: Vec<u32> = (0..briefs.len() as u32)
+                .filter(|&p| Tenant::of(live.name(p)) == t)
+                .collect();
+            assert_eq!(live.positions(id), &mine[..], "{at}: positions of {user:?}");
+        }
+        assert_eq!(live.failing(None, 20), failing, "{at}: failing");
+        assert_eq!(live.next_due(10), due, "{at}: next due");
+        assert_eq!(live.next_due_scanned(10), due, "{at}: next due, scanned");
+        for tag in ["db", "web", "batch"] {
+            let tagged: Vec<u32> = engine
+                .job_views()
+                .enumerate()
+                .filter(|(_, v)| v.job.tags.iter().any(|t| t == tag))
+                .map(|(i, _)| i as u32)
+                .collect();
+            assert_eq!(live.tagged(tag), &tagged[..], "{at}: tag {tag}");
+        }
+    }
+
+    let tenants = ["", "alice/", "bob/"];
+    for seed in 0..12u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut pool: Vec<String> = (0..40)
+            .map(|i| format!("{}job-{i:02}", tenants[i % 3]))
+            .collect();
+        rng.shuffle(&mut pool);
+        let mut file: Vec<Job> = pool[..24].iter().map(|n| make(&mut rng, n)).collect();
+        let cfg = config(file.clone(), 3);
+        let mut sim = Sim::new(&cfg, at("2026-11-29T00:00:30Z"));
+        let mut fed = 0;
+        check(&mut sim.engine, 0, "start");
+        for step in 1..120 {
+            let names: Vec<String> = file.iter().map(|j| j.name.clone()).collect();
+            let pick = |rng: &mut fastrand::Rng| names[rng.usize(..names.len())].clone();
+            let what = match rng.u8(..10) {
+                0..=3 => {
+                    for n in &names {
+                        if rng.u8(..4) == 0 {
+                            sim.codes.insert(n.clone(), i32::from(rng.bool()));
+                        }
+                    }
+                    let until = sim.now + chrono::Duration::seconds(rng.i64(1..400));
+                    let run_for = chrono::Duration::seconds(rng.i64(1..200));
+                    sim.run_until(until, run_for, 0);
+                    "time passes"
+                }
+                4 => {
+                    let now = sim.now;
+                    let (_, actions) =
+                        sim.engine
+                            .trigger(&pick(&mut rng), rng.bool(), &Values::new(), now);
+                    sim.apply(actions);
+                    "trigger"
+                }
+                5 => {
+                    let some: Vec<String> = (0..rng.usize(1..5)).map(|_| pick(&mut rng)).collect();
+                    if rng.bool() {
+                        sim.engine.pause(&some);
+                        "pause"
+                    } else {
+                        sim.engine.resume(&some);
+                        "resume"
+                    }
+                }
+                6 => {
+                    let runs: Vec<String> = sim
+                        .engine
+                        .runs_in_progress()
+                        .into_iter()
+                        .map(|r| r.run)
+                        .collect();
+                    if let Some(r) = runs.first() {
+                        let (_, actions) = sim.engine.kill_runs(std::slice::from_ref(r), sim.now);
+                        sim.apply(actions);
+                        // The killed run ends at once.
+                        if let Some(i) = sim.running.iter().position(|(id, _)| id == r) {
+                            let (run, started) = sim.running.remove(i);
+                            let mut o = outcome(100, started, sim.now, -1);
+                            o.termination = Termination::Signaled(9);
+                            o.terminated = true;
+                            let actions = sim.engine.finished(&run, &o, sim.now);
+                            sim.apply(actions);
+                        }
+                    }
+                    "kill"
+                }
+                7 => {
+                    let now = sim.now + chrono::Duration::seconds(rng.i64(60..3000));
+                    sim.now = now;
+                    let actions = sim.engine.wake(now, true);
+                    sim.apply(actions);
+                    "clock step"
+                }
+                _ => {
+                    // A new file: some jobs leave, some come, some change,
+                    // the order is shuffled.
+                    file.retain(|_| rng.u8(..6) != 0);
+                    for n in &pool {
+                        if !file.iter().any(|j| &j.name == n) && rng.u8(..4) == 0 {
+                            file.push(make(&mut rng, n));
+                        }
+                    }
+                    for j in file.iter_mut() {
+                        if rng.u8(..5) == 0 {
+                            *j = make(&mut rng, &j.name.clone());
+                        }
+                    }
+                    rng.shuffle(&mut file);
+                    let cfg = config(file.clone(), rng.usize(1..4));
+                    let actions = sim.engine.reload(&cfg.plan(), sim.now);
+                    sim.apply(actions);
+                    "reload"
+                }
+            };
+            // The daemon feeds every record it writes to the summaries.
+            for rec in &sim.records[fed..] {
+                sim.engine.observe(rec);
+            }
+            fed = sim.records.len();
+            if step % 7 == 0 {
+                // A read between some steps only: marks pile up between
+                // reads as in a daemon nobody watches.
+                continue;
+            }
+            check(&mut sim.engine, step, what);
+        }
+    }
 }
