@@ -771,12 +771,20 @@ fn a_users_file_cannot_raise_a_hard_limit_above_the_daemons() {
             .all(|j| !env.finals(j).is_empty())
     });
     let roots = env.finals("roots").remove(0);
-    assert_eq!(roots["status"], "succeeded", "{roots}");
-    assert_eq!(
-        roots["output"].as_str().map(str::trim),
-        Some("8192"),
-        "{roots}"
-    );
+    if has_sys_resource() {
+        assert_eq!(roots["status"], "succeeded", "{roots}");
+        assert_eq!(
+            roots["output"].as_str().map(str::trim),
+            Some("8192"),
+            "{roots}"
+        );
+    } else {
+        eprintln!(
+            "NOTE {test}: the daemon has no CAP_SYS_RESOURCE here (a container), so root's \
+             file cannot raise a hard limit either; only her side is shown"
+        );
+        assert_eq!(roots["status"], "failed", "{roots}");
+    }
     let low = env.finals(&lower).remove(0);
     assert_eq!(low["status"], "succeeded", "{low}");
     assert_eq!(low["output"].as_str().map(str::trim), Some("1024"), "{low}");
@@ -785,8 +793,21 @@ fn a_users_file_cannot_raise_a_hard_limit_above_the_daemons() {
     let reason = high["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("cannot set the job's resource limits")
-            && reason.contains("only root's job file may raise one"),
+            && reason.contains("only a job of root's file may raise"),
         "{high}"
     );
     assert_eq!(d.stop(), 0);
+}
+
+/// Whether this process may raise a hard resource limit (CAP_SYS_RESOURCE,
+/// capability 24, in its effective set); containers often drop it.
+fn has_sys_resource() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 24) != 0)
 }

@@ -352,8 +352,8 @@ impl Launch {
             Step::Cgroup => format!("cannot place the job in its cgroup: {e}"),
             Step::Limits if e.raw_os_error() == Some(libc::EPERM) => format!(
                 "cannot set the job's resource limits (prlimit64): {e}: a limit above the \
-                 hard limit the daemon runs with (only root's job file may raise one), \
-                 or open files above fs.nr_open"
+                 hard limit the daemon runs with, which only a job of root's file may raise \
+                 (with CAP_SYS_RESOURCE), or open files above fs.nr_open"
             ),
             Step::Limits => format!("cannot set the job's resource limits (prlimit64): {e}"),
             Step::Nice => format!("cannot set the job's nice value: {e}"),
