@@ -196,6 +196,25 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     rt.block_on(main_loop(opts))
 }
 
+/// One turn of control requests: `first` and up to [`MAX_BATCH`] more
+/// already waiting, their submissions committed together.
+fn take_requests(
+    d: &mut Loop,
+    first: control::Incoming,
+    rx: &mut mpsc::UnboundedReceiver<control::Incoming>,
+    actions: &mut std::collections::VecDeque<rea_core::engine::Action>,
+) {
+    let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
+    d.incoming(first, &mut batch, actions);
+    for _ in 0..MAX_BATCH {
+        match rx.try_recv() {
+            Ok(more) => d.incoming(more, &mut batch, actions),
+            Err(_) => break,
+        }
+    }
+    d.commit_submissions(&mut batch, actions);
+}
+
 async fn main_loop(opts: Options) -> Result<(), StartError> {
     // Handlers first: a SIGTERM that arrives while the daemon starts (right
     // after `systemctl start`, say) must stop it cleanly, not kill it.
@@ -216,6 +235,9 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         WallTimer::new().map_err(|e| StartError::Other(format!("cannot create a timer: {e}")))?;
     d.execute(&mut actions);
     d.notify_ready();
+    // Whether requests waited while this turn went to finished runs or the
+    // timer: the next turn is theirs (below).
+    let mut requests_waited = false;
 
     loop {
         d.execute(&mut actions);
@@ -231,6 +253,17 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
         let settles = d.files.settles_at();
         let user_reload = d.files.user_reloads.next_due();
         let watched = inputs.watcher.is_some();
+        // Turns alternate while runs end and fall due in bursts: requests
+        // that waited behind one busy turn get the next, so an answer (a
+        // page for `rea top`, the web console) waits one batch of run work,
+        // not the whole burst. The turn after is the runs' again: a flood
+        // of requests (bounded per user) cannot hold the schedule either.
+        if std::mem::take(&mut requests_waited) {
+            if let Ok(incoming) = inputs.control.try_recv() {
+                take_requests(&mut d, incoming, &mut inputs.control, &mut actions);
+                continue;
+            }
+        }
         tokio::select! {
             biased;
             _ = sigterm.recv() => d.on_stop_signal("SIGTERM", &mut actions),
@@ -246,6 +279,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                         Err(_) => break,
                     }
                 }
+                requests_waited = !inputs.control.is_empty();
             },
             wake = timer.wait() => {
                 let changed = matches!(wake, Ok(Wake::ClockChanged));
@@ -256,6 +290,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
                     error!("timer error: {e}");
                 }
                 actions.extend(d.engine.wake(rea_store::clock::now(), changed));
+                requests_waited = !inputs.control.is_empty();
             },
             Some(change) = inputs.changes.recv(), if watched => match change {
                 crate::watch::Change::Modified => {
@@ -279,15 +314,7 @@ async fn main_loop(opts: Options) -> Result<(), StartError> {
             Some(scrape) = inputs.scrapes.recv(), if d.metrics.is_some() => d.on_scrape(scrape),
             Some(ev) = inputs.cluster.recv() => d.on_cluster_event(ev, &mut actions),
             Some(incoming) = inputs.control.recv() => {
-                let mut batch: Vec<(OneShot, oneshot::Sender<Reply>)> = Vec::new();
-                d.incoming(incoming, &mut batch, &mut actions);
-                for _ in 0..MAX_BATCH {
-                    match inputs.control.try_recv() {
-                        Ok(more) => d.incoming(more, &mut batch, &mut actions),
-                        Err(_) => break,
-                    }
-                }
-                d.commit_submissions(&mut batch, &mut actions);
+                take_requests(&mut d, incoming, &mut inputs.control, &mut actions);
             },
             _ = shutdown::sleep_until(settles), if settles.is_some() => {
                 let _ = match d.files.settling_parts() {
