@@ -1483,12 +1483,26 @@ fn cluster_chaos_kills_freezes_and_database_outages_start_each_occurrence_once()
                         let now = now_ms();
                         let ended: BTreeSet<i64> = w.ends().iter().map(|e| e.fence).collect();
                         let starts = w.starts();
+                        // A run a kill -9 ended never writes its end: one
+                        // of a node's earlier life is not running in the
+                        // node restarted since (a quick restart, then this
+                        // kill within 1.5 s of that run's instant, found
+                        // "nothing interrupted").
+                        let harmed_at = |node: &str| {
+                            harmed
+                                .iter()
+                                .filter(|(n, _)| n == node)
+                                .map(|&(_, at)| at)
+                                .max()
+                                .unwrap_or(i64::MIN)
+                        };
                         let runs = |i: usize, job: &str, within: i64| {
                             starts.iter().any(|s| {
                                 s.job == job
                                     && s.node == nodes[i].name
                                     && !ended.contains(&s.fence)
                                     && ms_of(&s.scheduled) >= now - within
+                                    && ms_of(&s.scheduled) > harmed_at(&s.node)
                             })
                         };
                         let slow: Vec<usize> = (0..nodes.len())
