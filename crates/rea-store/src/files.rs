@@ -6,7 +6,7 @@
 //! user.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -29,6 +29,33 @@ pub(crate) fn open_owned(path: &Path, options: &mut OpenOptions) -> io::Result<F
         ));
     }
     Ok(file)
+}
+
+/// Creates (or empties) `path` as a file of rea's own, 0600: the
+/// temporary side of a file replaced whole.
+pub(crate) fn create_owned(path: &Path) -> io::Result<File> {
+    open_owned(
+        path,
+        OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600),
+    )
+}
+
+/// Replaces `path` with `bytes` durably: written to `tmp` beside it,
+/// synced, renamed over it, and the directory synced.
+pub(crate) fn replace_owned(path: &Path, tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut file = create_owned(tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(tmp, path)?;
+    match path.parent() {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
 }
 
 /// Opens `path` for reading, refusing symlinks (readers may run as root on

@@ -284,17 +284,7 @@ impl Journal {
         self.commit()?;
         let tmp = self.path.with_extension("jsonl.tmp");
         {
-            let mut out = io::BufWriter::with_capacity(
-                1 << 20,
-                crate::files::open_owned(
-                    &tmp,
-                    OpenOptions::new()
-                        .create(true)
-                        .write(true)
-                        .truncate(true)
-                        .mode(0o600),
-                )?,
-            );
+            let mut out = io::BufWriter::with_capacity(1 << 20, crate::files::create_owned(&tmp)?);
             for job in pending {
                 serde_json::to_writer(&mut out, &Line::Add { job })?;
                 out.write_all(b"\n")?;

@@ -4,9 +4,6 @@
 //! atomically on every change.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where the paused set lives.
@@ -60,21 +57,8 @@ impl PausedStore for PausedFile {
         let path = self.path();
         let tmp = self.dir.join(".paused.json.tmp");
         let text = serde_json::to_vec(paused).map_err(|e| e.to_string())?;
-        let write = || -> std::io::Result<()> {
-            let mut f = crate::files::open_owned(
-                &tmp,
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600),
-            )?;
-            f.write_all(&text)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        };
-        write().map_err(|e| format!("cannot save the paused jobs to {}: {e}", path.display()))
+        crate::files::replace_owned(&path, &tmp, &text)
+            .map_err(|e| format!("cannot save the paused jobs to {}: {e}", path.display()))
     }
 }
 
@@ -90,7 +74,7 @@ mod tests {
         let set: BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
         store.save(&set).unwrap();
         assert_eq!(store.load().unwrap(), set);
-        fs::write(dir.path().join("paused.json"), "garbage").unwrap();
+        std::fs::write(dir.path().join("paused.json"), "garbage").unwrap();
         assert!(store.load().unwrap_err().contains("remove it"));
     }
 }

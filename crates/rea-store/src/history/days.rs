@@ -361,18 +361,7 @@ fn write_sorted(
         write_slots(&mut out, slots);
         out.push(b'\n');
     }
-    let tmp = path.with_extension("tmp");
-    let mut file = crate::files::open_owned(
-        &tmp,
-        OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600),
-    )?;
-    file.write_all(&out)?;
-    drop(file);
-    fs::rename(&tmp, path)
+    crate::files::replace_owned(path, &path.with_extension("tmp"), &out)
 }
 
 /// Makes `days` from the records of the log in `log_dir` (the last
