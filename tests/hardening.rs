@@ -771,7 +771,24 @@ fn pipelined_triggers_are_all_answered_and_each_runs_once() {
     sorted.sort();
     sorted.dedup();
     assert_eq!(sorted.len(), n, "one run per trigger");
-    env.wait_until("every run to end", || env.runs("t", "succeeded").len() == n);
+    // Every run succeeded; if not in time, say what the runs became (a
+    // CI run once timed out here, on a loaded machine, without saying).
+    let deadline = Instant::now() + crate::support::PATIENCE;
+    while env.runs("t", "succeeded").len() != n {
+        if Instant::now() > deadline {
+            let mut by_status = std::collections::BTreeMap::<String, usize>::new();
+            for r in env.history().iter().filter(|v| v["job"] == "t") {
+                *by_status
+                    .entry(format!("{} {}", r["event"], r["status"]))
+                    .or_default() += 1;
+            }
+            panic!(
+                "timed out waiting for every run to end: {by_status:?}\n{}",
+                d.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let ended: Vec<String> = env
         .runs("t", "succeeded")
         .iter()
