@@ -2150,7 +2150,20 @@ fn cluster_catch_up_all_after_a_database_outage_runs_each_and_counts_the_missed(
         })
         .len()
     };
-    wait_long("both caught-up runs", PATIENCE, || caught_up(&a) >= 2);
+    let deadline = Instant::now() + PATIENCE;
+    while caught_up(&a) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for both caught-up runs; `all`'s history:\n{}\n{}",
+            a.history("all")
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            a.daemon().log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let h = a.history("all");
     let missed = history_where(&h, |r| r["event"] == "missed");
     assert_eq!(missed.len(), 1, "the older ones, once: {missed:?}");

@@ -26,6 +26,7 @@ impl Main {
     /// last waits one round trip, not eight. Anything unusual (an error)
     /// goes through [`Main::claim`] alone.
     pub(super) async fn claims(&mut self, batch: Vec<ClaimRequest>) {
+        self.flush_before_claiming().await;
         let together = batch.len() > 1
             && batch
                 .iter()
@@ -149,10 +150,23 @@ impl Main {
         })
     }
 
+    /// This node's starts and ends still waiting (the database was away)
+    /// are written before a claim: the claim decides a job's overlap on
+    /// the runs the database counts as active, and a run of this node's
+    /// that ended during an outage is active there until its end is
+    /// written. Without this, the catch-up right after an outage found
+    /// the job "still running" and skipped what it was to catch up.
+    async fn flush_before_claiming(&mut self) {
+        if !self.backlog.is_empty() && self.live_epoch().is_some() {
+            self.flush().await;
+        }
+    }
+
     pub(super) async fn claim(&mut self, req: &ClaimRequest) -> ClaimOutcome {
         let Some(epoch) = self.live_epoch() else {
             return ClaimOutcome::NoLease;
         };
+        self.flush_before_claiming().await;
         if self.published != Some(epoch) {
             self.publish(epoch).await;
         }
