@@ -460,7 +460,8 @@ fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
         "live",
         FAST,
         &format!(
-            "[jobs.long]\nschedule = \"{YEARLY}\"\ncommand = \"sleep 30\"\nkill_grace = \"1s\"\n"
+            "[jobs.long]\nschedule = \"{YEARLY}\"\ncommand = \"sleep 30\"\nkill_grace = \"1s\"\n\n\
+             [jobs.bad]\nschedule = \"{YEARLY}\"\ncommand = \"exit 3\"\n"
         ),
     );
     let mut a = Node::new("a", &file);
@@ -515,6 +516,22 @@ fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
     );
     let o = overview();
     assert!(o["running"].as_array().is_some_and(|r| r.is_empty()), "{o}");
+    // A job failing on b is failing on a too, with the cluster's streak.
+    assert_eq!(o["counts"]["failing"], 0, "{o}");
+    for _ in 0..2 {
+        let out = b.rea(&["trigger", "--wait", "bad"]);
+        assert_eq!(out.code, 3, "{}", out.stderr);
+    }
+    let job = sub.until("bad's second failure", |d| {
+        d["event"] == "job"
+            && d["summary"]["name"] == "bad"
+            && d["summary"]["consecutive_failures"] == 2
+    });
+    assert!(job["summary"]["last_failure"].is_string(), "{job}");
+    let o = overview();
+    assert_eq!(o["counts"]["failing"], 1, "{o}");
+    assert_eq!(o["failing"][0]["name"], "bad", "{o}");
+    assert_eq!(o["failing"][0]["consecutive_failures"], 2, "{o}");
     assert_eq!(b.daemon.take().expect("running").stop(), 0);
     sub.until("b's leaving", |d| {
         d["event"] == "node" && d["node"] == "b" && d["state"] == "left"

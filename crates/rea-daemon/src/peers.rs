@@ -7,9 +7,10 @@
 //!   (bounded by [`PeerView::RUNNING_MAX`]) and added to the overview's
 //!   running list beside this node's ([`Loop::add_peer_runs`], the one
 //!   hook in `live.rs`).
-//! - Runs that ended on other nodes go through `Engine::observe`, as this
-//!   node's own records do, so each job's summary (its recent outcomes,
-//!   durations, last success and failure) is the cluster's.
+//! - Runs that ended on other nodes go through `Engine::observe_peer`: the
+//!   job's summary (its recent outcomes, durations, last success and
+//!   failure), its last run and its failure streak are the cluster's, so
+//!   a job failing on another node is failing here too.
 //! - Subscribers hear of other nodes' run starts and ends and of node
 //!   joins, leaves and deaths, each as its scope allows.
 //!
@@ -79,7 +80,7 @@ impl Loop {
             self.publish_peer_start(r);
         }
         for rec in &view.ended {
-            let changed = self.engine.observe(rec);
+            let changed = self.engine.observe_peer(rec);
             self.publish_record(rec, changed);
         }
         for (node, state) in changed_nodes {

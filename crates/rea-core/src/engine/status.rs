@@ -270,6 +270,53 @@ impl Engine {
         s.summary != before
     }
 
+    /// A final run another node of the cluster ended: its summary as
+    /// [`Engine::observe`], and the job's last run and failure streak, so
+    /// that the failing jobs and streaks the live views show (and the
+    /// streak a failure alert counts) are the cluster's, not this node's
+    /// share of its runs. Ends arrive late and out of order with this
+    /// node's own: an end newer than the last run known replaces it; an
+    /// older failure still lengthens the streak when no success is known
+    /// after it (the streak it belongs to is the current one).
+    pub fn observe_peer(&mut self, rec: &Record) -> bool {
+        let mut changed = self.observe(rec);
+        let (Event::Run, Some(name), Some(status), Some(ended)) =
+            (rec.event, rec.job.as_deref(), rec.status, rec.ended)
+        else {
+            return changed;
+        };
+        if !status.is_final() || status == RunStatus::Skipped {
+            return changed;
+        }
+        let Some(s) = self.jobs.get_mut(name) else {
+            return changed;
+        };
+        let newer = s.last.as_ref().is_none_or(|l| ended > l.ended);
+        if newer {
+            match status {
+                RunStatus::Succeeded => s.consecutive_failures = 0,
+                st if st.is_failure() => s.consecutive_failures += 1,
+                _ => {}
+            }
+            let started = rec.started.unwrap_or(ended);
+            s.last = Some(LastRun {
+                run: rec.run.clone().unwrap_or_default(),
+                status,
+                ended,
+                duration: (ended - started).to_std().unwrap_or_default(),
+                exit_code: rec.exit_code,
+            });
+            changed = true;
+        } else if status.is_failure()
+            && s.consecutive_failures > 0
+            && s.summary.last_success().is_none_or(|ok| ok < ended)
+        {
+            s.consecutive_failures += 1;
+            changed = true;
+        }
+        changed
+    }
+
     /// Seeds a job's summary from the start-up's scan of the history.
     pub fn seed_summary(
         &mut self,

@@ -2806,3 +2806,49 @@ fn the_live_index_agrees_with_a_recount_at_every_step() {
         }
     }
 }
+
+/// A peer's final run (cluster mode): the job's last run and streak
+/// become the cluster's; an end older than the last known still counts in
+/// the streak when no success is known after it, and never replaces it.
+#[test]
+fn another_nodes_ends_make_the_streak_and_last_run_the_clusters() {
+    let cfg = config(vec![job("x", "@yearly")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    engine.start(at("2026-11-29T00:00:00Z"), Recovered::default());
+    let end = |ended: &str, status: RunStatus, run: &str| {
+        let mut rec = Record::new(Event::Run, at(ended));
+        rec.job = Some("x".into());
+        rec.run = Some(run.into());
+        rec.status = Some(status);
+        rec.started = Some(at(ended) - chrono::Duration::seconds(2));
+        rec.ended = Some(at(ended));
+        rec.exit_code = Some(i32::from(status != RunStatus::Succeeded));
+        rec
+    };
+    let streak = |e: &Engine| e.job_status("x").map(|s| s.consecutive_failures);
+    let last = |e: &Engine| e.job_status("x").and_then(|s| s.last).map(|l| l.run);
+
+    assert!(engine.observe_peer(&end("2026-11-29T01:00:00Z", RunStatus::Failed, "a-b")));
+    assert!(engine.observe_peer(&end("2026-11-29T02:00:00Z", RunStatus::TimedOut, "c-b")));
+    assert_eq!(streak(&engine), Some(2));
+    assert_eq!(last(&engine).as_deref(), Some("c-b"));
+    // An end told late, older than the last: in the streak, not the last.
+    assert!(engine.observe_peer(&end("2026-11-29T01:30:00Z", RunStatus::Failed, "b-c")));
+    assert_eq!(streak(&engine), Some(3));
+    assert_eq!(last(&engine).as_deref(), Some("c-b"));
+    // A success ends the streak; a failure older than it does not start
+    // one again; skipped and started lines change neither.
+    assert!(engine.observe_peer(&end("2026-11-29T03:00:00Z", RunStatus::Succeeded, "d-b")));
+    assert_eq!(streak(&engine), Some(0));
+    engine.observe_peer(&end("2026-11-29T02:30:00Z", RunStatus::Failed, "e-c"));
+    assert_eq!(streak(&engine), Some(0));
+    for status in [RunStatus::Skipped, RunStatus::Started] {
+        engine.observe_peer(&end("2026-11-29T04:00:00Z", status, "f-b"));
+    }
+    assert_eq!(last(&engine).as_deref(), Some("d-b"));
+    assert_eq!(streak(&engine), Some(0));
+    // A job this node does not have is ignored.
+    let mut other = end("2026-11-29T05:00:00Z", RunStatus::Failed, "g-b");
+    other.job = Some("y".into());
+    assert!(!engine.observe_peer(&other));
+}
