@@ -501,6 +501,14 @@ fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
     assert_eq!(running[0]["node"], "b", "{o}");
     assert_eq!(running[0]["job"], "long", "{o}");
     assert_eq!(o["counts"]["running"], 1, "{o}");
+    // The job list on a filters and shows it as running too.
+    let page = Conn::open(&a.env.socket())
+        .ask(r#"{"v":1,"op":"jobs","state":"running"}"#)
+        .expect("an answer");
+    let jobs = page["data"]["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 1, "{page}");
+    assert_eq!(jobs[0]["name"], "long", "{page}");
+    assert_eq!(jobs[0]["state"], "running", "{page}");
     b.rea(&["kill", "long"]).ok();
     let ended = sub.until("b's run's end", |d| {
         d["event"] == "run_ended" && d["run"] == id.as_str()
@@ -516,6 +524,7 @@ fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
     );
     let o = overview();
     assert!(o["running"].as_array().is_some_and(|r| r.is_empty()), "{o}");
+    assert_eq!(o["counts"]["running"], 0, "{o}");
     // A job failing on b is failing on a too, with the cluster's streak.
     assert_eq!(o["counts"]["failing"], 0, "{o}");
     for _ in 0..2 {

@@ -18,7 +18,7 @@
 //!
 //! [`NodeEvent::Peers`]: rea_store::cluster::NodeEvent::Peers
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rea_proto::live::{Overview, RunNow};
 use rea_store::cluster::{PeerRun, PeerView};
@@ -54,6 +54,9 @@ impl Loop {
                 .collect(),
             nodes: view.nodes.into_iter().collect(),
         };
+        // Each job's count of runs elsewhere, told to the engine where it
+        // changed (the live views' state, counts and filters read it).
+        let (old_counts, new_counts) = (counts(&before.running), counts(&cl.peers.running));
         let was: HashSet<&str> = before.running.iter().map(|r| r.run.as_str()).collect();
         let started: Vec<PeerRun> = cl
             .peers
@@ -76,6 +79,12 @@ impl Loop {
                 .filter(|n| !cl.peers.nodes.contains_key(*n))
                 .map(|n| (n.clone(), "gone".to_string())),
         );
+        for job in old_counts.keys().chain(new_counts.keys()) {
+            let now = new_counts.get(job).copied().unwrap_or(0);
+            if old_counts.get(job).copied().unwrap_or(0) != now {
+                self.engine.set_elsewhere(job, now);
+            }
+        }
         for r in &started {
             self.publish_peer_start(r);
         }
@@ -88,23 +97,29 @@ impl Loop {
         }
     }
 
+    /// Every job's count of runs elsewhere, told to the engine again
+    /// (after a reload: a job new to the file may run on another node).
+    pub(super) fn tell_elsewhere(&mut self) {
+        let Some(cl) = self.backend.node() else {
+            return;
+        };
+        for (job, n) in counts(&cl.peers.running) {
+            self.engine.set_elsewhere(&job, n);
+        }
+    }
+
     /// The overview's running list with other nodes' runs beside this
     /// node's (those `scope` sees; one-shots are root's), longest running
-    /// first, bounded as before; a job running only elsewhere counts as
-    /// running.
+    /// first, bounded as before. (A job running only elsewhere is already
+    /// counted as running: the engine knows its runs elsewhere.)
     pub(super) fn add_peer_runs(&self, o: &mut Overview, scope: &Scope, bound: usize) {
         let Some(cl) = self.backend.node() else {
             return;
         };
-        let mut counted: HashSet<&str> = HashSet::new();
         for r in &cl.peers.running {
             let is_job = self.engine.has_job(&r.job);
             if !scope.owns(&r.job) || (!is_job && *scope != Scope::Admin) {
                 continue;
-            }
-            let here = self.engine.job_view(&r.job).is_some_and(|v| v.running > 0);
-            if is_job && !here && counted.insert(r.job.as_str()) {
-                o.counts.running += 1;
             }
             o.running.push(RunNow {
                 run: r.run.clone(),
@@ -120,4 +135,13 @@ impl Loop {
             .sort_by_key(|r| (r.since.is_none(), r.since.as_ref().map(|t| t.0)));
         o.running.truncate(bound);
     }
+}
+
+/// Runs in progress by job.
+fn counts(runs: &[PeerRun]) -> HashMap<String, u32> {
+    let mut n: HashMap<String, u32> = HashMap::new();
+    for r in runs {
+        *n.entry(r.job.clone()).or_default() += 1;
+    }
+    n
 }

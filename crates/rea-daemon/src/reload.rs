@@ -276,6 +276,8 @@ impl Loop {
             );
         }
         actions.extend(self.engine.reload(&cfg.plan(), now));
+        // A job new to this file may already be running on another node.
+        self.tell_elsewhere();
         metrics::reloaded(self.metrics.as_mut(), &self.config, &cfg);
         self.backend.reloaded(&self.config, &cfg);
         self.webhooks

@@ -369,6 +369,11 @@ struct JobState {
     /// Runs waiting for this job's active run to end (overlap = queue or
     /// replace, catch-up backlog).
     waiting: VecDeque<Pending>,
+    /// Its runs in progress on other nodes of the cluster, as the node's
+    /// last look at them saw (`Engine::set_elsewhere`): the live views
+    /// count them as running; nothing here waits for them (the cluster's
+    /// store decides overlap).
+    elsewhere: u32,
     consecutive_failures: u32,
     last: Option<LastRun>,
     /// Its recent record for the live views, fed every history record of
@@ -770,6 +775,7 @@ impl JobState {
             active: 0,
             queued: 0,
             waiting: VecDeque::new(),
+            elsewhere: 0,
             consecutive_failures: 0,
             last: None,
             summary: Default::default(),

@@ -233,7 +233,7 @@ impl Engine {
                 _ => None,
             }),
             retry_at: s.retry.and_then(|id| self.heap.due_of(id)),
-            running: s.active.saturating_sub(s.queued),
+            running: s.active.saturating_sub(s.queued) + s.elsewhere as usize,
             queued: s.queued + s.waiting.len(),
             consecutive_failures: s.consecutive_failures,
             summary: &s.summary,
@@ -315,6 +315,17 @@ impl Engine {
             changed = true;
         }
         changed
+    }
+
+    /// How many runs of `job` other nodes of the cluster have in progress,
+    /// as the node's last look saw: the live views show a job running
+    /// elsewhere as running, its state, counts and `state = running`
+    /// filter alike. The caller tells only the jobs whose count changed
+    /// (each call marks the job for the live index).
+    pub fn set_elsewhere(&mut self, job: &str, running: u32) {
+        if let Some(s) = self.jobs.get_mut(job) {
+            s.elsewhere = running;
+        }
     }
 
     /// Seeds a job's summary from the start-up's scan of the history.
