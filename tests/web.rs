@@ -147,18 +147,13 @@ fn csrf_of(body: &str) -> Option<String> {
 }
 
 fn chromium(test: &str) -> Option<&'static str> {
-    for c in ["chromium", "chromium-browser"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {c}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if found {
-            return Some(c);
-        }
+    let found = rea_testkit::chromium::find();
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED {test}: chromium is not installed (apt-get install chromium) ***\n"
+        );
     }
-    eprintln!("\n*** SKIPPED {test}: chromium is not installed (apt-get install chromium) ***\n");
-    None
+    found
 }
 
 fn free_port() -> u16 {
@@ -186,30 +181,10 @@ fn login(env: &Env, next: &str) -> String {
     format!("{url}&next={next}")
 }
 
-fn chromium_cmd(browser: &str, profile: &Path) -> Command {
-    let mut c = Command::new(browser);
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-extensions",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .stdin(Stdio::null())
-    .stderr(
-        std::fs::File::create(profile.with_extension("log"))
-            .map(Stdio::from)
-            .unwrap_or_else(|_| Stdio::null()),
-    );
-    c
-}
-
 /// The DOM Chromium built for `url`, its scripts run.
 fn dump_dom(browser: &str, env: &Env, url: &str) -> String {
     let profile = env.path("chromium-profile");
-    let out = chromium_cmd(browser, &profile)
+    let out = rea_testkit::chromium::command(browser, &profile)
         .arg("--dump-dom")
         .arg(url)
         .stdout(Stdio::piped())
@@ -641,112 +616,15 @@ fn the_viewer_role_cannot_act() {
     let _ = Instant::now();
 }
 
-/// Chromium driven over the DevTools protocol on a pipe
-/// (`--remote-debugging-pipe`: it reads commands on fd 3 and writes
-/// answers and events on fd 4, each a JSON object ended by a NUL).
-struct Devtools {
-    child: std::process::Child,
-    to: std::fs::File,
-    from: std::io::BufReader<std::fs::File>,
-    next: u64,
-    session: Option<String>,
-}
-
-impl Drop for Devtools {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Chromium over the DevTools protocol (`rea_testkit::chromium`), its
+/// errors a test's failure.
+struct Devtools(rea_testkit::chromium::Devtools);
 
 impl Devtools {
-    fn start(browser: &str, profile: &Path) -> Devtools {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        use std::os::unix::process::CommandExt;
-        let pipe = || {
-            let mut fds = [0; 2];
-            // SAFETY: fds is two ints for pipe2 to fill.
-            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-            fds
-        };
-        let (cmd, out) = (pipe(), pipe());
-        let (child_reads, child_writes) = (cmd[0], out[1]);
-        let mut c = chromium_cmd(browser, profile);
-        c.arg("--remote-debugging-pipe").stdout(Stdio::null());
-        // SAFETY: only dup2 between fork and exec (async-signal-safe).
-        unsafe {
-            c.pre_exec(move || {
-                // Out of the way of 3 and 4 first, then onto them (dup2
-                // clears close-on-exec on the copy).
-                let r = libc::fcntl(child_reads, libc::F_DUPFD, 10);
-                let w = libc::fcntl(child_writes, libc::F_DUPFD, 10);
-                if r < 0 || w < 0 || libc::dup2(r, 3) < 0 || libc::dup2(w, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = c.spawn().expect("start chromium");
-        // SAFETY: each fd is ours alone from here on.
-        let (to, from) = unsafe {
-            libc::close(child_reads);
-            libc::close(child_writes);
-            (
-                std::fs::File::from(OwnedFd::from_raw_fd(cmd[1])),
-                std::fs::File::from(OwnedFd::from_raw_fd(out[0])),
-            )
-        };
-        Devtools {
-            child,
-            to,
-            from: std::io::BufReader::new(from),
-            next: 0,
-            session: None,
-        }
-    }
-
-    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        use std::io::BufRead;
-        self.next += 1;
-        let id = self.next;
-        let mut msg = serde_json::json!({"id": id, "method": method, "params": params});
-        if let Some(s) = &self.session {
-            msg["sessionId"] = serde_json::Value::String(s.clone());
-        }
-        let mut bytes = msg.to_string().into_bytes();
-        bytes.push(0);
-        self.to.write_all(&bytes).expect("write to chromium");
-        loop {
-            let mut buf = Vec::new();
-            let n = self
-                .from
-                .read_until(0, &mut buf)
-                .expect("read from chromium");
-            assert!(n > 0, "chromium went away");
-            buf.pop();
-            let v: serde_json::Value = serde_json::from_slice(&buf).expect("devtools JSON");
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
-    }
-
-    fn open(&mut self, url: &str) {
-        let t = self.call("Target.createTarget", serde_json::json!({"url": url}));
-        let s = self.call(
-            "Target.attachToTarget",
-            serde_json::json!({"targetId": t["targetId"], "flatten": true}),
-        );
-        self.session = s["sessionId"].as_str().map(str::to_string);
-    }
-
     fn eval(&mut self, expr: &str) -> serde_json::Value {
-        let r = self.call(
-            "Runtime.evaluate",
-            serde_json::json!({"expression": expr, "returnByValue": true}),
-        );
-        r["result"]["value"].clone()
+        self.0
+            .eval(expr)
+            .unwrap_or_else(|e| panic!("chromium: {e}"))
     }
 
     /// Chromium on `page` of the console, logged in by a link of `rea
@@ -754,8 +632,11 @@ impl Devtools {
     /// document is marked so that [`Devtools::same_document`] tells a
     /// reload.
     fn open_live(browser: &str, env: &Env, page: &str, id: &str) -> Devtools {
-        let mut dt = Devtools::start(browser, &env.path("chromium-live"));
-        dt.open(&login(env, page));
+        let mut dt = Devtools(
+            rea_testkit::chromium::Devtools::start(browser, &env.path("chromium-live"))
+                .expect("start chromium"),
+        );
+        dt.0.open(&login(env, page)).expect("open the page");
         dt.wait_for(
             &format!("{page}, its live stream open"),
             &format!("document.getElementById('{id}') !== null && document.getElementById('live').className === 'on'"),

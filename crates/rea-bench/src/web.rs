@@ -448,19 +448,20 @@ fn heatmap_first_loads(
 /// The job list's full load in headless Chromium (navigation start to the
 /// load event, the browser already running and logged in), p95.
 fn chromium_load(dir: &TempDir, reps: usize) -> Option<Figure> {
-    let found = std::process::Command::new("sh")
-        .args(["-c", "command -v chromium"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
+    let Some(browser) = rea_testkit::chromium::find() else {
         eprintln!("rea-bench web: chromium is not installed; no browser figure");
         return None;
-    }
+    };
     let out = util::rea(dir, &["web"]).output().ok()?;
     let link = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut dt = Devtools::start(&dir.path().join("chromium"));
-    dt.open(&format!("{link}&next=/jobs"));
+    let mut dt = rea_testkit::chromium::Devtools::start(browser, &dir.path().join("chromium"))
+        .unwrap_or_else(|e| util::die(format!("chromium: {e}")));
+    dt.open(&format!("{link}&next=/jobs"))
+        .unwrap_or_else(|e| util::die(format!("chromium: {e}")));
+    let mut eval = |expr: &str| {
+        dt.eval(expr)
+            .unwrap_or_else(|e| util::die(format!("chromium: {e}")))
+    };
     let loaded = "document.readyState === 'complete' && window.__old !== true && performance.getEntriesByType('navigation').length > 0 && performance.getEntriesByType('navigation')[0].loadEventEnd > 0";
     let mut times = Vec::new();
     // Where each load's time goes: the page's first byte and last byte,
@@ -469,26 +470,25 @@ fn chromium_load(dir: &TempDir, reps: usize) -> Option<Figure> {
     let mut parts: Vec<Vec<f64>> = vec![Vec::new(); 6];
     for i in 0..=reps {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while dt.eval(loaded) != serde_json::Value::Bool(true) {
+        while eval(loaded) != serde_json::Value::Bool(true) {
             if Instant::now() > deadline {
                 util::die("chromium did not load the job list");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let ms = dt
-            .eval("performance.getEntriesByType('navigation')[0].loadEventEnd")
+        let ms = eval("performance.getEntriesByType('navigation')[0].loadEventEnd")
             .as_f64()
             .unwrap_or(0.0);
         // The first load logged in (a redirect); the rest are reloads.
         if i > 0 {
             times.push(ms);
-            if let Some(v) = dt.eval(phases).as_array() {
+            if let Some(v) = eval(phases).as_array() {
                 for (k, x) in v.iter().enumerate().take(parts.len()) {
                     parts[k].push(x.as_f64().unwrap_or(0.0));
                 }
             }
         }
-        dt.eval("window.__old = true; location.reload()");
+        eval("window.__old = true; location.reload()");
     }
     let p = percentile(&times, 95.0);
     let med = |v: &[f64]| {
@@ -514,129 +514,4 @@ fn chromium_load(dir: &TempDir, reps: usize) -> Option<Figure> {
         "≤ 300 ms",
         p <= 300.0,
     ))
-}
-
-/// Chromium over the DevTools protocol on a pipe (fd 3 in, fd 4 out, each
-/// message a JSON object ended by a NUL), as tests/web.rs drives it.
-struct Devtools {
-    child: std::process::Child,
-    to: fs::File,
-    from: std::io::BufReader<fs::File>,
-    next: u64,
-    session: Option<String>,
-}
-
-impl Drop for Devtools {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Devtools {
-    fn start(profile: &Path) -> Devtools {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        use std::os::unix::process::CommandExt;
-        let pipe = || {
-            let mut fds = [0; 2];
-            // SAFETY: fds is two ints for pipe2 to fill.
-            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                util::die("pipe2");
-            }
-            fds
-        };
-        let (cmd, out) = (pipe(), pipe());
-        let (child_reads, child_writes) = (cmd[0], out[1]);
-        let mut c = std::process::Command::new("chromium");
-        c.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--disable-extensions",
-            "--remote-debugging-pipe",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-        // SAFETY: only fcntl and dup2 between fork and exec.
-        unsafe {
-            c.pre_exec(move || {
-                let r = libc::fcntl(child_reads, libc::F_DUPFD, 10);
-                let w = libc::fcntl(child_writes, libc::F_DUPFD, 10);
-                if r < 0 || w < 0 || libc::dup2(r, 3) < 0 || libc::dup2(w, 4) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = c
-            .spawn()
-            .unwrap_or_else(|e| util::die(format!("chromium: {e}")));
-        // SAFETY: each fd is ours alone from here on.
-        let (to, from) = unsafe {
-            libc::close(child_reads);
-            libc::close(child_writes);
-            (
-                fs::File::from(OwnedFd::from_raw_fd(cmd[1])),
-                fs::File::from(OwnedFd::from_raw_fd(out[0])),
-            )
-        };
-        Devtools {
-            child,
-            to,
-            from: std::io::BufReader::new(from),
-            next: 0,
-            session: None,
-        }
-    }
-
-    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        use std::io::BufRead;
-        self.next += 1;
-        let id = self.next;
-        let mut msg = serde_json::json!({"id": id, "method": method, "params": params});
-        if let Some(s) = &self.session {
-            msg["sessionId"] = serde_json::Value::String(s.clone());
-        }
-        let mut bytes = msg.to_string().into_bytes();
-        bytes.push(0);
-        self.to
-            .write_all(&bytes)
-            .unwrap_or_else(|e| util::die(format!("chromium: {e}")));
-        loop {
-            let mut buf = Vec::new();
-            let n = self
-                .from
-                .read_until(0, &mut buf)
-                .unwrap_or_else(|e| util::die(format!("chromium: {e}")));
-            if n == 0 {
-                util::die("chromium went away");
-            }
-            buf.pop();
-            let v: serde_json::Value = serde_json::from_slice(&buf).unwrap_or_default();
-            if v["id"] == id {
-                return v["result"].clone();
-            }
-        }
-    }
-
-    fn open(&mut self, url: &str) {
-        let t = self.call("Target.createTarget", serde_json::json!({"url": url}));
-        let s = self.call(
-            "Target.attachToTarget",
-            serde_json::json!({"targetId": t["targetId"], "flatten": true}),
-        );
-        self.session = s["sessionId"].as_str().map(str::to_string);
-    }
-
-    fn eval(&mut self, expr: &str) -> serde_json::Value {
-        let r = self.call(
-            "Runtime.evaluate",
-            serde_json::json!({"expression": expr, "returnByValue": true}),
-        );
-        r["result"]["value"].clone()
-    }
 }
