@@ -541,6 +541,29 @@ fn cluster_live_views_on_one_node_show_the_other_nodes_runs() {
     assert_eq!(o["counts"]["failing"], 1, "{o}");
     assert_eq!(o["failing"][0]["name"], "bad", "{o}");
     assert_eq!(o["failing"][0]["consecutive_failures"], 2, "{o}");
+    // A node started later knows the last runs b ended before it started,
+    // and the cluster's streak. (Later than the 2 s within which a node's
+    // watch reads ends again: those it would find anyway.)
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut c = Node::new("c", &file);
+    c.start();
+    wait_until("c's overview lists bad as failing", || {
+        let o = Conn::open(&c.env.socket())
+            .ask(r#"{"v":1,"op":"overview"}"#)
+            .expect("an answer")["data"]
+            .clone();
+        o["counts"]["failing"] == 1
+            && o["failing"][0]["name"] == "bad"
+            && o["failing"][0]["consecutive_failures"] == 2
+    });
+    let page = Conn::open(&c.env.socket())
+        .ask(r#"{"v":1,"op":"jobs","name":"long"}"#)
+        .expect("an answer");
+    assert!(
+        page["data"]["jobs"][0]["last_run"].is_string(),
+        "long's last run, ended on b: {page}"
+    );
+    assert_eq!(c.daemon.take().expect("running").stop(), 0);
     assert_eq!(b.daemon.take().expect("running").stop(), 0);
     sub.until("b's leaving", |d| {
         d["event"] == "node" && d["node"] == "b" && d["state"] == "left"

@@ -777,6 +777,31 @@ fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
             xs
         })
     };
+    // A node starting reads each job's last run ended elsewhere, once.
+    let seeds = || -> (Vec<f64>, usize) {
+        runtime().block_on(async {
+            let cfg: tokio_postgres::Config = pg
+                .url()
+                .parse()
+                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
+            let (client, conn) = cfg
+                .connect(tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
+            tokio::spawn(conn);
+            let mut xs = Vec::new();
+            let mut told = 0;
+            for _ in 0..5 {
+                let t = Instant::now();
+                told = rea_pg::bench_seed(&client, "peers", "n0")
+                    .await
+                    .unwrap_or_else(|e| util::die(format!("cluster bench: seed: {e}")));
+                xs.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            (xs, told)
+        })
+    };
+    let (seeded, told) = seeds();
     let (with, (running, ended, nodes)) = looks(200);
     let bare = floor();
     pg.psql("rea", "drop index rea.runs_ended");
@@ -826,6 +851,11 @@ fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
             "cluster",
             "  baseline: the same look without the index on ended runs (migration 6), 20",
             pair(&without),
+        ),
+        Figure::info(
+            "cluster",
+            format!("  once, as a node starts: each job's last run ended elsewhere and the streaks (it told {told} jobs), 5"),
+            pair(&seeded),
         ),
         Figure::info(
             "cluster",

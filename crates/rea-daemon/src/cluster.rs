@@ -190,6 +190,7 @@ impl Loop {
                 self.publish_node("lease_held");
             }
             NodeEvent::Peers(view) => self.on_peers(*view),
+            NodeEvent::Seeded(ended) => self.on_seeded(&ended),
             NodeEvent::ClockCorrected { by_ms } => {
                 // The clock the engine schedules on moved (the timer is
                 // re-armed on the next turn in any case). Forward, what

@@ -11,17 +11,20 @@
 //!   job's summary (its recent outcomes, durations, last success and
 //!   failure), its last run and its failure streak are the cluster's, so
 //!   a job failing on another node is failing here too.
+//! - Once, when the node starts, each job's last run another node ended
+//!   ([`NodeEvent::Seeded`]) goes the same way, untold.
 //! - Subscribers hear of other nodes' run starts and ends and of node
 //!   joins, leaves and deaths, each as its scope allows.
 //!
 //! Not here: this node's own runs and lease (`subscribe.rs`, `live.rs`).
 //!
 //! [`NodeEvent::Peers`]: rea_store::cluster::NodeEvent::Peers
+//! [`NodeEvent::Seeded`]: rea_store::cluster::NodeEvent::Seeded
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rea_proto::live::{Overview, RunNow};
-use rea_store::cluster::{PeerRun, PeerView};
+use rea_store::cluster::{PeerRun, PeerView, SeedRun};
 
 use super::users::Scope;
 use super::Loop;
@@ -95,6 +98,22 @@ impl Loop {
         for (node, state) in changed_nodes {
             self.publish_peer_node(&node, &state);
         }
+    }
+
+    /// Each job's last run other nodes ended before this node started,
+    /// with the cluster's streak: taken where newer than the last this
+    /// node knows (`Engine::seed_peer`), and not told to subscribers (none
+    /// of it is news).
+    pub(super) fn on_seeded(&mut self, ended: &[SeedRun]) {
+        let mut changed = 0usize;
+        for seed in ended {
+            changed += usize::from(self.engine.seed_peer(&seed.last, seed.streak));
+        }
+        tracing::debug!(
+            jobs = ended.len(),
+            changed,
+            "cluster: a page of the last runs other nodes ended, read at start"
+        );
     }
 
     /// Every job's count of runs elsewhere, told to the engine again

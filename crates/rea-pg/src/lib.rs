@@ -29,7 +29,7 @@ mod reader;
 mod settings;
 
 pub use migrate::migrate;
-pub use node::peers::bench_look;
+pub use node::peers::{bench_look, bench_seed};
 pub use node::{pipelined, Node};
 pub use rea_store::cluster::{ClusterNode, JobDef, NodeEvent, NodeHealth, SubmitError};
 pub use reader::{Cancel, ClusterStatus, JobRow, NodeRow, PendingRow, Reader};

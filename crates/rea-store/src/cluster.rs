@@ -59,10 +59,25 @@ pub enum NodeEvent {
     /// What the store saw of the other nodes since it last looked (once a
     /// heartbeat): the live views' cluster-wide side.
     Peers(Box<PeerView>),
+    /// Each job's last final run where another node ended it (skipped
+    /// aside), oldest end first, read once when the node starts: the live
+    /// views' last runs and failing jobs are the cluster's from the start,
+    /// not from the first run another node ends.
+    Seeded(Vec<SeedRun>),
     /// The daemon's clock ([`crate::clock::now`]) was corrected to the
     /// database's by this many milliseconds: the loop re-plans if it moved
     /// far (a step of the clock it schedules on).
     ClockCorrected { by_ms: i64 },
+}
+
+/// A job's last final run another node ended, as a node starting reads it
+/// ([`NodeEvent::Seeded`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedRun {
+    pub last: Record,
+    /// The job's failures since its last success, on every node (0 unless
+    /// `last` failed; counted over its last 1,000 runs at most).
+    pub streak: u32,
 }
 
 /// The other nodes as the store last saw them: the runs they have in

@@ -328,6 +328,30 @@ impl Engine {
         }
     }
 
+    /// A job's last run another node ended before this node started, and
+    /// the cluster's failure streak then: taken where newer than the last
+    /// run this node knows (its own, from its history), as
+    /// [`Engine::observe_peer`] takes an end, the streak the store's.
+    pub fn seed_peer(&mut self, rec: &Record, streak: u32) -> bool {
+        let (Some(name), Some(ended)) = (rec.job.as_deref(), rec.ended) else {
+            return false;
+        };
+        let known = self
+            .jobs
+            .get(name)
+            .map(|s| s.last.as_ref().map(|l| l.ended));
+        match known {
+            None => return false,
+            Some(Some(last)) if last >= ended => return false,
+            Some(_) => {}
+        }
+        self.observe_peer(rec);
+        if let Some(s) = self.jobs.get_mut(name) {
+            s.consecutive_failures = streak;
+        }
+        true
+    }
+
     /// Seeds a job's summary from the start-up's scan of the history.
     pub fn seed_summary(
         &mut self,

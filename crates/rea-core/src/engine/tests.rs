@@ -2852,3 +2852,44 @@ fn another_nodes_ends_make_the_streak_and_last_run_the_clusters() {
     other.job = Some("y".into());
     assert!(!engine.observe_peer(&other));
 }
+
+/// What a cluster node starting reads of other nodes' last runs is taken
+/// only where newer than its own last run, with the store's streak.
+#[test]
+fn a_seeded_last_run_from_elsewhere_is_taken_only_when_newer() {
+    let cfg = config(vec![job("x", "@yearly"), job("y", "@yearly")], 8);
+    let mut engine = Engine::new(&cfg.plan(), 1);
+    let t0 = at("2026-11-29T00:00:00Z");
+    engine.seed_last(
+        "x",
+        LastRun {
+            run: "own".into(),
+            status: RunStatus::Succeeded,
+            ended: at("2026-11-29T02:00:00Z"),
+            duration: Duration::from_secs(1),
+            exit_code: Some(0),
+        },
+        0,
+    );
+    engine.start(t0, Recovered::default());
+    let end = |job: &str, ended: &str| {
+        let mut rec = Record::new(Event::Run, at(ended));
+        rec.job = Some(job.into());
+        rec.run = Some(format!("{job}-b"));
+        rec.status = Some(RunStatus::Failed);
+        rec.started = Some(at(ended));
+        rec.ended = Some(at(ended));
+        rec
+    };
+    let status = |e: &Engine, job: &str| {
+        let s = e.job_status(job).expect("a job");
+        (s.consecutive_failures, s.last.map(|l| l.run))
+    };
+    // Older than x's own last run: not taken.
+    assert!(!engine.seed_peer(&end("x", "2026-11-29T01:00:00Z"), 4));
+    assert_eq!(status(&engine, "x"), (0, Some("own".into())));
+    // y has none here: taken, with the store's streak.
+    assert!(engine.seed_peer(&end("y", "2026-11-29T01:00:00Z"), 4));
+    assert_eq!(status(&engine, "y"), (4, Some("y-b".into())));
+    assert!(!engine.seed_peer(&end("z", "2026-11-29T01:00:00Z"), 1));
+}

@@ -10,6 +10,11 @@
 //! (a run's end is stamped before its transaction commits), each run told
 //! once (the ids told within the overlap are kept).
 //!
+//! Before its first look, once, the watch reads each job's last final run
+//! ended elsewhere and, where it failed, the cluster's failure streak, a
+//! page of jobs at a time ([`NodeEvent::Seeded`] each): what ended before
+//! the node started is not news, but which jobs are failing is.
+//!
 //! Not here: what the daemon makes of a view (`rea_daemon`'s `peers`).
 
 use std::collections::HashMap;
@@ -18,7 +23,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rea_core::record::Record;
-use rea_store::cluster::{NodeEvent, PeerRun, PeerView};
+use rea_store::cluster::{NodeEvent, PeerRun, PeerView, SeedRun};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_postgres::Client;
@@ -53,6 +58,12 @@ pub(super) async fn peers_loop(
     let ended_sql = ended_sql();
     let mut conn: Option<Client> = None;
     let mut watch = Watch::default();
+    // Each job's last run ended elsewhere, read at start a page of jobs at
+    // a time (in name order, from `after`), each page told as it comes;
+    // errors left before giving up (the schema may not be there yet on
+    // the first try; a query that cannot finish is not sent for ever).
+    let mut seeding = Some(String::new());
+    let mut seed_errors = 3u32;
     loop {
         if lock(&shared).stopping {
             return;
@@ -60,6 +71,26 @@ pub(super) async fn peers_loop(
         let t0 = Instant::now();
         if conn.is_none() {
             conn = s.connect("rea peers").await.ok();
+        }
+        while let (Some(c), Some(after)) = (&conn, seeding.clone()) {
+            match seed(c, &s.cluster, &s.node, &after).await {
+                Ok((page, last)) => {
+                    seeding = last;
+                    if !page.is_empty() && events.send(NodeEvent::Seeded(page)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    seed_errors -= 1;
+                    if seed_errors == 0 {
+                        seeding = None;
+                        tracing::warn!(
+                            "cluster: cannot read the last runs other nodes ended ({e}); the live views know those ended from now on"
+                        );
+                    }
+                    break;
+                }
+            }
         }
         if let Some(c) = &conn {
             match look(c, &s, &ended_sql, io, overlap, &mut watch).await {
@@ -154,13 +185,69 @@ async fn look(
     Ok(Some(view))
 }
 
+/// How long a page of the start's read of each job's last run may take
+/// (an index probe per job, on this task's own connection).
+const SEED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Jobs a page of the start's read covers.
+const SEED_PAGE: i64 = 1000;
+
+/// A page of jobs after `after` (in name order): each one's last final
+/// run (skipped aside) where another node ended it, without output (the
+/// live views keep none); and, where it failed, the job's failures since
+/// its last success on every node, over its last 1,000 runs. With the
+/// name to read the next page after, None after the last page.
+async fn seed(
+    c: &Client,
+    cluster: &String,
+    node: &String,
+    after: &str,
+) -> Result<(Vec<SeedRun>, Option<String>), String> {
+    let sql = format!(
+        "select j.job, r.id is not null and r.node is distinct from $2 and r.ended_at is not null,
+                {RUN_COLUMNS},
+                case when r.status in ('failed', 'timed_out', 'oom_killed') then
+                  (select count(*) from (
+                     select t.status, bool_or(t.status = 'succeeded') over (order by t.id desc) as ok_after
+                       from (select y.id, y.status from rea.runs y
+                              where y.cluster = j.cluster and y.job = j.job
+                                and y.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
+                              order by y.id desc limit 1000) t) w
+                    where not w.ok_after and w.status in ('failed', 'timed_out', 'oom_killed'))
+                else 0 end
+           from (select null::text as output, null::bigint as output_bytes) o,
+                rea.jobs j
+                left join lateral (select * from rea.runs x
+                   where x.cluster = j.cluster and x.job = j.job
+                     and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
+                   order by x.id desc limit 1) r on true
+          where j.cluster = $1 and j.job > $3
+          order by j.job limit $4"
+    );
+    let after = after.to_string();
+    let p: [P<'_>; 4] = [cluster, node, &after, &SEED_PAGE];
+    let rows = within(SEED_TIMEOUT, c.query(&sql, &p)).await?;
+    let next = (rows.len() as i64 == SEED_PAGE)
+        .then(|| rows.last().map(|r| r.get::<_, String>(0)))
+        .flatten();
+    let page = rows
+        .iter()
+        .filter(|r| r.get::<_, bool>(1))
+        .map(|r| SeedRun {
+            last: record_of(r, 2),
+            streak: u32::try_from(r.get::<_, i64>(21).max(0)).unwrap_or(u32::MAX),
+        })
+        .collect();
+    Ok((page, next))
+}
+
 /// Runs other nodes ended after `$2`, oldest end first.
 fn ended_sql() -> String {
     format!(
         "select {RUN_COLUMNS} from (select null::text as output, null::bigint as output_bytes) o,
                 rea.runs r
           where r.cluster = $1 and r.ended_at > $2 and r.node is distinct from $3
-            and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled')
+            and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed', 'cancelled')
           order by r.ended_at limit $4"
     )
 }
@@ -220,4 +307,18 @@ pub async fn bench_look(
     .await?;
     let ended: Vec<Record> = ended.iter().map(|r| record_of(r, 0)).collect();
     Ok((running.len(), ended.len(), nodes.len()))
+}
+
+/// The read a node starting makes of each job's last run ended elsewhere
+/// (for `rea-bench cluster`), every page: how many jobs it told.
+pub async fn bench_seed(c: &Client, cluster: &str, node: &str) -> Result<usize, String> {
+    let (cluster, node) = (cluster.to_string(), node.to_string());
+    let mut after = Some(String::new());
+    let mut told = 0;
+    while let Some(from) = after {
+        let (page, next) = seed(c, &cluster, &node, &from).await?;
+        told += page.len();
+        after = next;
+    }
+    Ok(told)
 }
