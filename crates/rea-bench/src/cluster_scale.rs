@@ -83,6 +83,20 @@ fn die<T>(e: tokio_postgres::Error) -> T {
     util::die(format!("cluster bench: baseline: {e}"))
 }
 
+/// A client of the bench's database, its connection driven on the
+/// runtime it is made in.
+async fn connected(url: &str) -> tokio_postgres::Client {
+    let cfg: tokio_postgres::Config = url
+        .parse()
+        .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
+    let (client, conn) = cfg
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
+    tokio::spawn(conn);
+    client
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -95,15 +109,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// transaction; `pipelined` sends them all before reading an answer.
 fn insert_each(pg: &PrivatePg, cluster: &str, n: usize, pipelined: bool) -> Duration {
     runtime().block_on(async {
-        let cfg: tokio_postgres::Config = pg
-            .url()
-            .parse()
-            .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
-        let (client, conn) = cfg
-            .connect(tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
-        tokio::spawn(conn);
+        let client = connected(&pg.url()).await;
         client
             .batch_execute("set synchronous_commit = on")
             .await
@@ -730,15 +736,7 @@ fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
     }
     let looks = |reps: usize| -> (Vec<f64>, (usize, usize, usize)) {
         runtime().block_on(async {
-            let cfg: tokio_postgres::Config = pg
-                .url()
-                .parse()
-                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
-            let (client, conn) = cfg
-                .connect(tokio_postgres::NoTls)
-                .await
-                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
-            tokio::spawn(conn);
+            let client = connected(&pg.url()).await;
             // The last look was a minute ago: the 20 runs "ended" an hour
             // from now are the news.
             let from = Utc::now() + chrono::Duration::minutes(30);
@@ -756,15 +754,7 @@ fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
     };
     let floor = || -> Vec<f64> {
         runtime().block_on(async {
-            let cfg: tokio_postgres::Config = pg
-                .url()
-                .parse()
-                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
-            let (client, conn) = cfg
-                .connect(tokio_postgres::NoTls)
-                .await
-                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
-            tokio::spawn(conn);
+            let client = connected(&pg.url()).await;
             let mut xs = Vec::new();
             for _ in 0..200 {
                 let t = Instant::now();
@@ -780,15 +770,7 @@ fn peers_look(s: &Settings, pg: &PrivatePg) -> Vec<Figure> {
     // A node starting reads each job's last run ended elsewhere, once.
     let seeds = || -> (Vec<f64>, usize) {
         runtime().block_on(async {
-            let cfg: tokio_postgres::Config = pg
-                .url()
-                .parse()
-                .unwrap_or_else(|e| util::die(format!("cluster bench: url: {e}")));
-            let (client, conn) = cfg
-                .connect(tokio_postgres::NoTls)
-                .await
-                .unwrap_or_else(|e| util::die(format!("cluster bench: connect: {e}")));
-            tokio::spawn(conn);
+            let client = connected(&pg.url()).await;
             let mut xs = Vec::new();
             let mut told = 0;
             for _ in 0..5 {
