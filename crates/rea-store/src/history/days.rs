@@ -40,12 +40,14 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use rea_core::record::{Event, Record, RunStatus};
 use serde::{Deserialize, Serialize};
+
+use super::sorted::{bisect, line_at, split};
 
 /// The roll-up's directory in a log's directory.
 pub const DAYS_DIR: &str = "days";
@@ -189,12 +191,6 @@ fn write_slots(out: &mut Vec<u8>, slots: &Slots) {
         }
         let _ = write!(out, "{slot}:{}:{}:{}", c.ok, c.bad, c.ms);
     }
-}
-
-/// Splits a line at its tab: (key, slots).
-fn split(line: &[u8]) -> Option<(&[u8], &[u8])> {
-    let tab = memchr::memchr(b'\t', line)?;
-    Some((&line[..tab], &line[tab + 1..]))
 }
 
 /// The writer's side in one log directory.
@@ -518,77 +514,14 @@ fn lookup(path: &Path, want: &[u8], slots: &mut Slots) -> io::Result<Option<(u64
     };
     let len = file.metadata()?.len();
     let folded = if len > 0 {
-        header(&line_at(&file, 0)?.0)
+        header(&line_at(&file, 0, len)?.0)
     } else {
         None
     };
-    // `lo` is always the start of a line whose key is below `want` (or 0).
-    let (mut lo, mut hi) = (0u64, len);
-    while hi - lo > 4096 {
-        let mid = lo + (hi - lo) / 2;
-        let start = next_line(&file, mid)?;
-        if start >= hi {
-            hi = mid;
-            continue;
-        }
-        let (line, _) = line_at(&file, start)?;
-        match split(&line) {
-            Some((k, _)) if k < want => lo = start,
-            _ => hi = start,
-        }
-    }
-    let mut at = lo;
-    while at < len {
-        let (line, next) = line_at(&file, at)?;
-        if let Some((k, rest)) = split(&line) {
-            if k == want {
-                parse_slots(rest, slots);
-                return Ok(folded);
-            }
-            if k > want {
-                return Ok(folded);
-            }
-        }
-        at = next;
+    if let Some(rest) = bisect(&file, len, want)? {
+        parse_slots(&rest, slots);
     }
     Ok(folded)
-}
-
-/// The start of the first line that begins after `pos` (past the first
-/// newline at or after `pos - 1`).
-fn next_line(file: &File, pos: u64) -> io::Result<u64> {
-    let mut at = pos.saturating_sub(1);
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = file.read_at(&mut buf, at)?;
-        if n == 0 {
-            return Ok(u64::MAX);
-        }
-        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
-            return Ok(at + i as u64 + 1);
-        }
-        at += n as u64;
-    }
-}
-
-/// The line starting at `pos` (without its newline) and where the next
-/// begins.
-fn line_at(file: &File, pos: u64) -> io::Result<(Vec<u8>, u64)> {
-    let mut line = Vec::new();
-    let mut buf = [0u8; 4096];
-    let mut at = pos;
-    loop {
-        let n = file.read_at(&mut buf, at)?;
-        if n == 0 {
-            return Ok((line, u64::MAX));
-        }
-        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
-            line.extend_from_slice(&buf[..i]);
-            return Ok((line, at + i as u64 + 1));
-        }
-        line.extend_from_slice(&buf[..n]);
-        at += n as u64;
-    }
 }
 
 #[cfg(test)]

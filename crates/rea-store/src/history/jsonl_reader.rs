@@ -170,17 +170,18 @@ impl JsonlReader {
     ) -> io::Result<()> {
         self.scan_narrowed(
             tenants,
-            |_, _, meta| Some((0, meta.len())),
+            |_, _, meta| vec![(0, meta.len())],
             None,
             pre,
             visit,
         )
     }
 
-    /// [`Self::scan`] reading of each file only the range `part(root,
-    /// is_live, metadata)` says (`None`: none of it), and, with a
-    /// `needle`, seeing only the lines that contain it (found by a search
-    /// over whole chunks, so the other lines are never cut out or copied).
+    /// [`Self::scan`] reading of each file only the ranges `part(root,
+    /// is_live, metadata)` says (in order and apart; none: none of it),
+    /// and, with a `needle`, seeing only the lines that contain it (found
+    /// by a search over whole chunks, so the other lines are never cut out
+    /// or copied).
     ///
     /// The logs of several tenants are merged newest first by each line's
     /// `ts` (each log is in `ts` order); the needle then only goes to the
@@ -188,7 +189,7 @@ impl JsonlReader {
     fn scan_narrowed<T: serde::de::DeserializeOwned>(
         &self,
         tenants: Tenants<'_>,
-        part: impl Fn(&Path, bool, &std::fs::Metadata) -> Option<(u64, u64)>,
+        part: impl Fn(&Path, bool, &std::fs::Metadata) -> Vec<(u64, u64)>,
         needle: Option<&[u8]>,
         pre: impl Fn(&str) -> Pre,
         mut visit: impl FnMut(T) -> ControlFlow<()>,
@@ -222,34 +223,33 @@ impl JsonlReader {
         };
         for (file, meta, live) in files {
             // The live file is never indexed: `part` narrows only files
-            // with a valid index.
-            let Some((start, end)) = part(&root, live, &meta) else {
-                continue;
-            };
-            let window = Window { file: &file, start };
-            let len = end.saturating_sub(start);
-            if let Some(needle) = needle {
-                let mut stop = false;
-                rev_lines_containing(
-                    window,
-                    len,
-                    self.chunk,
-                    rea_core::record::MAX_LINE_BYTES,
-                    needle,
-                    |line| {
-                        let flow = one(line);
-                        stop = flow.is_break();
-                        flow
-                    },
-                )?;
-                if stop {
-                    return Ok(());
+            // with a valid index. Their spans are read newest first.
+            for (start, end) in part(&root, live, &meta).into_iter().rev() {
+                let window = Window { file: &file, start };
+                let len = end.saturating_sub(start);
+                if let Some(needle) = needle {
+                    let mut stop = false;
+                    rev_lines_containing(
+                        window,
+                        len,
+                        self.chunk,
+                        rea_core::record::MAX_LINE_BYTES,
+                        needle,
+                        |line| {
+                            let flow = one(line);
+                            stop = flow.is_break();
+                            flow
+                        },
+                    )?;
+                    if stop {
+                        return Ok(());
+                    }
+                    continue;
                 }
-                continue;
-            }
-            for line in RevLines::new(window, len, self.chunk) {
-                if one(&line?).is_break() {
-                    return Ok(());
+                for line in RevLines::new(window, len, self.chunk) {
+                    if one(&line?).is_break() {
+                        return Ok(());
+                    }
                 }
             }
         }
@@ -282,13 +282,13 @@ impl<'a> Tenants<'a> {
     }
 }
 
-/// The lines of each root's files (newest first, each file's range as
+/// The lines of each root's files (newest first, each file's ranges as
 /// `part` says), merged newest first by their `ts`, into `one` until it
 /// breaks. A line without a readable `ts` (torn, garbage) goes out with
 /// the line after it in its own log, so it stays where it was.
 fn merged(
     roots: &[(PathBuf, Vec<Opened>)],
-    part: &impl Fn(&Path, bool, &std::fs::Metadata) -> Option<(u64, u64)>,
+    part: &impl Fn(&Path, bool, &std::fs::Metadata) -> Vec<(u64, u64)>,
     chunk: usize,
     one: &mut impl FnMut(&[u8]) -> ControlFlow<()>,
 ) -> io::Result<()> {
@@ -297,10 +297,14 @@ fn merged(
     type Head = Option<(Option<DateTime<Utc>>, Vec<u8>)>;
     let mut logs: Vec<(Lines<'_>, Head)> = Vec::new();
     for (root, files) in roots {
-        let lines = files.iter().filter_map(move |(file, meta, live)| {
-            let (start, end) = part(root, *live, meta)?;
-            let window = Window { file, start };
-            Some(RevLines::new(window, end.saturating_sub(start), chunk))
+        let lines = files.iter().flat_map(move |(file, meta, live)| {
+            part(root, *live, meta)
+                .into_iter()
+                .rev()
+                .map(move |(start, end)| {
+                    let window = Window { file, start };
+                    RevLines::new(window, end.saturating_sub(start), chunk)
+                })
         });
         logs.push((Box::new(lines.flatten()), None));
     }
@@ -389,7 +393,7 @@ impl HistoryReader for JsonlReader {
         let statuses: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
         let part = |root: &Path, live: bool, meta: &std::fs::Metadata| match query.job.as_deref() {
             Some(job) if !live => narrow(root, meta, job, &keys),
-            _ => Some((0, meta.len())),
+            _ => vec![(0, meta.len())],
         };
         let tenants = match (query.job.as_deref(), query.tenant.as_deref()) {
             (Some(job), _) => Tenants::of_job(job),

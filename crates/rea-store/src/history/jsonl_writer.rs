@@ -97,6 +97,10 @@ impl JsonlHistory {
         history
             .ensure_open()
             .map_err(|e| history.contextualise(e))?;
+        // Rotated files without an index a query can use (one of the
+        // first format, a rotation's thread cut short by a stop) get one,
+        // off this thread.
+        super::index::reindex_in_background(state_dir);
         match super::days::Rollup::open(state_dir) {
             Ok(rollup) => history.rollup = Some(rollup),
             Err(e) => history.note_error(format!(

@@ -24,6 +24,7 @@ mod index;
 mod jsonl_reader;
 mod jsonl_writer;
 mod rev_lines;
+mod sorted;
 mod tenant_logs;
 
 pub use days::{counted, naive_days, DayCount, DAYS_DIR, KEEP_DAYS};

@@ -1106,3 +1106,320 @@ mod tenants {
         });
     }
 }
+
+/// The rotated files' indexes against a full read: a generated history of
+/// a busy job, sparse ones and decoys, rotated into files with a current
+/// index, none, a stale one, one of the first (JSON) format, one cut
+/// short and one written by someone else; every query for a job must
+/// answer what a plain forward read of every line answers.
+mod indexes {
+    use super::super::index::{narrow, reindex};
+    use super::*;
+
+    fn at(i: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000 + i * 7, 0).expect("valid timestamp")
+    }
+
+    const SPARSE: &[&str] = &["sparse-3", "sparse-7", "sparse-150", "we\"ird ü"];
+
+    /// The history's lines, oldest first: runs (a started and a final
+    /// line) of `busy` (every third), of 200 sparse jobs (a few runs
+    /// each) and of a job whose output names sparse ones, plus missed and
+    /// alert lines and daemon starts.
+    fn lines() -> Vec<String> {
+        let mut seed: u64 = 0x5eed;
+        let mut next = move |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut out = Vec::new();
+        for i in 0..4000i64 {
+            let job = match i % 3 {
+                0 => "busy".to_string(),
+                _ if i % 97 == 5 => "we\"ird ü".to_string(),
+                1 if i % 11 == 0 => "decoy".to_string(),
+                _ => format!("sparse-{}", next(200)),
+            };
+            if i % 500 == 0 {
+                out.push(serde_json::to_string(&Record::new(Event::DaemonStarted, at(i))).unwrap());
+            }
+            if i % 41 == 0 {
+                let mut r = Record::new(Event::Missed, at(i));
+                r.job = Some(job.clone());
+                r.scheduled = Some(at(i - 1));
+                out.push(serde_json::to_string(&r).unwrap());
+            }
+            if i % 53 == 0 {
+                let mut r = Record::new(Event::Alert, at(i));
+                r.job = Some(job.clone());
+                out.push(serde_json::to_string(&r).unwrap());
+            }
+            let mut r = Record::new(Event::Run, at(i));
+            r.job = Some(job.clone());
+            r.run = Some(format!("r{i}"));
+            r.attempt = Some(1);
+            r.trigger = Some(Trigger::Schedule);
+            r.status = Some(RunStatus::Started);
+            out.push(serde_json::to_string(&r).unwrap());
+            r.ts = at(i) + chrono::Duration::seconds(3);
+            r.status = Some(match next(20) {
+                0 => RunStatus::Failed,
+                1 => RunStatus::TimedOut,
+                2 => RunStatus::Skipped,
+                _ => RunStatus::Succeeded,
+            });
+            r.duration_ms = Some(next(5000));
+            // Lines of different lengths; the decoy's output names sparse
+            // jobs as JSON strings (the needle finds them, the job does
+            // not match).
+            r.output = Some(if job == "decoy" {
+                format!("\"sparse-{}\" \"busy\" \"we\\\"ird ü\"", next(200))
+            } else {
+                "x".repeat(next(600) as usize)
+            });
+            out.push(serde_json::to_string(&r).unwrap());
+        }
+        out
+    }
+
+    /// Writes `lines` as the writer leaves them (files of about
+    /// `max_bytes`, `history.jsonl.1` the newest rotated one), by hand, so
+    /// no writer's thread indexes them behind the test's back. The rotated
+    /// files, newest first.
+    fn write_history(dir: &Path, lines: &[String], max_bytes: usize) -> Vec<PathBuf> {
+        let mut files: Vec<Vec<u8>> = vec![Vec::new()];
+        for line in lines {
+            if files
+                .last()
+                .is_some_and(|f| f.len() + line.len() + 1 > max_bytes)
+            {
+                files.push(Vec::new());
+            }
+            let f = files.last_mut().expect("a file");
+            f.extend_from_slice(line.as_bytes());
+            f.push(b'\n');
+        }
+        let mut rotated = Vec::new();
+        for (age, bytes) in files.iter().rev().enumerate() {
+            let path = if age == 0 {
+                log_path(dir)
+            } else {
+                rotated_path(dir, age as u32)
+            };
+            fs::write(&path, bytes).expect("write");
+            if age > 0 {
+                rotated.push(path);
+            }
+        }
+        rotated
+    }
+
+    /// An index of the first format (one JSON object of byte ranges, with
+    /// `"*"` for all of a job's lines), as rea wrote them before.
+    fn json_index(dir: &Path, path: &Path) {
+        let bytes = fs::read(path).expect("read");
+        let meta = fs::metadata(path).expect("stat");
+        let mut jobs: std::collections::HashMap<
+            String,
+            std::collections::HashMap<String, (u64, u64)>,
+        > = Default::default();
+        let mut at = 0u64;
+        for line in bytes.split_inclusive(|b| *b == b'\n') {
+            let (start, end) = (at, at + line.len() as u64);
+            at = end;
+            let Ok(r) = serde_json::from_slice::<Record>(line) else {
+                continue;
+            };
+            let Some(job) = r.job else { continue };
+            let key = match r.status {
+                Some(s) if r.event == Event::Run => s.as_str(),
+                _ => r.event.as_str(),
+            };
+            let entry = jobs.entry(job).or_default();
+            for k in [key, "*"] {
+                let range = entry.entry(k.to_string()).or_insert((start, end));
+                range.0 = range.0.min(start);
+                range.1 = range.1.max(end);
+            }
+        }
+        let index = serde_json::json!({
+            "len": meta.len(),
+            "mtime": [meta.mtime(), meta.mtime_nsec()],
+            "jobs": jobs,
+        });
+        fs::write(
+            dir.join(format!("history.idx.{}", meta.ino())),
+            index.to_string(),
+        )
+        .expect("write");
+    }
+
+    fn index_of(dir: &Path, path: &Path) -> PathBuf {
+        let ino = fs::metadata(path).expect("stat").ino();
+        dir.join(format!("history.idx.{ino}"))
+    }
+
+    /// Every record of every file, newest first: what a full read sees.
+    fn full_read(dir: &Path) -> Vec<Record> {
+        let mut paths: Vec<PathBuf> = rotated_files(dir)
+            .expect("list")
+            .into_iter()
+            .rev()
+            .map(|(_, p)| p)
+            .collect();
+        paths.push(log_path(dir));
+        let mut all = Vec::new();
+        for path in paths {
+            let bytes = fs::read(&path).expect("read");
+            for line in bytes.split(|&b| b == b'\n') {
+                if let Ok(r) = serde_json::from_slice::<Record>(line) {
+                    all.push(r);
+                }
+            }
+        }
+        all.reverse();
+        all
+    }
+
+    /// Every query for a job the console and `rea history` ask, on the
+    /// busy job, the sparse ones, one never seen, at two chunk sizes.
+    fn every_query_answers_as_a_full_read(dir: &Path) -> usize {
+        let mut compared = 0;
+        let middle = at(2000);
+        let all = full_read(dir);
+        let oracle = |q: &Query| -> Vec<Record> {
+            all.iter()
+                .filter(|r| q.matches(r))
+                .take(q.limit.unwrap_or(usize::MAX))
+                .cloned()
+                .collect()
+        };
+        for chunk in [DEFAULT_CHUNK_SIZE, 700] {
+            let reader = JsonlReader::new(dir).with_chunk_size(chunk);
+            for job in ["busy", "absent", "decoy"].iter().chain(SPARSE) {
+                for statuses in [
+                    vec![],
+                    RunStatus::FINAL.to_vec(),
+                    vec![RunStatus::Failed],
+                    vec![RunStatus::Started],
+                    vec![RunStatus::Skipped, RunStatus::TimedOut],
+                ] {
+                    for (with_missed, with_alerts, runs_only) in [
+                        (false, false, true),
+                        (true, false, true),
+                        (true, true, false),
+                        (false, false, false),
+                    ] {
+                        for limit in [None, Some(1), Some(101)] {
+                            for (since, until) in
+                                [(None, None), (Some(middle), None), (None, Some(middle))]
+                            {
+                                let q = Query {
+                                    job: Some(job.to_string()),
+                                    statuses: statuses.clone(),
+                                    since,
+                                    until,
+                                    limit,
+                                    runs_only,
+                                    with_missed,
+                                    with_alerts,
+                                    tenant: None,
+                                };
+                                let got = reader.query(&q).expect("query");
+                                let want = oracle(&q);
+                                if got != want {
+                                    let at = got.iter().zip(&want).position(|(a, b)| a != b);
+                                    panic!(
+                                        "{q:?}, chunk {chunk}: {} records, a full read {}, first apart at {at:?}",
+                                        got.len(),
+                                        want.len()
+                                    );
+                                }
+                                compared += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        compared
+    }
+
+    #[test]
+    fn queries_through_indexes_answer_as_a_full_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lines = lines();
+        // About 2.6 MB: a dozen rotated files of 200 KB, a few GAPs each.
+        let rotated = write_history(dir.path(), &lines, 200 << 10);
+        assert!(rotated.len() >= 8, "{} rotated files", rotated.len());
+        for path in &rotated {
+            index_file(dir.path(), path).expect("index");
+        }
+        // .2: no index.
+        fs::remove_file(index_of(dir.path(), &rotated[1])).expect("rm");
+        // .3: stale (the index of the file when it was shorter: an
+        // inode reused, a file changed).
+        let full = fs::read(&rotated[2]).expect("read");
+        let half = full[..full.len() / 2]
+            .rsplitn(2, |b| *b == b'\n')
+            .nth(1)
+            .map_or(0, |h| h.len() + 1);
+        fs::write(&rotated[2], &full[..half]).expect("write");
+        index_file(dir.path(), &rotated[2]).expect("index");
+        fs::write(&rotated[2], &full).expect("write");
+        // .4: the first format.
+        json_index(dir.path(), &rotated[3]);
+        // .5: cut short (a crash before the index was on disk).
+        let idx = index_of(dir.path(), &rotated[4]);
+        let bytes = fs::read(&idx).expect("read");
+        fs::write(&idx, &bytes[..bytes.len() * 2 / 3]).expect("write");
+        // .6: written by someone other than the file's owner (root alone
+        // can make one).
+        let foreign = rustix::process::geteuid().is_root();
+        if foreign {
+            std::os::unix::fs::chown(index_of(dir.path(), &rotated[5]), Some(65534), None)
+                .expect("chown");
+        }
+
+        // The fast path is taken where it may be, and only there.
+        let spans = |path: &Path, job: &str| {
+            let meta = fs::metadata(path).expect("stat");
+            (narrow(dir.path(), &meta, job, &["succeeded"]), meta.len())
+        };
+        let whole = |path: &Path| {
+            let (s, len) = spans(path, "absent");
+            s == vec![(0, len)]
+        };
+        for (i, path) in rotated.iter().enumerate() {
+            let unusable = i == 1 || i == 2 || i == 4 || (i == 5 && foreign);
+            assert_eq!(whole(path), unusable, "{}", path.display());
+        }
+        let (busy, len) = spans(&rotated[0], "busy");
+        let (sparse, _) = spans(&rotated[0], "sparse-3");
+        let read = |s: &[(u64, u64)]| s.iter().map(|(a, b)| b - a).sum::<u64>();
+        assert!(read(&busy) > len / 2, "busy: {busy:?} of {len}");
+        assert!(read(&sparse) < len / 20, "sparse: {sparse:?} of {len}");
+        let (old, len4) = spans(&rotated[3], "busy");
+        assert_eq!(old.len(), 1, "the first format: one range");
+        assert!(read(&old) < len4);
+
+        let compared = every_query_answers_as_a_full_read(dir.path());
+        assert!(compared > 1000);
+
+        // The writer's open rewrites every index a query could not use,
+        // in the current format; the answers stay the same.
+        reindex(dir.path());
+        for path in &rotated {
+            assert!(!whole(path), "{} was not reindexed", path.display());
+            let head = fs::read(index_of(dir.path(), path)).expect("read");
+            assert!(
+                head.starts_with(b"#rea-history-index 2 "),
+                "{}",
+                path.display()
+            );
+        }
+        every_query_answers_as_a_full_read(dir.path());
+    }
+}
