@@ -808,20 +808,27 @@ fn limit_files(limits: &Limits) -> Vec<(&'static str, &'static str, String)> {
 pub(crate) struct Leaf {
     dir: PathBuf,
     /// The directory, open (read-only, so its extended attribute can be
-    /// set through it): for `clone3`'s `CLONE_INTO_CGROUP`, and every file
-    /// of the leaf is opened relative to it (a path walk of six kernfs
-    /// components per file was a tenth of the daemon's time per run in
-    /// `rea-bench governed`).
-    dir_fd: OwnedFd,
+    /// set through it) while a run has the leaf: for `clone3`'s
+    /// `CLONE_INTO_CGROUP`, and the leaf's files are opened relative to it
+    /// (a path walk of six kernfs components per file was a tenth of the
+    /// daemon's time per run in `rea-bench governed`). Closed while the
+    /// leaf waits in its pool: every descriptor the daemon holds is copied
+    /// into each child it creates and closed there again, and 128 of them
+    /// (two per leaf of 64 waiting) made a spawn measurably slower.
+    dir_fd: std::sync::Mutex<Option<OwnedFd>>,
     controllers: Arc<[String]>,
     /// `cgroup.events`, open and registered with the runtime for
     /// `EPOLLPRI`, which the kernel raises when the file changes; reading it
     /// (from offset 0) re-arms that. An inotify watch would tell the same,
     /// but closing an inotify instance waits for an SRCU grace period
     /// (measured: about 10 ms, on the loop thread, per run); closing a file
-    /// costs nothing. None if it could not be registered (then emptiness is
-    /// looked at every 25 ms).
-    events: Option<AsyncFd<OwnedFd>>,
+    /// costs nothing. Registered only once someone waits for a change (most
+    /// runs are empty when their leader is reaped, and need none), and
+    /// closed with the directory.
+    events: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
+    /// Set if `cgroup.events` could not be registered: emptiness is then
+    /// looked at every 25 ms.
+    unwatchable: AtomicBool,
     /// The pool it goes back to once empty; None: removed after its run.
     pool: Option<Arc<Pool>>,
     /// The run in it now: which one (a count of runs, so a handle kept by
@@ -942,14 +949,13 @@ impl Leaf {
                 return Err(format!("cannot open {}: {e}", dir.display()));
             }
         };
-        // From here on, dropping the leaf removes the directory. Only two
-        // descriptors are kept per leaf: each one the daemon holds is copied
-        // into every child it creates (see `CgroupFds`).
-        let mut leaf = Leaf {
-            dir_fd,
+        // From here on, dropping the leaf removes the directory.
+        let leaf = Leaf {
+            dir_fd: std::sync::Mutex::new(Some(dir_fd)),
             controllers,
             dir,
-            events: None,
+            events: std::sync::Mutex::new(None),
+            unwatchable: AtomicBool::new(false),
             pool,
             turn: std::sync::Mutex::new(Turn::default()),
             removed: AtomicBool::new(false),
@@ -957,7 +963,8 @@ impl Leaf {
         for (_, file, value) in limit_files(limits) {
             // Without O_CREAT: a file the cgroup lacks (its controller is
             // not enabled) is ENOENT, not EACCES.
-            let written = open_at(&leaf.dir_fd, file, rustix::fs::OFlags::WRONLY)
+            let written = leaf
+                .open_file(file, rustix::fs::OFlags::WRONLY)
                 .and_then(|fd| Ok(rustix::io::write(&fd, value.as_bytes())?))
                 .and_then(|n| {
                     if n == value.len() {
@@ -972,24 +979,67 @@ impl Leaf {
                 Err(e) => return Err(format!("cannot set {file} to {value}: {e}")),
             }
         }
-        leaf.events = watch_events(&leaf.dir_fd).ok();
         Ok(leaf)
+    }
+
+    fn dir_fd(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
+        self.dir_fd
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn events(&self) -> std::sync::MutexGuard<'_, Option<Arc<AsyncFd<OwnedFd>>>> {
+        self.events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A file of the leaf, opened relative to its directory while that is
+    /// open, else by its path.
+    fn open_file(&self, file: &str, flags: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+        match &*self.dir_fd() {
+            Some(dir) => open_at(dir, file, flags),
+            None => open(&self.dir.join(file), flags),
+        }
+    }
+
+    /// Closes the leaf's descriptors (it waits in its pool, or goes).
+    fn close(&self) {
+        self.events().take();
+        self.dir_fd().take();
     }
 
     /// A pooled leaf's next run: `run` written in `user.rea.run` (so a
     /// daemon started after this one is killed finds the run's processes
     /// here), and the CPU its earlier runs used, to be taken off this one's.
     fn begin(&self, run: &str) -> Result<(), String> {
+        {
+            let mut dir_fd = self.dir_fd();
+            if dir_fd.is_none() {
+                *dir_fd = Some(
+                    open(
+                        &self.dir,
+                        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                    )
+                    .map_err(|e| format!("cannot open {}: {e}", self.dir.display()))?,
+                );
+            }
+        }
         let (user_usec, system_usec) = self
             .cpu_usec()
             .ok_or_else(|| format!("cannot read {}/cpu.stat", self.dir.display()))?;
+        let dir_fd = self.dir_fd();
+        let dir = dir_fd
+            .as_ref()
+            .ok_or_else(|| format!("{} is not open", self.dir.display()))?;
         rustix::fs::fsetxattr(
-            &self.dir_fd,
+            dir,
             RUN_XATTR,
             run.as_bytes(),
             rustix::fs::XattrFlags::empty(),
         )
         .map_err(|e| format!("cannot set {RUN_XATTR} on {}: {e}", self.dir.display()))?;
+        drop(dir_fd);
         let mut turn = self.turn();
         *turn = Turn {
             run: turn.run + 1,
@@ -1017,17 +1067,20 @@ impl Leaf {
     }
 
     /// What the clone needs to put the child in the leaf: the directory
-    /// (the child is created in it, or writes "0" to its `cgroup.procs`).
+    /// (the child is created in it, or writes "0" to its `cgroup.procs`);
+    /// -1 if it is not open (then the clone fails, as for a leaf that
+    /// cannot be entered). Open from [`Leaf::take`] until the run is over.
     pub(crate) fn fds(&self) -> crate::process::CgroupFds {
         crate::process::CgroupFds {
-            dir: self.dir_fd.as_raw_fd(),
+            dir: self.dir_fd().as_ref().map_or(-1, AsRawFd::as_raw_fd),
         }
     }
 
     /// Whether any process is in the cgroup; `None` if that cannot be read.
-    /// Reads the watched descriptor, which re-arms its change notification.
+    /// Reads the watched descriptor if there is one, which re-arms its
+    /// change notification.
     pub(crate) fn populated(&self) -> Option<bool> {
-        let Some(events) = &self.events else {
+        let Some(events) = self.events().clone() else {
             return self.read("cgroup.events").map(|t| populated(&t));
         };
         let mut buf = [0u8; 256];
@@ -1038,11 +1091,26 @@ impl Leaf {
 
     /// Returns when `cgroup.events` may have changed (`EPOLLPRI`), or after
     /// a short pause if it cannot be watched. The caller then looks at the
-    /// file ([`Leaf::populated`]).
+    /// file ([`Leaf::populated`]). The first call registers the watch and
+    /// returns at once: a change made before it would not wake it.
     pub(crate) async fn changed(&self) {
-        let Some(events) = &self.events else {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            return;
+        let watched = self.events().clone();
+        let events = match watched {
+            Some(events) => events,
+            None if self.unwatchable.load(Ordering::Relaxed) => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                return;
+            }
+            None => {
+                let registered = self
+                    .open_file("cgroup.events", rustix::fs::OFlags::RDONLY)
+                    .and_then(watch_events);
+                match registered {
+                    Ok(events) => *self.events() = Some(Arc::new(events)),
+                    Err(_) => self.unwatchable.store(true, Ordering::Relaxed),
+                }
+                return;
+            }
         };
         match events.ready(Interest::PRIORITY).await {
             Ok(mut guard) => guard.clear_ready(),
@@ -1066,7 +1134,7 @@ impl Leaf {
     /// A small file of the leaf (at most 4 KiB is read: every file read
     /// here is a few lines).
     fn read(&self, file: &str) -> Option<String> {
-        let fd = open_at(&self.dir_fd, file, rustix::fs::OFlags::RDONLY).ok()?;
+        let fd = self.open_file(file, rustix::fs::OFlags::RDONLY).ok()?;
         let mut buf = [0u8; 4096];
         let n = rustix::io::read(&fd, &mut buf).ok()?;
         Some(String::from_utf8_lossy(buf.get(..n)?).into_owned())
@@ -1116,6 +1184,7 @@ impl Leaf {
     /// tries sleep, which the loop's thread must not (it did: up to 15 ms
     /// per run, under load).
     pub(crate) fn remove(&self) {
+        self.close();
         match std::fs::remove_dir(&self.dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -1129,6 +1198,7 @@ impl Leaf {
     pub(crate) fn release(self: Arc<Self>) {
         if let Some(pool) = &self.pool {
             if self.populated() == Some(false) {
+                self.close();
                 match pool.put(self.clone()) {
                     Ok(()) => return,
                     Err(leaf) => drop(leaf),
@@ -1258,9 +1328,8 @@ fn open_at(dir: &OwnedFd, file: &str, flags: rustix::fs::OFlags) -> io::Result<O
     )?)
 }
 
-/// `cgroup.events`, open and registered with the runtime for `EPOLLPRI`.
-fn watch_events(dir: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    let fd = open_at(dir, "cgroup.events", rustix::fs::OFlags::RDONLY)?;
+/// `cgroup.events`, open, registered with the runtime for `EPOLLPRI`.
+fn watch_events(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
     // file) until the AsyncFd, and with it the registration, is dropped.
     unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(|e| e.into_parts().1)

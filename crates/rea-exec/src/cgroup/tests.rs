@@ -461,6 +461,12 @@ async fn a_runs_leaf_is_reused_by_the_next_run_which_is_counted_alone() {
         crate::spawn(sh(burn, Some(scratch.pooled("first")))).expect("spawn");
     let first = first.await;
     assert_eq!(pool.idle_count(), 1, "back in the pool once empty");
+    assert!(
+        pool.idle()
+            .iter()
+            .all(|l| l.dir_fd().is_none() && l.events().is_none()),
+        "a waiting leaf holds no descriptor"
+    );
     let (_, _, second) =
         crate::spawn(sh("cat /proc/self/cgroup", Some(scratch.pooled("second")))).expect("spawn");
     assert_eq!(pool.idle_count(), 0, "taken by the second run");
