@@ -844,6 +844,11 @@ struct Turn {
     run: u64,
     user_usec: u64,
     system_usec: u64,
+    /// While the leaf waits in its pool: `cpu.stat` as read at the end of
+    /// its last run, once it was empty (nothing can run in an empty leaf,
+    /// so it is the next run's start), or zero for a new leaf; saves a
+    /// read per run.
+    idle_base: Option<(u64, u64)>,
 }
 
 impl Leaf {
@@ -957,7 +962,10 @@ impl Leaf {
             events: std::sync::Mutex::new(None),
             unwatchable: AtomicBool::new(false),
             pool,
-            turn: std::sync::Mutex::new(Turn::default()),
+            turn: std::sync::Mutex::new(Turn {
+                idle_base: Some((0, 0)),
+                ..Turn::default()
+            }),
             removed: AtomicBool::new(false),
         };
         for (_, file, value) in limit_files(limits) {
@@ -1025,9 +1033,13 @@ impl Leaf {
                 );
             }
         }
-        let (user_usec, system_usec) = self
-            .cpu_usec()
-            .ok_or_else(|| format!("cannot read {}/cpu.stat", self.dir.display()))?;
+        let known = self.turn().idle_base.take();
+        let (user_usec, system_usec) = match known {
+            Some(base) => base,
+            None => self
+                .cpu_usec()
+                .ok_or_else(|| format!("cannot read {}/cpu.stat", self.dir.display()))?,
+        };
         let dir_fd = self.dir_fd();
         let dir = dir_fd
             .as_ref()
@@ -1045,6 +1057,7 @@ impl Leaf {
             run: turn.run + 1,
             user_usec,
             system_usec,
+            idle_base: None,
         };
         Ok(())
     }
@@ -1153,12 +1166,14 @@ impl Leaf {
         }
     }
 
-    /// What the cgroup measured for its current run.
-    pub(crate) fn usage(&self, usage: &mut Usage) {
+    /// What the cgroup measured for its current run; returns `cpu.stat`'s
+    /// own figures (see [`Turn::idle_base`]).
+    pub(crate) fn usage(&self, usage: &mut Usage) -> Option<(u64, u64)> {
         let read =
             |controller: &str, file: &str| self.has(controller).then(|| self.read(file)).flatten();
         // cpu.stat is there without the cpu controller (usage only).
-        if let Some((user, system)) = self.cpu_usec() {
+        let cpu = self.cpu_usec();
+        if let Some((user, system)) = cpu {
             let base = *self.turn();
             usage.user_ms = user.saturating_sub(base.user_usec) / 1000;
             usage.sys_ms = system.saturating_sub(base.system_usec) / 1000;
@@ -1176,6 +1191,7 @@ impl Leaf {
         if let Some(events) = read("memory", "memory.events") {
             usage.oom_killed = oom_killed(&events);
         }
+        cpu
     }
 
     /// Removes the (empty) cgroup: at once if the kernel lets it, else on
@@ -1193,16 +1209,17 @@ impl Leaf {
         self.removed.store(true, Ordering::Relaxed);
     }
 
-    /// The run is over and its figures read: a pooled leaf with no process
-    /// left goes back to its pool, any other is removed ([`Leaf::remove`]).
-    pub(crate) fn release(self: Arc<Self>) {
-        if let Some(pool) = &self.pool {
-            if self.populated() == Some(false) {
-                self.close();
-                match pool.put(self.clone()) {
-                    Ok(()) => return,
-                    Err(leaf) => drop(leaf),
-                }
+    /// The run is over: its figures, read into `usage`; then a pooled leaf
+    /// seen `empty` (by its supervisor, just before) goes back to its pool,
+    /// any other is removed ([`Leaf::remove`]).
+    pub(crate) fn finish(self: Arc<Self>, usage: &mut Usage, empty: bool) {
+        let cpu = self.usage(usage);
+        if let (Some(pool), true, Some(cpu)) = (&self.pool, empty, cpu) {
+            self.turn().idle_base = Some(cpu);
+            self.close();
+            match pool.put(self.clone()) {
+                Ok(()) => return,
+                Err(leaf) => drop(leaf),
             }
         }
         self.remove();

@@ -519,13 +519,13 @@ async fn supervise(run: Supervised) -> Outcome {
     drop(group);
     if let Some(leaf) = leaf {
         // Everything the run ever started, measured whole.
-        leaf.usage(&mut usage);
         if leave_group {
+            leaf.usage(&mut usage);
             // `kill_stragglers = false`: what the leader left keeps running
             // in the run's cgroup, which stays until it is empty.
             leaf.remove_when_empty();
         } else {
-            leaf.release();
+            leaf.finish(&mut usage, members == Some(false));
         }
     }
 

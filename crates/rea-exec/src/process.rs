@@ -911,15 +911,23 @@ fn clone_child(
     let mut pidfd: libc::c_int = -1;
     let blocked = AllSignalsBlocked::new();
     if let Some(fds) = cgroup {
+        if fds.dir < 0 {
+            // The leaf is not open (cannot happen while a run holds it):
+            // no child is created outside it.
+            drop(blocked);
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
         args.cgroup_procs.store(-1, Ordering::Relaxed);
         if let Some(pid) = clone3::into_cgroup(stack, args, fds.dir, &mut pidfd) {
             drop(blocked);
-            // SAFETY: as below: a new descriptor the kernel stored for us.
+            // SAFETY: as in `clone_plain`: a new descriptor the kernel stored
+            // for us.
             let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
             return Ok((pid, pidfd));
         }
-        // SAFETY: `fds.dir` is the leaf's directory, open for as long as
-        // the leaf that handed it over, which outlives this call.
+        // SAFETY: `fds.dir` is not -1 (checked above) and is the leaf's
+        // directory, open from the leaf's `take` until its run is over,
+        // which is after this call.
         let dir = unsafe { BorrowedFd::borrow_raw(fds.dir) };
         let opened = rustix::fs::openat(
             dir,
