@@ -27,7 +27,10 @@
 //! was most of what a cgroup added to a short run, on the loop's thread and
 //! on the machine (BENCHMARKS.md, stop 31). So a run's leaf, once empty, goes
 //! back to its tenant's [`Pool`] and the tenant's next run is created in it:
-//! a fresh run pays one `fsetxattr` and one `pread`. Such leaves are named
+//! a run then pays an `open` of the directory and an `fsetxattr` before its
+//! clone. A waiting leaf holds no descriptor (each one the daemon holds is
+//! copied into every child and closed there), and `cgroup.events` is only
+//! watched for a run that has processes left after its leader. Such leaves are named
 //! `pool.<daemon pid>.<n>`, since cgroup v2 refuses to rename a cgroup; the
 //! run in one is its extended attribute `user.rea.run`, written before the
 //! child is created in it, which is how restart recovery finds a leftover
