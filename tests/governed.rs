@@ -509,6 +509,7 @@ fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
     env.rea(&["trigger", case]).ok();
     wait_for_escapees(&env, &cases[..1]);
     let escaped = pids_of(&env, case);
+    let killed = d.pid();
     // The shell dies with the daemon (its parent-death signal); what it
     // started in a session of its own does not, but is still in the cgroup.
     d.kill9();
@@ -531,6 +532,18 @@ fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
     );
     assert_all_gone(&env, case, "recovery by the next daemon");
     assert!(d.log_text().contains("cgroup.kill"), "{}", d.log_text());
+    // No leaf of the killed daemon is left: the run's was ended and
+    // removed, its empty ones swept at the start.
+    if let Some(tenant) = subtree(&env).map(|s| s.join("system")) {
+        let left: Vec<String> = std::fs::read_dir(&tenant)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| crate::support::pool_owner(n) == Some(killed))
+            .collect();
+        assert!(left.is_empty(), "the killed daemon's leaves left: {left:?}");
+    }
     assert_eq!(d.stop(), 0);
 }
 

@@ -556,6 +556,19 @@ impl Drop for Env {
                 let run = name.split('.').next().unwrap_or_default();
                 if runs.contains(run) {
                     remove_cgroup(&entry.path());
+                } else if let Some(owner) = pool_owner(&name) {
+                    // A daemon's reused leaf (`pool.<pid>.<n>`): ours if it
+                    // names one of our runs; else removed only if empty and
+                    // its daemon is gone (rmdir refuses one with processes).
+                    let mut buf = [0u8; 256];
+                    let named = rustix::fs::getxattr(entry.path(), "user.rea.run", &mut buf)
+                        .ok()
+                        .and_then(|n| std::str::from_utf8(&buf[..n]).ok().map(str::to_string));
+                    if named.is_some_and(|r| runs.contains(&r)) {
+                        remove_cgroup(&entry.path());
+                    } else if !alive(owner) {
+                        let _ = fs::remove_dir(entry.path());
+                    }
                 }
             }
             // Refused while another test's runs are in it.
@@ -590,6 +603,13 @@ impl Env {
         }
         runs
     }
+}
+
+/// The daemon pid in a reused leaf's name (`pool.<pid>.<n>`).
+pub fn pool_owner(name: &str) -> Option<i32> {
+    let (pid, n) = name.strip_prefix("pool.")?.split_once('.')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
 }
 
 /// Kills what is in a leftover cgroup and removes it.

@@ -230,7 +230,7 @@ impl Loop {
             journald: journal,
             cgroup: self
                 .containment
-                .place(&Tenant::of(&start.name).key(), &start.run),
+                .place_run(&Tenant::of(&start.name).key(), &start.run),
             // Her tenant's caps (`[tenants.NAME] min_nice`) over the job's,
             // and her rlimits set as her.
             limits: self.config.daemon.tenants.govern(

@@ -6,7 +6,8 @@
 //! history shows unfinished is terminated (SIGTERM, then SIGKILL after a
 //! grace), and that run is recorded `interrupted`, saying so.
 //!
-//! A run that had a cgroup of its own (`rea/<tenant>/<run id>`) is found by
+//! A run that had a cgroup of its own (`rea/<tenant>/<run id>`, or a reused
+//! `rea/<tenant>/pool.<pid>.<n>` whose `user.rea.run` names it) is found by
 //! that cgroup and ended exactly (`cgroup.kill`): no pid is guessed. A run
 //! without one (process-group mode, or a daemon before cgroups) is
 //! recognised by its leader: the process at the recorded pid must lead its

@@ -9,15 +9,38 @@
 //!   directory per tenant; what it can enforce (the controllers it could
 //!   enable) and what it cannot, as a sentence ([`Tree::mode`]).
 //! - `Leaf`: one run's cgroup, owned by the run's supervisor.
+//! - [`Pool`]: a tenant's run cgroups kept for the next runs (below).
 //!
-//! How the child gets in. The parent opens the leaf's directory and its
-//! `cgroup.procs` before the clone. On x86_64 the child is created in the
-//! leaf (`clone3` with `CLONE_INTO_CGROUP`, `process/clone3.rs`); elsewhere,
-//! or where the kernel refuses that, the child writes "0" to `cgroup.procs`
-//! before anything else, as root, before it switches users. Either way the
+//! How the child gets in. The parent holds the leaf's directory open. On
+//! x86_64 the child is created in the leaf (`clone3` with
+//! `CLONE_INTO_CGROUP`, `process/clone3.rs`); elsewhere, or where the
+//! kernel refuses that, the parent opens the leaf's `cgroup.procs` right
+//! before the clone and the child writes "0" to it before anything else, as
+//! root, before it switches users. Either way the
 //! child executes no code of the job before it is in, so nothing escapes in
 //! between; the write costs a full RCU grace period whenever spawns are
 //! spaced out (see `clone_child` in `process.rs`, and BENCHMARKS.md).
+//!
+//! Leaves are reused. Making a cgroup (`mkdir`, its files opened and its
+//! `cgroup.events` registered with the loop's epoll) and removing it
+//! (`rmdir`, then the kernel's teardown on a kworker and in RCU callbacks)
+//! was most of what a cgroup added to a short run, on the loop's thread and
+//! on the machine (BENCHMARKS.md, stop 31). So a run's leaf, once empty, goes
+//! back to its tenant's [`Pool`] and the tenant's next run is created in it:
+//! a run then pays an `open` of the directory and an `fsetxattr` before its
+//! clone. A waiting leaf holds no descriptor (each one the daemon holds is
+//! copied into every child and closed there), and `cgroup.events` is only
+//! watched for a run that has processes left after its leader. Such leaves are named
+//! `pool.<daemon pid>.<n>`, since cgroup v2 refuses to rename a cgroup; the
+//! run in one is its extended attribute `user.rea.run`, written before the
+//! child is created in it, which is how restart recovery finds a leftover
+//! run's leaf exactly ([`Tree::end_leftover`]); a leaf whose attribute names
+//! another run, or none, is never taken for it. Its CPU figures are
+//! `cpu.stat` now minus `cpu.stat` when the run took it. Only leaves whose
+//! figures can be told apart that way are reused: none with the memory, io
+//! or pids controller (`memory.peak` and `pids.peak` cannot be reset
+//! everywhere) and none with a limit of the job's. Hooks and mail
+//! deliveries keep a leaf of their own named after their run.
 //!
 //! A process cannot leave its cgroup without write access to another
 //! cgroup's `cgroup.procs` (root jobs could; jobs as other users cannot),
@@ -92,15 +115,27 @@ impl Containment {
         }
     }
 
-    /// Where a run goes: `<tenant>/<run>`; None in process-group mode, or
-    /// (said in the log) if the tenant's directory cannot be made.
+    /// Where a hook or a mail delivery goes: a leaf of its own,
+    /// `<tenant>/<run>`; None in process-group mode, or (said in the log)
+    /// if the tenant's directory cannot be made.
     pub fn place(&self, tenant: &str, run: &str) -> Option<CgroupSpec> {
+        self.place_in(tenant, run, false)
+    }
+
+    /// Where a run goes: a leaf of the tenant's [`Pool`] where it can be
+    /// reused, else as [`Containment::place`].
+    pub fn place_run(&self, tenant: &str, run: &str) -> Option<CgroupSpec> {
+        self.place_in(tenant, run, true)
+    }
+
+    fn place_in(&self, tenant: &str, run: &str, pooled: bool) -> Option<CgroupSpec> {
         let tree = self.tree()?;
-        match tree.tenant(tenant) {
-            Ok(parent) => Some(CgroupSpec {
-                parent,
+        match tree.tenant_dir(tenant) {
+            Ok(dir) => Some(CgroupSpec {
+                parent: dir.path,
                 name: run.to_string(),
                 controllers: tree.enabled.clone().into(),
+                pool: pooled.then_some(dir.pool),
             }),
             Err(e) => {
                 tracing::warn!("run {run} is contained by its process group only: {e}");
@@ -163,7 +198,7 @@ pub fn probe() -> Result<Vec<String>, String> {
 pub struct Tree {
     root: PathBuf,
     /// Tenants' directories made so far (made once, not per run).
-    tenants: std::sync::Mutex<Vec<(String, Arc<Path>)>>,
+    tenants: std::sync::Mutex<Vec<(String, TenantDir)>>,
     /// The limits of tenants' whole subtrees, by directory name, as last
     /// set ([`Tree::set_tenant_limits`]): written when the directory is
     /// made, rewritten at each reload.
@@ -290,6 +325,11 @@ impl Tree {
     /// The directory a tenant's runs go in, created (with the controllers
     /// enabled for them) if needed.
     pub fn tenant(&self, tenant: &str) -> Result<Arc<Path>, String> {
+        self.tenant_dir(tenant).map(|d| d.path)
+    }
+
+    /// [`Tree::tenant`], with the tenant's pool of leaves.
+    fn tenant_dir(&self, tenant: &str) -> Result<TenantDir, String> {
         if !plain_name(tenant) {
             return Err(format!("{tenant:?} cannot name a cgroup"));
         }
@@ -308,7 +348,10 @@ impl Tree {
         if let Some(limits) = self.limits_of(tenant) {
             write_limits(&dir, &limits, &self.enabled)?;
         }
-        let dir: Arc<Path> = Arc::from(dir);
+        let dir = TenantDir {
+            path: Arc::from(dir),
+            pool: Arc::new(Pool::new()),
+        };
         made.retain(|(t, _)| t != tenant);
         made.push((tenant.to_string(), dir.clone()));
         Ok(dir)
@@ -373,16 +416,21 @@ impl Tree {
 
     /// Ends what is left in a previous daemon's run cgroup, if it is still
     /// there: `cgroup.kill`, waits (at most `wait`) for it to empty, and
-    /// removes it. Returns how many processes were in it, or None if there
-    /// is no such cgroup.
+    /// removes it. The run's cgroup is the one named after it, or the
+    /// pooled leaf whose `user.rea.run` names it (never any other: a leaf
+    /// names the run the daemon wrote into it before creating its child).
+    /// Returns how many processes were in it, or None if there is no such
+    /// cgroup.
     pub fn end_leftover(&self, tenant: &str, run: &str, wait: Duration) -> Option<usize> {
         if !plain_name(tenant) || !plain_name(run) {
             return None;
         }
-        let dir = self.root.join(tenant).join(run);
-        if !dir.is_dir() {
-            return None;
-        }
+        let named = self.root.join(tenant).join(run);
+        let dir = if named.is_dir() {
+            named
+        } else {
+            pooled_leaf_of(&self.root.join(tenant), run)?
+        };
         let found = procs(&dir).len();
         if found > 0 {
             kill_dir(&dir);
@@ -400,7 +448,11 @@ impl Tree {
     /// `kill_stragglers = false` leftovers until after their daemon stopped.
     /// A cgroup another daemon sharing the subtree has just made is younger
     /// than that and is used at once; one with processes is refused by
-    /// rmdir. Returns how many were removed.
+    /// rmdir. Pooled leaves (`pool.<pid>.<n>`) belong to the daemon of that
+    /// pid while it lives, however long they wait for a run: those are left
+    /// alone; a dead daemon's empty ones go whatever their age. Called at
+    /// start, before this daemon has made any, so a leaf named with this
+    /// process's pid is a predecessor's. Returns how many were removed.
     pub fn sweep(&self, min_age: Duration) -> usize {
         let mut removed = 0;
         let tenants = std::fs::read_dir(&self.root)
@@ -413,6 +465,15 @@ impl Tree {
                 .flatten()
                 .flatten();
             for leaf in leaves {
+                if let Some(owner) = pool_owner(&leaf.file_name()) {
+                    if !owner_alive(owner)
+                        && populated_dir(&leaf.path()).is_ok_and(|p| !p)
+                        && std::fs::remove_dir(leaf.path()).is_ok()
+                    {
+                        removed += 1;
+                    }
+                    continue;
+                }
                 let old = leaf
                     .metadata()
                     .ok()
@@ -435,6 +496,16 @@ impl Tree {
     /// (another daemon's runs, or leftovers of `kill_stragglers = false`,
     /// keep them: rmdir refuses a cgroup with children).
     pub fn tidy(&self) {
+        let dirs: Vec<TenantDir> = self
+            .tenants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(_, d)| d.clone())
+            .collect();
+        for dir in dirs {
+            dir.pool.drain();
+        }
         removals::flush(Duration::from_secs(1));
         if let Ok(entries) = std::fs::read_dir(&self.root) {
             for e in entries.flatten() {
@@ -457,6 +528,122 @@ pub struct CgroupSpec {
     /// The controllers the leaf gets ([`Tree::enabled`]): only their
     /// figures are read at the run's end.
     pub controllers: Arc<[String]>,
+    /// The tenant's pool, for a run: its leaf is taken from it (or made for
+    /// it) and given back once empty, where that keeps its figures right
+    /// ([`Containment::place_run`]). None: a leaf named `name`, removed
+    /// after.
+    pub pool: Option<Arc<Pool>>,
+}
+
+/// A tenant's directory and its pool of leaves.
+#[derive(Debug, Clone)]
+struct TenantDir {
+    path: Arc<Path>,
+    pool: Arc<Pool>,
+}
+
+/// At most this many empty leaves wait per tenant; more are removed.
+const POOL_MAX: usize = 64;
+
+/// How a pooled leaf's name starts: `pool.<daemon pid>.<n>`. A run id is
+/// never that (it is 14 letters and digits, then maybe `-<node>`), nor a
+/// hook's or mail's leaf (`<run>.<hook>`).
+const POOL_PREFIX: &str = "pool.";
+
+/// The extended attribute that names the run in a pooled leaf.
+const RUN_XATTR: &str = "user.rea.run";
+
+/// A tenant's run cgroups that have no process, kept for its next runs
+/// (see the module documentation). Used from the daemon's loop thread;
+/// the lock is never contended there.
+#[derive(Debug)]
+pub struct Pool {
+    idle: std::sync::Mutex<Vec<Arc<Leaf>>>,
+    /// The `<n>` of the next leaf's name.
+    next: std::sync::atomic::AtomicU64,
+    /// Cleared if the kernel refuses `user.rea.run` (before Linux 5.7, or
+    /// a filesystem without user attributes): runs get leaves named after
+    /// them again, as recovery could not find a pooled one.
+    usable: AtomicBool,
+}
+
+impl Pool {
+    fn new() -> Pool {
+        Pool {
+            idle: std::sync::Mutex::new(Vec::new()),
+            next: std::sync::atomic::AtomicU64::new(1),
+            usable: AtomicBool::new(true),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Leaf>>> {
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A name no leaf of this daemon has had.
+    fn fresh_name(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{POOL_PREFIX}{}.{n}", std::process::id())
+    }
+
+    /// Takes the leaf back if there is room.
+    fn put(&self, leaf: Arc<Leaf>) -> Result<(), Arc<Leaf>> {
+        let mut idle = self.idle();
+        if idle.len() >= POOL_MAX {
+            return Err(leaf);
+        }
+        idle.push(leaf);
+        Ok(())
+    }
+
+    /// Removes every idle leaf (the daemon is stopping).
+    fn drain(&self) {
+        let leaves = std::mem::take(&mut *self.idle());
+        for leaf in leaves {
+            leaf.remove();
+        }
+    }
+
+    /// How many leaves wait (for tests).
+    #[cfg(test)]
+    pub(crate) fn idle_count(&self) -> usize {
+        self.idle().len()
+    }
+}
+
+/// The daemon pid in a pooled leaf's name.
+fn pool_owner(name: &OsStr) -> Option<i32> {
+    let rest = name.to_str()?.strip_prefix(POOL_PREFIX)?;
+    let (pid, n) = rest.split_once('.')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Whether the daemon that named a pooled leaf still runs (as far as this
+/// pid namespace tells; this process's own pid is a predecessor's, see
+/// [`Tree::sweep`]).
+fn owner_alive(pid: i32) -> bool {
+    if u32::try_from(pid).is_ok_and(|p| p == std::process::id()) {
+        return false;
+    }
+    match rustix::process::Pid::from_raw(pid) {
+        Some(pid) => rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH),
+        None => false,
+    }
+}
+
+/// The pooled leaf under `tenant_dir` whose `user.rea.run` is `run`.
+fn pooled_leaf_of(tenant_dir: &Path, run: &str) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(tenant_dir).ok()?;
+    entries.flatten().map(|e| e.path()).find(|path| {
+        path.file_name().and_then(pool_owner).is_some() && {
+            let mut buf = [0u8; 256];
+            rustix::fs::getxattr(path, RUN_XATTR, &mut buf)
+                .is_ok_and(|n| buf.get(..n) == Some(run.as_bytes()))
+        }
+    })
 }
 
 /// Whether this process may write to `path` (a cgroup directory or file).
@@ -623,34 +810,126 @@ fn limit_files(limits: &Limits) -> Vec<(&'static str, &'static str, String)> {
 #[derive(Debug)]
 pub(crate) struct Leaf {
     dir: PathBuf,
-    /// The directory, open (`O_PATH`): for `clone3`'s `CLONE_INTO_CGROUP`,
-    /// and every file of the leaf is opened relative to it (a path walk of
-    /// six kernfs components per file was a tenth of the daemon's time per
-    /// run in `rea-bench governed`).
-    dir_fd: OwnedFd,
+    /// The directory, open (read-only, so its extended attribute can be
+    /// set through it) while a run has the leaf: for `clone3`'s
+    /// `CLONE_INTO_CGROUP`, and the leaf's files are opened relative to it
+    /// (a path walk of six kernfs components per file was a tenth of the
+    /// daemon's time per run in `rea-bench governed`). Closed while the
+    /// leaf waits in its pool: every descriptor the daemon holds is copied
+    /// into each child it creates and closed there again, and 128 of them
+    /// (two per leaf of 64 waiting) made a spawn measurably slower.
+    dir_fd: std::sync::Mutex<Option<OwnedFd>>,
     controllers: Arc<[String]>,
-    /// `cgroup.procs`, open for writing: the child writes "0" to it.
-    procs: OwnedFd,
     /// `cgroup.events`, open and registered with the runtime for
     /// `EPOLLPRI`, which the kernel raises when the file changes; reading it
     /// (from offset 0) re-arms that. An inotify watch would tell the same,
     /// but closing an inotify instance waits for an SRCU grace period
     /// (measured: about 10 ms, on the loop thread, per run); closing a file
-    /// costs nothing. None if it could not be registered (then emptiness is
-    /// looked at every 25 ms).
-    events: Option<AsyncFd<OwnedFd>>,
+    /// costs nothing. Registered only once someone waits for a change (most
+    /// runs are empty when their leader is reaped, and need none), and
+    /// closed with the directory.
+    events: std::sync::Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
+    /// Set if `cgroup.events` could not be registered: emptiness is then
+    /// looked at every 25 ms.
+    unwatchable: AtomicBool,
+    /// The pool it goes back to once empty; None: removed after its run.
+    pool: Option<Arc<Pool>>,
+    /// The run in it now: which one (a count of runs, so a handle kept by
+    /// an earlier run reads nothing of a later one's), and `cpu.stat`'s
+    /// user and system microseconds when it took the leaf.
+    turn: std::sync::Mutex<Turn>,
     removed: AtomicBool,
 }
 
+/// See [`Leaf::turn`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Turn {
+    run: u64,
+    user_usec: u64,
+    system_usec: u64,
+    /// While the leaf waits in its pool: `cpu.stat` as read at the end of
+    /// its last run, once it was empty (nothing can run in an empty leaf,
+    /// so it is the next run's start), or zero for a new leaf; saves a
+    /// read per run.
+    idle_base: Option<(u64, u64)>,
+}
+
 impl Leaf {
-    /// Creates the leaf with its limits. A limit whose controller the leaf
-    /// lacks is skipped (the daemon said so when it loaded the job); one the
-    /// kernel refuses fails the spawn.
+    /// The leaf for a run: one of its tenant's pool where the spec has a
+    /// pool and the run's figures can be told apart in a reused leaf (no
+    /// memory, io or pids controller, no limit of its own), else a new one
+    /// named after it ([`Leaf::create`]). A pooled leaf names `run` in its
+    /// `user.rea.run` before it is returned, so before any child is in it.
+    pub(crate) fn take(spec: &CgroupSpec, limits: &Limits) -> Result<Arc<Leaf>, String> {
+        let reusable = !spec
+            .controllers
+            .iter()
+            .any(|c| matches!(c.as_str(), "memory" | "io" | "pids"))
+            && limit_files(limits).is_empty();
+        if let Some(pool) = spec
+            .pool
+            .as_ref()
+            .filter(|p| reusable && p.usable.load(Ordering::Relaxed))
+        {
+            if !plain_name(&spec.name) {
+                return Err(format!("{:?} cannot name a cgroup", spec.name));
+            }
+            loop {
+                let Some(leaf) = pool.idle().pop() else {
+                    break;
+                };
+                // A leaf that cannot be read any more (removed from
+                // outside) is dropped, and the next one tried.
+                if leaf.begin(&spec.name).is_ok() {
+                    return Ok(leaf);
+                }
+                leaf.remove();
+            }
+            let leaf = Arc::new(Leaf::make(
+                &spec.parent,
+                &pool.fresh_name(),
+                spec.controllers.clone(),
+                limits,
+                Some(pool.clone()),
+            )?);
+            match leaf.begin(&spec.name) {
+                Ok(()) => return Ok(leaf),
+                Err(e) => {
+                    leaf.remove();
+                    pool.usable.store(false, Ordering::Relaxed);
+                    tracing::warn!(
+                        "run cgroups are not reused: {e}; each run gets a new one, named after it"
+                    );
+                }
+            }
+        }
+        Leaf::create(spec, limits).map(Arc::new)
+    }
+
+    /// Creates the leaf `spec.name` with its limits. A limit whose
+    /// controller the leaf lacks is skipped (the daemon said so when it
+    /// loaded the job); one the kernel refuses fails the spawn.
     pub(crate) fn create(spec: &CgroupSpec, limits: &Limits) -> Result<Leaf, String> {
         if !plain_name(&spec.name) {
             return Err(format!("{:?} cannot name a cgroup", spec.name));
         }
-        let dir = spec.parent.join(&spec.name);
+        Leaf::make(
+            &spec.parent,
+            &spec.name,
+            spec.controllers.clone(),
+            limits,
+            None,
+        )
+    }
+
+    fn make(
+        parent: &Arc<Path>,
+        name: &str,
+        controllers: Arc<[String]>,
+        limits: &Limits,
+        pool: Option<Arc<Pool>>,
+    ) -> Result<Leaf, String> {
+        let dir = parent.join(name);
         let mut made = std::fs::create_dir(&dir);
         if made
             .as_ref()
@@ -659,10 +938,7 @@ impl Leaf {
             // The tenant's directory (or rea's) went away (a daemon sharing
             // it removed it, empty, as it stopped): made again, with the
             // controllers.
-            for dir in [spec.parent.parent(), Some(&*spec.parent)]
-                .into_iter()
-                .flatten()
-            {
+            for dir in [parent.parent(), Some(&**parent)].into_iter().flatten() {
                 if make_dir(dir).is_ok() {
                     enable(dir);
                 }
@@ -672,7 +948,7 @@ impl Leaf {
         made.map_err(|e| format!("cannot create the run's cgroup {}: {e}", dir.display()))?;
         let dir_fd = open(
             &dir,
-            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
         );
         let dir_fd = match dir_fd {
             Ok(fd) => fd,
@@ -682,19 +958,24 @@ impl Leaf {
             }
         };
         // From here on, dropping the leaf removes the directory.
-        let mut leaf = Leaf {
-            procs: open_at(&dir_fd, "cgroup.procs", rustix::fs::OFlags::WRONLY)
-                .map_err(|e| format!("cannot open {}/cgroup.procs: {e}", dir.display()))?,
-            dir_fd,
-            controllers: spec.controllers.clone(),
+        let leaf = Leaf {
+            dir_fd: std::sync::Mutex::new(Some(dir_fd)),
+            controllers,
             dir,
-            events: None,
+            events: std::sync::Mutex::new(None),
+            unwatchable: AtomicBool::new(false),
+            pool,
+            turn: std::sync::Mutex::new(Turn {
+                idle_base: Some((0, 0)),
+                ..Turn::default()
+            }),
             removed: AtomicBool::new(false),
         };
         for (_, file, value) in limit_files(limits) {
             // Without O_CREAT: a file the cgroup lacks (its controller is
             // not enabled) is ENOENT, not EACCES.
-            let written = open_at(&leaf.dir_fd, file, rustix::fs::OFlags::WRONLY)
+            let written = leaf
+                .open_file(file, rustix::fs::OFlags::WRONLY)
                 .and_then(|fd| Ok(rustix::io::write(&fd, value.as_bytes())?))
                 .and_then(|n| {
                     if n == value.len() {
@@ -709,23 +990,113 @@ impl Leaf {
                 Err(e) => return Err(format!("cannot set {file} to {value}: {e}")),
             }
         }
-        leaf.events = watch_events(&leaf.dir_fd).ok();
         Ok(leaf)
     }
 
+    fn dir_fd(&self) -> std::sync::MutexGuard<'_, Option<OwnedFd>> {
+        self.dir_fd
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn events(&self) -> std::sync::MutexGuard<'_, Option<Arc<AsyncFd<OwnedFd>>>> {
+        self.events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A file of the leaf, opened relative to its directory while that is
+    /// open, else by its path.
+    fn open_file(&self, file: &str, flags: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+        match &*self.dir_fd() {
+            Some(dir) => open_at(dir, file, flags),
+            None => open(&self.dir.join(file), flags),
+        }
+    }
+
+    /// Closes the leaf's descriptors (it waits in its pool, or goes).
+    fn close(&self) {
+        self.events().take();
+        self.dir_fd().take();
+    }
+
+    /// A pooled leaf's next run: `run` written in `user.rea.run` (so a
+    /// daemon started after this one is killed finds the run's processes
+    /// here), and the CPU its earlier runs used, to be taken off this one's.
+    fn begin(&self, run: &str) -> Result<(), String> {
+        {
+            let mut dir_fd = self.dir_fd();
+            if dir_fd.is_none() {
+                *dir_fd = Some(
+                    open(
+                        &self.dir,
+                        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+                    )
+                    .map_err(|e| format!("cannot open {}: {e}", self.dir.display()))?,
+                );
+            }
+        }
+        let known = self.turn().idle_base.take();
+        let (user_usec, system_usec) = match known {
+            Some(base) => base,
+            None => self
+                .cpu_usec()
+                .ok_or_else(|| format!("cannot read {}/cpu.stat", self.dir.display()))?,
+        };
+        let dir_fd = self.dir_fd();
+        let dir = dir_fd
+            .as_ref()
+            .ok_or_else(|| format!("{} is not open", self.dir.display()))?;
+        rustix::fs::fsetxattr(
+            dir,
+            RUN_XATTR,
+            run.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )
+        .map_err(|e| format!("cannot set {RUN_XATTR} on {}: {e}", self.dir.display()))?;
+        drop(dir_fd);
+        let mut turn = self.turn();
+        *turn = Turn {
+            run: turn.run + 1,
+            user_usec,
+            system_usec,
+            idle_base: None,
+        };
+        Ok(())
+    }
+
+    fn turn(&self) -> std::sync::MutexGuard<'_, Turn> {
+        self.turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Which run of the leaf is the current one (see [`Leaf::usage_of`]).
+    pub(crate) fn current(&self) -> u64 {
+        self.turn().run
+    }
+
+    /// `cpu.stat`'s `user_usec` and `system_usec` (all the leaf's runs).
+    fn cpu_usec(&self) -> Option<(u64, u64)> {
+        let stat = self.read("cpu.stat")?;
+        Some((keyed(&stat, "user_usec")?, keyed(&stat, "system_usec")?))
+    }
+
     /// What the clone needs to put the child in the leaf: the directory
-    /// (created in it) and `cgroup.procs` (the child writes "0" to it).
+    /// (the child is created in it, or writes "0" to its `cgroup.procs`);
+    /// -1 if it is not open (then the clone fails, as for a leaf that
+    /// cannot be entered). Open from [`Leaf::take`] until the run is over.
     pub(crate) fn fds(&self) -> crate::process::CgroupFds {
         crate::process::CgroupFds {
-            dir: self.dir_fd.as_raw_fd(),
-            procs: self.procs.as_raw_fd(),
+            dir: self.dir_fd().as_ref().map_or(-1, AsRawFd::as_raw_fd),
         }
     }
 
     /// Whether any process is in the cgroup; `None` if that cannot be read.
-    /// Reads the watched descriptor, which re-arms its change notification.
+    /// Reads the watched descriptor if there is one, which re-arms its
+    /// change notification.
     pub(crate) fn populated(&self) -> Option<bool> {
-        let Some(events) = &self.events else {
+        let Some(events) = self.events().clone() else {
             return self.read("cgroup.events").map(|t| populated(&t));
         };
         let mut buf = [0u8; 256];
@@ -736,11 +1107,26 @@ impl Leaf {
 
     /// Returns when `cgroup.events` may have changed (`EPOLLPRI`), or after
     /// a short pause if it cannot be watched. The caller then looks at the
-    /// file ([`Leaf::populated`]).
+    /// file ([`Leaf::populated`]). The first call registers the watch and
+    /// returns at once: a change made before it would not wake it.
     pub(crate) async fn changed(&self) {
-        let Some(events) = &self.events else {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            return;
+        let watched = self.events().clone();
+        let events = match watched {
+            Some(events) => events,
+            None if self.unwatchable.load(Ordering::Relaxed) => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+                return;
+            }
+            None => {
+                let registered = self
+                    .open_file("cgroup.events", rustix::fs::OFlags::RDONLY)
+                    .and_then(watch_events);
+                match registered {
+                    Ok(events) => *self.events() = Some(Arc::new(events)),
+                    Err(_) => self.unwatchable.store(true, Ordering::Relaxed),
+                }
+                return;
+            }
         };
         match events.ready(Interest::PRIORITY).await {
             Ok(mut guard) => guard.clear_ready(),
@@ -764,7 +1150,7 @@ impl Leaf {
     /// A small file of the leaf (at most 4 KiB is read: every file read
     /// here is a few lines).
     fn read(&self, file: &str) -> Option<String> {
-        let fd = open_at(&self.dir_fd, file, rustix::fs::OFlags::RDONLY).ok()?;
+        let fd = self.open_file(file, rustix::fs::OFlags::RDONLY).ok()?;
         let mut buf = [0u8; 4096];
         let n = rustix::io::read(&fd, &mut buf).ok()?;
         Some(String::from_utf8_lossy(buf.get(..n)?).into_owned())
@@ -775,18 +1161,26 @@ impl Leaf {
         self.controllers.iter().any(|c| c == controller)
     }
 
-    /// What the cgroup measured.
-    pub(crate) fn usage(&self, usage: &mut Usage) {
+    /// What the cgroup measured for run `run` of the leaf ([`Leaf::current`]
+    /// when it started); nothing if the leaf has moved on to a later run.
+    pub(crate) fn usage_of(&self, run: u64, usage: &mut Usage) {
+        if self.current() == run {
+            self.usage(usage);
+        }
+    }
+
+    /// What the cgroup measured for its current run; returns `cpu.stat`'s
+    /// own figures (see [`Turn::idle_base`]).
+    pub(crate) fn usage(&self, usage: &mut Usage) -> Option<(u64, u64)> {
         let read =
             |controller: &str, file: &str| self.has(controller).then(|| self.read(file)).flatten();
         // cpu.stat is there without the cpu controller (usage only).
-        if let Some(stat) = self.read("cpu.stat") {
-            let field = |name: &str| keyed(&stat, name);
-            if let (Some(user), Some(system)) = (field("user_usec"), field("system_usec")) {
-                usage.user_ms = user / 1000;
-                usage.sys_ms = system / 1000;
-                usage.from_cgroup = true;
-            }
+        let cpu = self.cpu_usec();
+        if let Some((user, system)) = cpu {
+            let base = *self.turn();
+            usage.user_ms = user.saturating_sub(base.user_usec) / 1000;
+            usage.sys_ms = system.saturating_sub(base.system_usec) / 1000;
+            usage.from_cgroup = true;
         }
         usage.memory_peak_kb = read("memory", "memory.peak")
             .and_then(|t| t.trim().parse::<u64>().ok())
@@ -800,6 +1194,7 @@ impl Leaf {
         if let Some(events) = read("memory", "memory.events") {
             usage.oom_killed = oom_killed(&events);
         }
+        cpu
     }
 
     /// Removes the (empty) cgroup: at once if the kernel lets it, else on
@@ -808,12 +1203,29 @@ impl Leaf {
     /// tries sleep, which the loop's thread must not (it did: up to 15 ms
     /// per run, under load).
     pub(crate) fn remove(&self) {
+        self.close();
         match std::fs::remove_dir(&self.dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(_) => removals::later(self.dir.clone()),
         }
         self.removed.store(true, Ordering::Relaxed);
+    }
+
+    /// The run is over: its figures, read into `usage`; then a pooled leaf
+    /// seen `empty` (by its supervisor, just before) goes back to its pool,
+    /// any other is removed ([`Leaf::remove`]).
+    pub(crate) fn finish(self: Arc<Self>, usage: &mut Usage, empty: bool) {
+        let cpu = self.usage(usage);
+        if let (Some(pool), true, Some(cpu)) = (&self.pool, empty, cpu) {
+            self.turn().idle_base = Some(cpu);
+            self.close();
+            match pool.put(self.clone()) {
+                Ok(()) => return,
+                Err(leaf) => drop(leaf),
+            }
+        }
+        self.remove();
     }
 
     /// Keeps the cgroup (and what is left in it) until it empties, then
@@ -936,9 +1348,8 @@ fn open_at(dir: &OwnedFd, file: &str, flags: rustix::fs::OFlags) -> io::Result<O
     )?)
 }
 
-/// `cgroup.events`, open and registered with the runtime for `EPOLLPRI`.
-fn watch_events(dir: &OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    let fd = open_at(dir, "cgroup.events", rustix::fs::OFlags::RDONLY)?;
+/// `cgroup.events`, open, registered with the runtime for `EPOLLPRI`.
+fn watch_events(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open (and the same
     // file) until the AsyncFd, and with it the registration, is dropped.
     unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(|e| e.into_parts().1)

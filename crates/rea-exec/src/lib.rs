@@ -58,7 +58,9 @@
 //! With [`RunSpec::cgroup`] the run is its cgroup, not its process group
 //! (see [`cgroup`]): TERM goes to every process in it, KILL is `cgroup.kill`,
 //! and "anyone left" is `populated` in `cgroup.events`, waited for through
-//! inotify rather than polled. Processes that left the process group
+//! `EPOLLPRI` on it rather than polled. A run's leaf is reused by the
+//! tenant's next runs once empty, where its figures allow
+//! ([`cgroup::Pool`]). Processes that left the process group
 //! (`setsid`, `setpgid`, double forks) are still in the cgroup, so they are
 //! stopped with the rest, and the CPU figures are the cgroup's (every
 //! process the run had). Leftovers of `kill_stragglers = false` stay in the
@@ -168,8 +170,10 @@ pub const PASSED_FD: i32 = 3;
 pub struct RunHandle {
     control: mpsc::UnboundedSender<Control>,
     tap: tap::Tap,
-    /// The run's cgroup, while it has one: what it has used so far.
-    leaf: Option<Arc<cgroup::Leaf>>,
+    /// The run's cgroup, while it has one, and which of the leaf's runs
+    /// this is (a pooled leaf serves later runs once this one is over):
+    /// what it has used so far.
+    leaf: Option<(Arc<cgroup::Leaf>, u64)>,
 }
 
 impl RunHandle {
@@ -177,9 +181,9 @@ impl RunHandle {
     /// and the rest where their controllers are on); None in process-group
     /// mode. A few small reads: for `rea status`, not for a hot path.
     pub fn usage_now(&self) -> Option<Usage> {
-        let leaf = self.leaf.as_ref()?;
+        let (leaf, run) = self.leaf.as_ref()?;
         let mut usage = Usage::default();
-        leaf.usage(&mut usage);
+        leaf.usage_of(*run, &mut usage);
         usage.from_cgroup.then_some(usage)
     }
 
@@ -242,9 +246,10 @@ pub type Running = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// is reaped.
 pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
     let launch = process::Launch::prepare(&spec)?;
-    // Before the child: it places itself in the leaf first thing.
+    // Before the child: it is created in the leaf (or places itself there
+    // first thing).
     let leaf = match &spec.cgroup {
-        Some(place) => Some(Arc::new(cgroup::Leaf::create(place, &spec.limits)?)),
+        Some(place) => Some(cgroup::Leaf::take(place, &spec.limits)?),
         None => None,
     };
 
@@ -318,7 +323,10 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         stop_rx,
     ));
     let (control, control_rx) = mpsc::unbounded_channel();
-    let live_leaf = leaf.clone();
+    let live_leaf = leaf.clone().map(|l| {
+        let run = l.current();
+        (l, run)
+    });
     let supervisor = tokio::spawn(supervise(Supervised {
         pid,
         pidfd,
@@ -511,13 +519,13 @@ async fn supervise(run: Supervised) -> Outcome {
     drop(group);
     if let Some(leaf) = leaf {
         // Everything the run ever started, measured whole.
-        leaf.usage(&mut usage);
         if leave_group {
+            leaf.usage(&mut usage);
             // `kill_stragglers = false`: what the leader left keeps running
             // in the run's cgroup, which stays until it is empty.
             leaf.remove_when_empty();
         } else {
-            leaf.remove();
+            leaf.finish(&mut usage, members == Some(false));
         }
     }
 

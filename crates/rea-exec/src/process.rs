@@ -880,13 +880,15 @@ impl Drop for AllSignalsBlocked {
     }
 }
 
-/// A run's cgroup as the clone needs it: its directory (for `clone3`'s
-/// `CLONE_INTO_CGROUP`) and its `cgroup.procs` (written by the child where
-/// `clone3` cannot be used).
+/// A run's cgroup as the clone needs it: its directory, open, for
+/// `clone3`'s `CLONE_INTO_CGROUP`; where `clone3` cannot be used, its
+/// `cgroup.procs` is opened through it for the child to write to. Not kept
+/// open with the leaf: every descriptor the daemon holds is copied into
+/// each child's table and closed there again (`close_range`), which made a
+/// spawn measurably slower with many leaves open.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CgroupFds {
     pub(crate) dir: RawFd,
-    pub(crate) procs: RawFd,
 }
 
 /// clone(2) with the child on `stack`: `(pid, pidfd)`. Returns once the
@@ -909,15 +911,57 @@ fn clone_child(
     let mut pidfd: libc::c_int = -1;
     let blocked = AllSignalsBlocked::new();
     if let Some(fds) = cgroup {
+        if fds.dir < 0 {
+            // The leaf is not open (cannot happen while a run holds it):
+            // no child is created outside it.
+            drop(blocked);
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
         args.cgroup_procs.store(-1, Ordering::Relaxed);
         if let Some(pid) = clone3::into_cgroup(stack, args, fds.dir, &mut pidfd) {
             drop(blocked);
-            // SAFETY: as below: a new descriptor the kernel stored for us.
+            // SAFETY: as in `clone_plain`: a new descriptor the kernel stored
+            // for us.
             let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
             return Ok((pid, pidfd));
         }
-        args.cgroup_procs.store(fds.procs, Ordering::Relaxed);
+        // SAFETY: `fds.dir` is not -1 (checked above) and is the leaf's
+        // directory, open from the leaf's `take` until its run is over,
+        // which is after this call.
+        let dir = unsafe { BorrowedFd::borrow_raw(fds.dir) };
+        let opened = rustix::fs::openat(
+            dir,
+            "cgroup.procs",
+            rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        );
+        let procs = match opened {
+            Ok(fd) => fd,
+            Err(e) => {
+                drop(blocked);
+                return Err(io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!("cannot open its cgroup's cgroup.procs: {e}"),
+                ));
+            }
+        };
+        args.cgroup_procs
+            .store(procs.as_raw_fd(), Ordering::Relaxed);
+        let cloned = clone_plain(stack, args);
+        // The child has written itself in (or failed to) and gone on to
+        // execve or exited: the descriptor is no longer needed.
+        drop(procs);
+        drop(blocked);
+        return cloned;
     }
+    let cloned = clone_plain(stack, args);
+    drop(blocked);
+    cloned
+}
+
+/// clone(2) with the child on `stack` (every signal blocked by the caller).
+fn clone_plain(stack: &Stack, args: &ChildArgs) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    let mut pidfd: libc::c_int = -1;
     // SAFETY: `child_main` is the entry point written for this clone: it
     // runs on `stack` (a mapping of its own, unused by anyone else while this
     // thread is suspended), reads `args` (which outlives the child's use of
@@ -939,7 +983,6 @@ fn clone_child(
         )
     };
     let error = io::Error::last_os_error();
-    drop(blocked);
     if pid < 0 {
         return Err(error);
     }

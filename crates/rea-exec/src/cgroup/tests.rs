@@ -42,6 +42,20 @@ impl Scratch {
             parent: self.tree.tenant("system").expect("tenant"),
             name: run.to_string(),
             controllers: self.tree.enabled().to_vec().into(),
+            pool: None,
+        }
+    }
+}
+
+impl Scratch {
+    /// Where a run goes as the daemon places it: the tenant's pool.
+    fn pooled(&self, run: &str) -> CgroupSpec {
+        let dir = self.tree.tenant_dir("system").expect("tenant");
+        CgroupSpec {
+            parent: dir.path,
+            name: run.to_string(),
+            controllers: self.tree.enabled().to_vec().into(),
+            pool: Some(dir.pool),
         }
     }
 }
@@ -350,6 +364,7 @@ async fn tenant_limits_reach_its_directory_and_are_lifted_when_removed() {
         parent: tree.tenant("user-x").expect("tenant"),
         name: "run".to_string(),
         controllers: tree.enabled().to_vec().into(),
+        pool: None,
     };
     let outcome = crate::spawn(sh("cat /proc/self/cgroup", Some(place)))
         .expect("spawn")
@@ -419,4 +434,131 @@ fn an_oom_kill_is_read_from_memory_events() {
     assert!(!oom_killed("oom_killer_disabled 1\n"));
     assert!(!oom_killed(""));
     assert!(!oom_killed("oom_kill x\n"));
+}
+
+/// A cgroup's `user.rea.run`, if it has one.
+fn run_xattr(dir: &Path) -> Option<String> {
+    let mut buf = [0u8; 256];
+    let n = rustix::fs::getxattr(dir, super::RUN_XATTR, &mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[tokio::test]
+async fn a_runs_leaf_is_reused_by_the_next_run_which_is_counted_alone() {
+    let Some(scratch) = Scratch::new("pool") else {
+        return;
+    };
+    let pool = scratch.pooled("x").pool.expect("pool");
+    if scratch.tree.enabled().iter().any(|c| c != "cpu") {
+        eprintln!(
+            "SKIPPED: run cgroups here have controllers whose figures keep them from being reused"
+        );
+        return;
+    }
+    // Close to a second of CPU (the shell and its `date`s), then where it is.
+    let burn = "end=$(($(date +%s%N)/1000000+800)); while [ $(($(date +%s%N)/1000000)) -lt $end ]; do :; done; cat /proc/self/cgroup";
+    let (_, first_handle, first) =
+        crate::spawn(sh(burn, Some(scratch.pooled("first")))).expect("spawn");
+    let first = first.await;
+    assert_eq!(pool.idle_count(), 1, "back in the pool once empty");
+    assert!(
+        pool.idle()
+            .iter()
+            .all(|l| l.dir_fd().is_none() && l.events().is_none()),
+        "a waiting leaf holds no descriptor"
+    );
+    let (_, _, second) =
+        crate::spawn(sh("cat /proc/self/cgroup", Some(scratch.pooled("second")))).expect("spawn");
+    assert_eq!(pool.idle_count(), 0, "taken by the second run");
+    // The first run's handle reads nothing of the second's.
+    assert_eq!(first_handle.usage_now(), None);
+    let second = second.await;
+    let cgroup = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (a, b) = (cgroup(&first.output.text), cgroup(&second.output.text));
+    let name = format!("/system/pool.{}.1", std::process::id());
+    assert!(a.ends_with(&name), "{a}");
+    assert_eq!(a, b, "the same leaf");
+    let dir = scratch
+        .tree
+        .root()
+        .join("system")
+        .join(format!("pool.{}.1", std::process::id()));
+    assert_eq!(run_xattr(&dir).as_deref(), Some("second"));
+    let cpu = |o: &crate::Outcome| o.usage.user_ms + o.usage.sys_ms;
+    assert!(first.usage.from_cgroup && second.usage.from_cgroup);
+    assert!(cpu(&first) >= 200, "{:?}", first.usage);
+    assert!(
+        cpu(&second) < 100,
+        "the first run's CPU is not the second's: {:?}",
+        second.usage
+    );
+    // A stopping daemon removes what waits.
+    scratch.tree.tidy();
+    assert!(!dir.exists());
+}
+
+#[tokio::test]
+async fn a_dead_daemons_pooled_leaves_are_removed_and_only_the_named_run_is_ended() {
+    let Some(scratch) = Scratch::new("deadpool") else {
+        return;
+    };
+    let tenant = scratch.tree.tenant("system").expect("tenant");
+    // A pid no process has now: a child that has been reaped.
+    let mut gone = std::process::Command::new("true").spawn().expect("spawn");
+    gone.wait().expect("wait");
+    let dead = gone.id();
+    let make = |name: &str, run: Option<&str>| {
+        let dir = tenant.join(name);
+        std::fs::create_dir(&dir).expect("mkdir");
+        if let Some(run) = run {
+            rustix::fs::setxattr(
+                &dir,
+                super::RUN_XATTR,
+                run.as_bytes(),
+                rustix::fs::XattrFlags::empty(),
+            )
+            .expect("setxattr");
+        }
+        dir
+    };
+    // The dead daemon's leaf of a run it left running, a spare of it that
+    // names no run, one that names a run that ended, and a leaf of a daemon
+    // that lives (pid 1 here) naming a run too.
+    let running = make(&format!("pool.{dead}.1"), Some("old-run"));
+    let spare = make(&format!("pool.{dead}.2"), None);
+    let ended = make(&format!("pool.{dead}.3"), Some("ended-run"));
+    let live = make("pool.1.1", Some("live-run"));
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "sleep 0.3; setsid sleep 60 & sleep 60"])
+        .spawn()
+        .expect("spawn");
+    std::fs::write(running.join("cgroup.procs"), child.id().to_string()).expect("move");
+    std::thread::sleep(Duration::from_millis(600));
+    let wait = Duration::from_secs(5);
+    // A spare is no run's; a run's leaf is found by its attribute alone.
+    assert_eq!(
+        scratch.tree.end_leftover("system", "no-such-run", wait),
+        None
+    );
+    assert_eq!(scratch.tree.end_leftover("system", "2", wait), None);
+    assert!(spare.exists() && ended.exists() && live.exists());
+    assert_eq!(
+        scratch.tree.end_leftover("system", "old-run", wait),
+        Some(3),
+        "the shell and its two sleeps"
+    );
+    assert!(!child.wait().expect("wait").success());
+    assert!(!running.exists());
+    // The next start's sweep: the dead daemon's empty leaves go however
+    // young; the living one's stays however old.
+    assert_eq!(scratch.tree.sweep(Duration::from_secs(3600)), 2);
+    assert!(!spare.exists() && !ended.exists());
+    assert!(live.exists());
+    assert_eq!(scratch.tree.sweep(Duration::ZERO), 0);
+    assert!(live.exists());
 }
