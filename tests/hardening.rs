@@ -1503,7 +1503,18 @@ fn deleting_the_state_directory_never_lets_two_daemons_schedule() {
     );
     let first = env.daemon();
     env.wait_until("a first tick", || !env.read("ticks").is_empty());
-    fs::remove_dir_all(env.state()).unwrap();
+    // As `rm -rf` would, again while the running daemon still adds files
+    // to it (its runs' records and roll-up) between the listing and the
+    // rmdir.
+    let mut tries = 0;
+    while let Err(e) = fs::remove_dir_all(env.state()) {
+        tries += 1;
+        assert!(
+            e.kind() == std::io::ErrorKind::DirectoryNotEmpty && tries < 100,
+            "rm -rf of the state directory: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let before = env.read("ticks").lines().count();
     let second = KillChild(spawn_daemon(&env, "second.log"));
     wait_until("five more ticks", || {
