@@ -14,6 +14,27 @@ use super::jsonl_reader::fast_ts;
 use super::jsonl_writer::rotated_files;
 use super::*;
 
+/// Every parseable record of every file, oldest first, the simple way.
+fn forward_read(dir: &Path) -> Vec<Record> {
+    let mut paths: Vec<PathBuf> = rotated_files(dir)
+        .expect("list")
+        .into_iter()
+        .rev()
+        .map(|(_, p)| p)
+        .collect();
+    paths.push(log_path(dir));
+    let mut records = Vec::new();
+    for path in paths {
+        let Ok(bytes) = fs::read(&path) else { continue };
+        for line in bytes.split(|&b| b == b'\n') {
+            if let Ok(r) = serde_json::from_slice::<Record>(line) {
+                records.push(r);
+            }
+        }
+    }
+    records
+}
+
 mod recent {
     use super::*;
 
@@ -74,27 +95,6 @@ mod jsonl {
 
     fn daemon_started(at: i64) -> Record {
         Record::new(Event::DaemonStarted, ts(at))
-    }
-
-    /// Every parseable record of every file, oldest first, the simple way.
-    fn forward_read(dir: &Path) -> Vec<Record> {
-        let mut paths: Vec<PathBuf> = rotated_files(dir)
-            .expect("list")
-            .into_iter()
-            .rev()
-            .map(|(_, p)| p)
-            .collect();
-        paths.push(log_path(dir));
-        let mut records = Vec::new();
-        for path in paths {
-            let Ok(bytes) = fs::read(&path) else { continue };
-            for line in bytes.split(|&b| b == b'\n') {
-                if let Ok(r) = serde_json::from_slice::<Record>(line) {
-                    records.push(r);
-                }
-            }
-        }
-        records
     }
 
     fn all(reader: &JsonlReader) -> Vec<Record> {
@@ -1263,22 +1263,7 @@ mod indexes {
 
     /// Every record of every file, newest first: what a full read sees.
     fn full_read(dir: &Path) -> Vec<Record> {
-        let mut paths: Vec<PathBuf> = rotated_files(dir)
-            .expect("list")
-            .into_iter()
-            .rev()
-            .map(|(_, p)| p)
-            .collect();
-        paths.push(log_path(dir));
-        let mut all = Vec::new();
-        for path in paths {
-            let bytes = fs::read(&path).expect("read");
-            for line in bytes.split(|&b| b == b'\n') {
-                if let Ok(r) = serde_json::from_slice::<Record>(line) {
-                    all.push(r);
-                }
-            }
-        }
+        let mut all = forward_read(dir);
         all.reverse();
         all
     }
