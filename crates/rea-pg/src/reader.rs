@@ -105,6 +105,16 @@ pub(crate) const RUN_COLUMNS: &str =
     r.claimed_at, r.started_at, r.ended_at, r.pid, r.exit_code, r.signal, r.detail, r.late_report,
     o.output, o.output_bytes";
 
+/// The final statuses of a run that ran (`RunStatus::FINAL`, skipped
+/// aside), as an SQL list: a job's last run, the ends peers tell. One
+/// list, so a status added to rea-core cannot be left out of one query
+/// (the peers' ends once lacked `oom_killed`); tested against rea-core.
+pub(crate) const RAN_SQL: &str =
+    "'succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed'";
+
+/// The failures among them (`RunStatus::is_failure`), as an SQL list.
+pub(crate) const FAILED_SQL: &str = "'failed', 'timed_out', 'oom_killed'";
+
 impl Reader {
     pub fn connect(s: &Settings) -> Result<Reader, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -203,7 +213,7 @@ impl Reader {
                     {RUN_COLUMNS}
              from rea.jobs j
              left join lateral (select * from rea.runs x where x.cluster = j.cluster and x.job = j.job
-                  and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
+                  and x.status in ({RAN_SQL})
                   order by x.id desc limit 1) r on true
              left join rea.run_output o on o.run_id = r.id
              where j.cluster = $1 and ($2::text is null or j.job = $2)
@@ -574,7 +584,7 @@ impl HistoryReader for Reader {
     fn latest_final_run(&self, job: &str) -> io::Result<Option<Record>> {
         Ok(self
             .runs(
-                "r.job = $2 and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'cancelled', 'oom_killed')",
+                &format!("r.job = $2 and r.status in ({RAN_SQL}, 'cancelled')"),
                 &[&self.cluster, &job],
                 Some(1),
             )?
@@ -778,5 +788,34 @@ impl rea_store::audit::AuditReader for Reader {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rea_core::record::RunStatus;
+
+    fn listed(sql: &str) -> Vec<String> {
+        sql.split(',')
+            .map(|s| s.trim().trim_matches('\'').to_string())
+            .collect()
+    }
+
+    /// The SQL lists are rea-core's statuses: a new final status or
+    /// failure cannot be left out of the cluster's queries.
+    #[test]
+    fn the_sql_status_lists_are_rea_cores() {
+        let ran: Vec<String> = RunStatus::FINAL
+            .iter()
+            .filter(|s| **s != RunStatus::Skipped)
+            .map(|s| s.as_str().to_string())
+            .collect();
+        assert_eq!(listed(super::RAN_SQL), ran);
+        let failed: Vec<String> = RunStatus::FINAL
+            .iter()
+            .filter(|s| s.is_failure())
+            .map(|s| s.as_str().to_string())
+            .collect();
+        assert_eq!(listed(super::FAILED_SQL), failed);
     }
 }

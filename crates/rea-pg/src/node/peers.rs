@@ -30,7 +30,7 @@ use tokio_postgres::Client;
 
 use super::statements::{within, P};
 use super::{lock, Shared};
-use crate::reader::{record_of, RUN_COLUMNS};
+use crate::reader::{record_of, FAILED_SQL, RAN_SQL, RUN_COLUMNS};
 use crate::settings::Settings;
 
 /// Other nodes' runs in progress, oldest first.
@@ -206,20 +206,20 @@ async fn seed(
     let sql = format!(
         "select j.job, r.id is not null and r.node is distinct from $2 and r.ended_at is not null,
                 {RUN_COLUMNS},
-                case when r.status in ('failed', 'timed_out', 'oom_killed') then
+                case when r.status in ({FAILED_SQL}) then
                   (select count(*) from (
                      select t.status, bool_or(t.status = 'succeeded') over (order by t.id desc) as ok_after
                        from (select y.id, y.status from rea.runs y
                               where y.cluster = j.cluster and y.job = j.job
-                                and y.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
+                                and y.status in ({RAN_SQL})
                               order by y.id desc limit 1000) t) w
-                    where not w.ok_after and w.status in ('failed', 'timed_out', 'oom_killed'))
+                    where not w.ok_after and w.status in ({FAILED_SQL}))
                 else 0 end
            from (select null::text as output, null::bigint as output_bytes) o,
                 rea.jobs j
                 left join lateral (select * from rea.runs x
                    where x.cluster = j.cluster and x.job = j.job
-                     and x.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed')
+                     and x.status in ({RAN_SQL})
                    order by x.id desc limit 1) r on true
           where j.cluster = $1 and j.job > $3
           order by j.job limit $4"
@@ -247,7 +247,7 @@ fn ended_sql() -> String {
         "select {RUN_COLUMNS} from (select null::text as output, null::bigint as output_bytes) o,
                 rea.runs r
           where r.cluster = $1 and r.ended_at > $2 and r.node is distinct from $3
-            and r.status in ('succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed', 'cancelled')
+            and r.status in ({RAN_SQL}, 'cancelled')
           order by r.ended_at limit $4"
     )
 }
