@@ -824,3 +824,29 @@ fn has_sys_resource() -> bool {
         })
         .is_some_and(|caps| caps & (1 << 24) != 0)
 }
+
+#[test]
+fn a_run_after_one_its_tenant_needed_sigkill_for_starts_as_any_other() {
+    // Linux 6.18 kills every process created (by clone3 into it) in a
+    // cgroup once `cgroup.kill`ed: a reused leaf would have failed every
+    // later run of the tenant with "sig 9".
+    let env = Env::new();
+    env.jobs(
+        "[jobs.stubborn]\nschedule = \"0 0 1 1 *\"\ncommand = \"trap '' TERM; sleep 60\"\ntimeout = \"1s\"\nkill_grace = \"200ms\"\n[jobs.ok]\nschedule = \"0 0 1 1 *\"\ncommand = \"echo ok\"\n",
+    );
+    let d = env.daemon();
+    env.rea(&["trigger", "stubborn"]).ok();
+    wait_until("the stubborn run to be killed", || {
+        env.finals("stubborn").len() == 1
+    });
+    let rec = env.finals("stubborn").remove(0);
+    assert_eq!(rec["status"], "timed_out", "{rec}");
+    for n in 1..=3 {
+        env.rea(&["trigger", "ok"]).ok();
+        wait_until("the run to end", || env.finals("ok").len() == n);
+        let rec = env.finals("ok").remove(n - 1);
+        assert_eq!(rec["status"], "succeeded", "run {n}: {rec}");
+        assert_eq!(rec["output"], "ok\n", "run {n}: {rec}");
+    }
+    assert_eq!(d.stop(), 0);
+}

@@ -838,6 +838,15 @@ pub(crate) struct Leaf {
     /// an earlier run reads nothing of a later one's), and `cpu.stat`'s
     /// user and system microseconds when it took the leaf.
     turn: std::sync::Mutex<Turn>,
+    /// Set once `cgroup.kill` was written: such a leaf is never reused.
+    /// Linux 6.18 here (and any kernel with the `kill_seq` of 6.14's fork
+    /// race fix that compares the destination cgroup's count with the
+    /// parent's own) kills every process later created in a cgroup that
+    /// was once killed, at birth, when it is created there by `clone3`
+    /// with `CLONE_INTO_CGROUP`: every later run in the leaf would have
+    /// died of SIGKILL before its first instruction (found, and measured
+    /// with the `signal_generate` tracepoint, in stop 32).
+    killed: AtomicBool,
     removed: AtomicBool,
 }
 
@@ -969,6 +978,7 @@ impl Leaf {
                 idle_base: Some((0, 0)),
                 ..Turn::default()
             }),
+            killed: AtomicBool::new(false),
             removed: AtomicBool::new(false),
         };
         for (_, file, value) in limit_files(limits) {
@@ -1144,6 +1154,7 @@ impl Leaf {
 
     /// SIGKILL to the whole cgroup at once (`cgroup.kill`).
     pub(crate) fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
         kill_dir(&self.dir);
     }
 
@@ -1217,7 +1228,8 @@ impl Leaf {
     /// any other is removed ([`Leaf::remove`]).
     pub(crate) fn finish(self: Arc<Self>, usage: &mut Usage, empty: bool) {
         let cpu = self.usage(usage);
-        if let (Some(pool), true, Some(cpu)) = (&self.pool, empty, cpu) {
+        let reusable = empty && !self.killed.load(Ordering::Relaxed);
+        if let (Some(pool), true, Some(cpu)) = (&self.pool, reusable, cpu) {
             self.turn().idle_base = Some(cpu);
             self.close();
             match pool.put(self.clone()) {
