@@ -42,6 +42,22 @@
 //! everywhere) and none with a limit of the job's. Hooks and mail
 //! deliveries keep a leaf of their own named after their run.
 //!
+//! A waiting leaf is kept populated by a keeper ([`crate::process`]'s
+//! `Keeper`): a child of the daemon's, created in the leaf by `clone3`
+//! sharing the daemon's memory (no page table is copied), that closes
+//! every descriptor, blocks every signal, asks for SIGKILL when the
+//! daemon dies and sleeps. A leaf that emptied after each run cost the
+//! kernel, at the next run's clone, a new css_set linked to every
+//! hierarchy under the global `cgroup_mutex`, and a kworker per
+//! `populated` flip (BENCHMARKS.md, stop 32). With a keeper, "the run is
+//! over" is "no process but the keeper in `cgroup.procs`"; a run that
+//! leaves processes behind kills its keeper (from then on `cgroup.events`
+//! says when the leaf is empty, as without one) and the leaf gets a new
+//! one at a later run's end. Keepers are shared out: [`POOL_MAX`] per
+//! tenant, [`KEEPERS_MAX`] per daemon of which [`KEEPERS_FOR_ROOT`] for
+//! root's tenant only. A leaf that was killed (`cgroup.kill`) is never
+//! reused (see `Leaf::killed`).
+//!
 //! A process cannot leave its cgroup without write access to another
 //! cgroup's `cgroup.procs` (root jobs could; jobs as other users cannot),
 //! so what a run starts — double forks, `setsid`, `setpgid` — stays in it
@@ -56,6 +72,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rea_core::run::{Limits, Usage};
+use rea_core::tenant::Tenant;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -350,7 +367,7 @@ impl Tree {
         }
         let dir = TenantDir {
             path: Arc::from(dir),
-            pool: Arc::new(Pool::new()),
+            pool: Arc::new(Pool::new(tenant == Tenant::System.key())),
         };
         made.retain(|(t, _)| t != tenant);
         made.push((tenant.to_string(), dir.clone()));
@@ -545,6 +562,28 @@ struct TenantDir {
 /// At most this many empty leaves wait per tenant; more are removed.
 const POOL_MAX: usize = 64;
 
+/// At most this many keepers per daemon (each is a task of the kernel's,
+/// some 20 KiB of its memory, and a pid)...
+const KEEPERS_MAX: usize = 256;
+
+/// ...of which this many are for root's tenant only.
+const KEEPERS_FOR_ROOT: usize = 64;
+
+/// A leaf's keeper, counted in its tenant's share until it is reaped.
+#[derive(Debug)]
+struct Kept {
+    keeper: crate::process::Keeper,
+    pool: Arc<Pool>,
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // Reaped first (the keeper's own drop, after this), counted off
+        // now: the share is only ever a little generous.
+        self.pool.keepers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// How a pooled leaf's name starts: `pool.<daemon pid>.<n>`. A run id is
 /// never that (it is 14 letters and digits, then maybe `-<node>`), nor a
 /// hook's or mail's leaf (`<run>.<hook>`).
@@ -565,15 +604,43 @@ pub struct Pool {
     /// a filesystem without user attributes): runs get leaves named after
     /// them again, as recovery could not find a pooled one.
     usable: AtomicBool,
+    /// The keepers of its leaves (at most [`POOL_MAX`]).
+    keepers: std::sync::atomic::AtomicUsize,
+    /// Root's tenant: may take the keepers held back from the others.
+    root: bool,
 }
 
 impl Pool {
-    fn new() -> Pool {
+    fn new(root: bool) -> Pool {
         Pool {
             idle: std::sync::Mutex::new(Vec::new()),
             next: std::sync::atomic::AtomicU64::new(1),
             usable: AtomicBool::new(true),
+            keepers: std::sync::atomic::AtomicUsize::new(0),
+            root,
         }
+    }
+
+    /// A keeper for one of its leaves, whose directory is open as `dir`,
+    /// within its share: [`POOL_MAX`] per tenant, [`KEEPERS_MAX`] in all,
+    /// of which the last [`KEEPERS_FOR_ROOT`] only for root's tenant.
+    fn keeper(self: &Arc<Pool>, dir: std::os::fd::BorrowedFd<'_>) -> Option<Kept> {
+        let all = if self.root {
+            KEEPERS_MAX
+        } else {
+            KEEPERS_MAX - KEEPERS_FOR_ROOT
+        };
+        if self.keepers.load(Ordering::Relaxed) >= POOL_MAX
+            || crate::process::Keeper::count() >= all
+        {
+            return None;
+        }
+        let keeper = crate::process::Keeper::start(dir)?;
+        self.keepers.fetch_add(1, Ordering::Relaxed);
+        Some(Kept {
+            keeper,
+            pool: self.clone(),
+        })
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Leaf>>> {
@@ -834,6 +901,9 @@ pub(crate) struct Leaf {
     unwatchable: AtomicBool,
     /// The pool it goes back to once empty; None: removed after its run.
     pool: Option<Arc<Pool>>,
+    /// A pooled leaf's keeper (see the module documentation), if it has
+    /// one.
+    keeper: std::sync::Mutex<Option<Kept>>,
     /// The run in it now: which one (a count of runs, so a handle kept by
     /// an earlier run reads nothing of a later one's), and `cpu.stat`'s
     /// user and system microseconds when it took the leaf.
@@ -901,6 +971,7 @@ impl Leaf {
                 limits,
                 Some(pool.clone()),
             )?);
+            leaf.keep();
             match leaf.begin(&spec.name) {
                 Ok(()) => return Ok(leaf),
                 Err(e) => {
@@ -974,11 +1045,12 @@ impl Leaf {
             events: std::sync::Mutex::new(None),
             unwatchable: AtomicBool::new(false),
             pool,
+            keeper: std::sync::Mutex::new(None),
+            killed: AtomicBool::new(false),
             turn: std::sync::Mutex::new(Turn {
                 idle_base: Some((0, 0)),
                 ..Turn::default()
             }),
-            killed: AtomicBool::new(false),
             removed: AtomicBool::new(false),
         };
         for (_, file, value) in limit_files(limits) {
@@ -1007,6 +1079,74 @@ impl Leaf {
         self.dir_fd
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keeper(&self) -> std::sync::MutexGuard<'_, Option<Kept>> {
+        self.keeper
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The keeper's pid while it keeps the leaf.
+    fn keeper_pid(&self) -> Option<u32> {
+        self.keeper().as_ref().and_then(|k| k.keeper.keeping())
+    }
+
+    /// Gives a pooled leaf a keeper if it has none keeping it (reaping one
+    /// that was killed, once it is gone), within its tenant's share
+    /// ([`Pool::keeper`]). Its directory must be open.
+    fn keep(&self) {
+        let mut keeper = self.keeper();
+        if let Some(k) = keeper.as_mut() {
+            // One that is gone has just been reaped (a root job can kill
+            // it). One that was killed and is not gone yet is reaped on the
+            // remover's thread, and the leaf waits without a keeper until
+            // its next run ends: until reaped, the dead keeper is still
+            // listed in `cgroup.procs`, where it would look like a run's
+            // straggler to the next run.
+            if !k.keeper.exited() {
+                if k.keeper.keeping().is_none() {
+                    removals::later(None, keeper.take());
+                }
+                return;
+            }
+            *keeper = None;
+        }
+        if let (Some(pool), Some(dir)) = (&self.pool, self.dir_fd().as_ref()) {
+            *keeper = pool.keeper(dir.as_fd());
+        }
+    }
+
+    /// Kills the keeper: from now on `cgroup.events` tells whether the run
+    /// left processes behind.
+    fn release(&self) {
+        if let Some(k) = self.keeper().as_mut() {
+            k.keeper.kill();
+        }
+    }
+
+    /// Whether the leaf holds a process other than its keeper (`pid`).
+    fn others_than(&self, pid: u32) -> Option<bool> {
+        let fd = self
+            .open_file("cgroup.procs", rustix::fs::OFlags::RDONLY)
+            .ok()?;
+        let mut buf = [0u8; 512];
+        loop {
+            let n = rustix::io::read(&fd, &mut buf).ok()?;
+            if n == 0 {
+                return Some(false);
+            }
+            let text = std::str::from_utf8(buf.get(..n)?).ok()?;
+            // A pid is at most 7 digits: a read of 512 bytes may split one,
+            // but never one equal to the keeper's into a false match of
+            // another: any line that is not exactly the keeper's counts.
+            if text
+                .split('\n')
+                .any(|l| !l.is_empty() && l.parse::<u32>().ok() != Some(pid))
+            {
+                return Some(true);
+            }
+        }
     }
 
     fn events(&self) -> std::sync::MutexGuard<'_, Option<Arc<AsyncFd<OwnedFd>>>> {
@@ -1106,6 +1246,14 @@ impl Leaf {
     /// Reads the watched descriptor if there is one, which re-arms its
     /// change notification.
     pub(crate) fn populated(&self) -> Option<bool> {
+        if let Some(pid) = self.keeper_pid() {
+            if self.others_than(pid) == Some(false) {
+                return Some(false);
+            }
+            // Somebody outlived the run's leader: the keeper goes, so the
+            // leaf empties (and `cgroup.events` says so) when they do.
+            self.release();
+        }
         let Some(events) = self.events().clone() else {
             return self.read("cgroup.events").map(|t| populated(&t));
         };
@@ -1149,13 +1297,20 @@ impl Leaf {
     /// its parent reaps it, so the window for a recycled pid is the one
     /// every cgroup manager accepts (systemd's too).
     pub(crate) fn signal(&self, signal: rustix::process::Signal) {
-        signal_pids(&procs(&self.dir), signal);
+        let mut pids = procs(&self.dir);
+        if let Some(keeper) = self.keeper_pid() {
+            pids.retain(|p| *p != keeper);
+        }
+        signal_pids(&pids, signal);
     }
 
-    /// SIGKILL to the whole cgroup at once (`cgroup.kill`).
+    /// SIGKILL to the whole cgroup at once (`cgroup.kill`), the keeper too.
     pub(crate) fn kill(&self) {
         self.killed.store(true, Ordering::Relaxed);
         kill_dir(&self.dir);
+        if let Some(k) = self.keeper().as_mut() {
+            k.keeper.mark_killed();
+        }
     }
 
     /// A small file of the leaf (at most 4 KiB is read: every file read
@@ -1214,11 +1369,20 @@ impl Leaf {
     /// tries sleep, which the loop's thread must not (it did: up to 15 ms
     /// per run, under load).
     pub(crate) fn remove(&self) {
+        let keeper = self.keeper().take();
         self.close();
-        match std::fs::remove_dir(&self.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(_) => removals::later(self.dir.clone()),
+        match keeper {
+            // The leaf empties once its keeper is gone, which the loop does
+            // not wait for.
+            Some(mut kept) => {
+                kept.keeper.kill();
+                removals::later(Some(self.dir.clone()), Some(kept));
+            }
+            None => match std::fs::remove_dir(&self.dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(_) => removals::later(Some(self.dir.clone()), None),
+            },
         }
         self.removed.store(true, Ordering::Relaxed);
     }
@@ -1230,6 +1394,7 @@ impl Leaf {
         let cpu = self.usage(usage);
         let reusable = empty && !self.killed.load(Ordering::Relaxed);
         if let (Some(pool), true, Some(cpu)) = (&self.pool, reusable, cpu) {
+            self.keep();
             self.turn().idle_base = Some(cpu);
             self.close();
             match pool.put(self.clone()) {
@@ -1255,6 +1420,9 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
+        if let Some(mut kept) = self.keeper().take() {
+            kept.keeper.end();
+        }
         // Refused while processes are in it: those are left alone.
         if !self.removed.load(Ordering::Relaxed) {
             let _ = std::fs::remove_dir(&self.dir);
@@ -1269,6 +1437,8 @@ impl Drop for Leaf {
 /// tenants' directories.
 mod removals {
     use std::path::PathBuf;
+
+    use super::Kept;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc::{sync_channel, SyncSender};
     use std::sync::{Mutex, OnceLock};
@@ -1277,19 +1447,23 @@ mod removals {
     /// Directories waiting at most (a run's leaf is about 100 bytes here).
     const QUEUE: usize = 4096;
 
-    static SENDER: OnceLock<Option<Mutex<SyncSender<PathBuf>>>> = OnceLock::new();
+    /// A directory, and the keeper to end (and reap) before it can go; or
+    /// a keeper alone, killed, to reap.
+    type Removal = (Option<PathBuf>, Option<Kept>);
+
+    static SENDER: OnceLock<Option<Mutex<SyncSender<Removal>>>> = OnceLock::new();
     /// Handed over and not yet done.
     static PENDING: AtomicUsize = AtomicUsize::new(0);
 
-    fn sender() -> Option<&'static Mutex<SyncSender<PathBuf>>> {
+    fn sender() -> Option<&'static Mutex<SyncSender<Removal>>> {
         SENDER
             .get_or_init(|| {
-                let (tx, rx) = sync_channel::<PathBuf>(QUEUE);
+                let (tx, rx) = sync_channel::<Removal>(QUEUE);
                 std::thread::Builder::new()
                     .name("rea-cgroup-rm".into())
                     .spawn(move || {
-                        for dir in rx {
-                            super::remove_dir(&dir);
+                        for removal in rx {
+                            remove(removal);
                             PENDING.fetch_sub(1, Ordering::Release);
                         }
                     })
@@ -1299,25 +1473,34 @@ mod removals {
             .as_ref()
     }
 
-    /// Removes `dir` on the remover's thread, or here if it cannot take it.
-    pub(super) fn later(dir: PathBuf) {
+    /// Ends the keeper (killed already), then removes the directory.
+    fn remove((dir, keeper): Removal) {
+        drop(keeper);
+        if let Some(dir) = dir {
+            super::remove_dir(&dir);
+        }
+    }
+
+    /// Removes `dir` (after ending `keeper`) on the remover's thread, or
+    /// here if it cannot take it.
+    pub(super) fn later(dir: Option<PathBuf>, keeper: Option<Kept>) {
         if let Some(tx) = sender() {
             PENDING.fetch_add(1, Ordering::Acquire);
             let sent = tx
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .try_send(dir);
+                .try_send((dir, keeper));
             match sent {
                 Ok(()) => {}
                 Err(e) => {
                     PENDING.fetch_sub(1, Ordering::Release);
-                    let (std::sync::mpsc::TrySendError::Full(dir)
-                    | std::sync::mpsc::TrySendError::Disconnected(dir)) = e;
-                    super::remove_dir(&dir);
+                    let (std::sync::mpsc::TrySendError::Full(removal)
+                    | std::sync::mpsc::TrySendError::Disconnected(removal)) = e;
+                    remove(removal);
                 }
             }
         } else {
-            super::remove_dir(&dir);
+            remove((dir, keeper));
         }
     }
 

@@ -1209,3 +1209,119 @@ unsafe fn close_from(first: RawFd) -> Result<(), (Step, libc::c_int)> {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------
+// A cgroup's keeper.
+
+/// A process that keeps a waiting pooled cgroup populated (see
+/// `cgroup.rs`): created in the cgroup by [`Keeper::start`], ended by
+/// SIGKILL only, reaped by its owner. It is the daemon's child and is
+/// reaped only here, so its pid cannot be anyone else's until then: it is
+/// known by its pid alone (a pidfd each would be one more descriptor that
+/// every job's clone copies and closes). Its stack mapping (which it never
+/// uses, but the clone wants one) is unmapped only once it is reaped.
+pub(crate) struct Keeper {
+    pid: Pid,
+    killed: bool,
+    reaped: bool,
+    _stack: Stack,
+}
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeper")
+            .field("pid", &self.pid)
+            .field("killed", &self.killed)
+            .field("reaped", &self.reaped)
+            .finish()
+    }
+}
+
+// SAFETY: the stack mapping is only unmapped (on drop, once the keeper is
+// reaped); nothing reads or writes it through this value.
+unsafe impl Send for Keeper {}
+// SAFETY: as for Send: no access to the mapping through a shared reference.
+unsafe impl Sync for Keeper {}
+
+impl Keeper {
+    /// A keeper in the cgroup whose directory is open as `dir`; None where
+    /// this cannot be done (not x86_64, no `clone3`, a kernel before 5.9,
+    /// which lacks `close_range`, or the cgroup refuses a process).
+    pub(crate) fn start(dir: BorrowedFd<'_>) -> Option<Keeper> {
+        let stack = Stack::new().ok()?;
+        let blocked = AllSignalsBlocked::new();
+        let pid = clone3::keeper(&stack, dir.as_raw_fd(), own_pid());
+        drop(blocked);
+        let pid = Pid::from_raw(pid?)?;
+        KEEPERS.fetch_add(1, Ordering::Relaxed);
+        let mut keeper = Keeper {
+            pid,
+            killed: false,
+            reaped: false,
+            _stack: stack,
+        };
+        // One that exited at once (close_range refused, the daemon dying)
+        // is reaped here.
+        if keeper.exited() {
+            return None;
+        }
+        Some(keeper)
+    }
+
+    /// How many keepers this daemon has (alive or not yet reaped).
+    pub(crate) fn count() -> usize {
+        KEEPERS.load(Ordering::Relaxed)
+    }
+
+    /// Its pid while it keeps its cgroup: not once it was killed (it may
+    /// still be there a moment; its pid is not reused until it is reaped).
+    pub(crate) fn keeping(&self) -> Option<u32> {
+        (!self.killed && !self.reaped).then(|| self.pid.as_raw_nonzero().get().unsigned_abs())
+    }
+
+    /// SIGKILL (to our own unreaped child, so never to a recycled pid).
+    pub(crate) fn kill(&mut self) {
+        if !self.reaped {
+            let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::KILL);
+        }
+        self.killed = true;
+    }
+
+    /// It was killed (by [`Keeper::kill`], or with its whole cgroup).
+    pub(crate) fn mark_killed(&mut self) {
+        self.killed = true;
+    }
+
+    /// Whether it has exited; reaps it if so (without waiting).
+    pub(crate) fn exited(&mut self) -> bool {
+        if !self.reaped {
+            let got =
+                rustix::process::waitpid(Some(self.pid), rustix::process::WaitOptions::NOHANG);
+            self.reaped = !matches!(got, Ok(None));
+        }
+        self.reaped
+    }
+
+    /// Kills it and waits until it is reaped (it sleeps with every signal
+    /// blocked, so it dies at once, but the wait lasts as long as the
+    /// kernel takes to tear it down: not on the loop's thread).
+    pub(crate) fn end(&mut self) {
+        if self.reaped {
+            return;
+        }
+        self.kill();
+        reap_blocking(self.pid.as_raw_nonzero().get());
+        self.reaped = true;
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // Its stack is unmapped right after: it must be gone by then.
+        self.end();
+        KEEPERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Keepers started and not dropped.
+static KEEPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

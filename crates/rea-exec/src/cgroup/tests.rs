@@ -562,3 +562,205 @@ async fn a_dead_daemons_pooled_leaves_are_removed_and_only_the_named_run_is_ende
     assert_eq!(scratch.tree.sweep(Duration::ZERO), 0);
     assert!(live.exists());
 }
+
+/// The pids in a cgroup's `cgroup.procs`.
+fn members(dir: &Path) -> Vec<i32> {
+    pids(&std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default())
+}
+
+/// A field of `/proc/PID/status`, e.g. `PPid`.
+fn status_field(pid: i32, field: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The leaf's keeper: its one member, named `rea-keeper`, our child, with
+/// no descriptor open and every signal blocked.
+#[track_caller]
+fn keeper_of(dir: &Path) -> i32 {
+    let members = members(dir);
+    assert_eq!(
+        members.len(),
+        1,
+        "only the keeper waits in the leaf: {members:?}"
+    );
+    let pid = members[0];
+    // A keeper started a moment ago may not have named itself yet.
+    for _ in 0..200 {
+        if status_field(pid, "Name") == "rea-keeper" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        status_field(pid, "Name"),
+        "rea-keeper",
+        "{}",
+        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
+    );
+    assert_eq!(status_field(pid, "PPid"), std::process::id().to_string());
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(usize::MAX);
+    assert_eq!(fds, 0, "the keeper holds none of the daemon's descriptors");
+    assert_eq!(
+        u64::from_str_radix(&status_field(pid, "SigBlk"), 16).unwrap_or(0) & 0x4000, // SIGTERM
+        0x4000,
+        "every signal blocked"
+    );
+    pid
+}
+
+/// Waits until `pid` is no unreaped keeper of ours (gone, or a pid reused
+/// by someone else).
+fn reaped(pid: i32) -> bool {
+    let ours = || {
+        status_field(pid, "PPid") == std::process::id().to_string()
+            && status_field(pid, "Name") == "rea-keeper"
+    };
+    for _ in 0..200 {
+        if !ours() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_waiting_leaf_is_kept_by_a_keeper_that_no_run_counts_or_stops() {
+    let Some(scratch) = Scratch::new("keeper") else {
+        return;
+    };
+    if scratch.tree.enabled().iter().any(|c| c != "cpu") {
+        eprintln!(
+            "SKIPPED: run cgroups here have controllers whose figures keep them from being reused"
+        );
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") || crate::process::clone3::unavailable() {
+        eprintln!("SKIPPED: no keepers without clone3 on x86_64");
+        return;
+    }
+    let pool = scratch.pooled("x").pool.expect("pool");
+    let dir = scratch
+        .tree
+        .root()
+        .join("system")
+        .join(format!("pool.{}.1", std::process::id()));
+    let procs = dir.join("cgroup.procs");
+    let procs = procs.display();
+    let run = |name: &str, script: &str| {
+        let (_, _, running) = crate::spawn(sh(script, Some(scratch.pooled(name)))).expect("spawn");
+        running
+    };
+    let first = run("first", "true").await;
+    assert_eq!(first.termination, Termination::Exited(0));
+    assert_eq!(pool.idle_count(), 1);
+    let keeper = keeper_of(&dir);
+
+    // A run sees the keeper among its cgroup's members and ends when its
+    // own processes do; what it leaves behind is stopped, the keeper goes
+    // with that (so the leaf can say when it is empty) and a new one
+    // keeps the leaf after.
+    let second = run(
+        "second",
+        &format!("cat {procs}; sleep 60 & echo straggler $!"),
+    )
+    .await;
+    assert_eq!(second.termination, Termination::Exited(0), "{second:?}");
+    assert!(
+        pids(&second.output.text).contains(&keeper),
+        "the run sees the keeper: {}",
+        second.output.text
+    );
+    let straggler: i32 = second
+        .output
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("straggler "))
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the straggler's pid");
+    assert!(
+        !alive(straggler),
+        "the straggler outlived the run: {} {:?}",
+        std::fs::read_to_string(format!("/proc/{straggler}/status")).unwrap_or_default(),
+        std::fs::read_to_string(format!("/proc/{straggler}/cgroup")).unwrap_or_default()
+    );
+    assert!(
+        reaped(keeper),
+        "the released keeper {keeper} was not reaped"
+    );
+    // Kept again at the latest once the next run has ended.
+    assert_eq!(
+        run("again", "true").await.termination,
+        Termination::Exited(0)
+    );
+    let keeper = keeper_of(&dir);
+    assert_eq!(pool.idle_count(), 1);
+
+    // A timeout's SIGTERM is not the keeper's; the SIGKILL of a run that
+    // ignores it is `cgroup.kill`, keeper and all. A root job can kill it
+    // too. Either way the run ends as it should and the leaf is kept again
+    // after.
+    let timed_out = |script: &str| {
+        let mut spec = sh(script, Some(scratch.pooled("timed-out")));
+        spec.timeout = Some(Duration::from_millis(200));
+        let (_, _, running) = crate::spawn(spec).expect("spawn");
+        running
+    };
+    assert!(timed_out("exec sleep 60").await.timed_out);
+    assert_eq!(keeper_of(&dir), keeper, "SIGTERM is not the keeper's");
+    // The leaf of a run that needed `cgroup.kill` is not reused (see
+    // `Leaf::killed`): the next run is well, in a new leaf.
+    assert!(timed_out("trap '' TERM; sleep 60").await.timed_out);
+    assert!(reaped(keeper), "the killed keeper {keeper} was not reaped");
+    assert_eq!(pool.idle_count(), 0, "a killed leaf is not reused");
+    for _ in 0..200 {
+        if !dir.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!dir.exists(), "the killed leaf was not removed");
+    let after = run("after-kill", "echo well").await;
+    assert_eq!(after.termination, Termination::Exited(0), "{after:?}");
+    assert_eq!(after.output.text, "well\n");
+    let dir = scratch
+        .tree
+        .root()
+        .join("system")
+        .join(format!("pool.{}.2", std::process::id()));
+    let procs = dir.join("cgroup.procs");
+    let procs = procs.display();
+    let keeper = keeper_of(&dir);
+    let killer = run(
+        "fourth",
+        &format!("for p in $(cat {procs}); do [ \"$(cat /proc/$p/comm)\" = rea-keeper ] && kill -9 $p && echo killed $p; done; true"),
+    )
+    .await;
+    assert_eq!(killer.termination, Termination::Exited(0), "{killer:?}");
+    assert!(
+        killer.output.text.contains(&format!("killed {keeper}")),
+        "{killer:?}"
+    );
+    assert!(
+        reaped(keeper),
+        "the keeper {keeper} a job killed was not reaped"
+    );
+    let keeper = keeper_of(&dir);
+    let fifth = run("fifth", "true").await;
+    assert_eq!(fifth.termination, Termination::Exited(0));
+    assert_eq!(keeper_of(&dir), keeper, "a live keeper stays");
+
+    // A stopping daemon ends the keepers and removes the leaves.
+    scratch.tree.tidy();
+    assert!(reaped(keeper));
+    assert!(!dir.exists());
+}

@@ -77,6 +77,118 @@ pub(super) fn into_cgroup(
     None
 }
 
+/// Creates a keeper (see `cgroup.rs`) in the cgroup whose directory is open
+/// as `cgroup`: a process sharing the daemon's memory (`CLONE_VM`, so no
+/// page table is copied) that closes every descriptor, asks to be killed
+/// with its parent (`PR_SET_PDEATHSIG`), names itself `rea-keeper`, leaves
+/// the daemon's session and then sleeps in `pause` for the rest of its
+/// life with every signal blocked: only SIGKILL ends it. It runs no code
+/// but the instructions below (no stack, no thread-local `errno`), since
+/// the daemon goes on using the memory it shares at once. `parent` is the
+/// daemon's pid (a daemon that died before the death signal was set makes
+/// it exit at once). None if this cannot be done here (not x86_64, no
+/// `clone3`); the caller must block every signal on this thread around the
+/// call, so the keeper starts with them blocked.
+pub(super) fn keeper(stack: &Stack, cgroup: RawFd, parent: libc::pid_t) -> Option<libc::pid_t> {
+    if UNAVAILABLE.load(Ordering::Relaxed) || cgroup < 0 || forced_off() {
+        return None;
+    }
+    let clone_args = CloneArgs {
+        flags: libc::CLONE_VM as u64 | CLONE_INTO_CGROUP,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack.base as u64,
+        stack_size: stack.len as u64,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: cgroup as u64,
+    };
+    let ret = raw_keeper(&clone_args, parent)?;
+    libc::pid_t::try_from(ret).ok().filter(|pid| *pid > 0)
+}
+
+/// The keeper's name, as `PR_SET_NAME` reads it (at most 16 bytes).
+static KEEPER_NAME: &[u8; 11] = b"rea-keeper\0";
+
+#[cfg(target_arch = "x86_64")]
+fn raw_keeper(clone_args: &CloneArgs, parent: libc::pid_t) -> Option<i64> {
+    let ret: i64;
+    // SAFETY: clone3 with CLONE_VM and without CLONE_VFORK: the parent goes
+    // on at once, so the child must touch none of the memory they share.
+    // It does not: after the `syscall` it makes only system calls with
+    // immediate arguments, `parent` (r12) and the address of a static
+    // (r13), never pushes (no `call`), and never returns: it ends in
+    // `exit` or in the `pause` loop. `syscall` clobbers rcx and r11 in both.
+    // The parent continues at label 2 with the pid or -errno in rax.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            // close_range(0, ~0, 0)
+            "mov eax, 436",
+            "xor edi, edi",
+            "mov esi, -1",
+            "xor edx, edx",
+            "syscall",
+            "mov edi, 1",
+            "test rax, rax",
+            "jnz 3f",
+            // prctl(PR_SET_PDEATHSIG, SIGKILL)
+            "mov eax, 157",
+            "mov edi, 1",
+            "mov esi, 9",
+            "syscall",
+            "mov edi, 2",
+            "test rax, rax",
+            "jnz 3f",
+            // getppid() == parent, or the daemon is already gone
+            "mov eax, 110",
+            "syscall",
+            "mov edi, 3",
+            "cmp rax, r12",
+            "jne 3f",
+            // prctl(PR_SET_NAME, "rea-keeper")
+            "mov eax, 157",
+            "mov edi, 15",
+            "mov rsi, r13",
+            "syscall",
+            // setsid()
+            "mov eax, 112",
+            "syscall",
+            "4:",
+            // pause(), for ever: every signal is blocked
+            "mov eax, 34",
+            "syscall",
+            "jmp 4b",
+            "3:",
+            // exit(step)
+            "mov eax, 60",
+            "syscall",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => ret,
+            in("rdi") clone_args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") i64::from(parent),
+            in("r13") KEEPER_NAME.as_ptr(),
+            lateout("rcx") _,
+            lateout("r11") _,
+            lateout("rdx") _,
+            options(nostack),
+        );
+    }
+    Some(ret)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn raw_keeper(_: &CloneArgs, _: libc::pid_t) -> Option<i64> {
+    None
+}
+
 #[cfg(test)]
 thread_local! {
     /// Set by a test: this thread's spawns take the other way.
