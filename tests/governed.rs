@@ -535,13 +535,7 @@ fn a_killed_daemons_leftover_run_is_ended_by_its_cgroup() {
     // No leaf of the killed daemon is left: the run's was ended and
     // removed, its empty ones swept at the start.
     if let Some(tenant) = subtree(&env).map(|s| s.join("system")) {
-        let left: Vec<String> = std::fs::read_dir(&tenant)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| crate::support::pool_owner(n) == Some(killed))
-            .collect();
+        let left = pooled_leaves_of(&tenant, killed);
         assert!(left.is_empty(), "the killed daemon's leaves left: {left:?}");
     }
     assert_eq!(d.stop(), 0);
@@ -837,16 +831,23 @@ fn status_field(pid: i32, field: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The pooled leaves of daemon `owner` under the tenant directory `tenant`.
+fn pooled_leaves_of(tenant: &std::path::Path, owner: i32) -> Vec<String> {
+    fs::read_dir(tenant)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| crate::support::pool_owner(n) == Some(owner))
+        .collect()
+}
+
 /// The keepers in the pooled leaves of daemon `owner` under the tenant
 /// directory `tenant`: `(leaf, pid)`.
 fn keepers(tenant: &std::path::Path, owner: i32) -> Vec<(String, i32)> {
     let mut found = Vec::new();
-    for e in fs::read_dir(tenant).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if crate::support::pool_owner(&name) != Some(owner) {
-            continue;
-        }
-        let procs = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+    for name in pooled_leaves_of(tenant, owner) {
+        let procs = fs::read_to_string(tenant.join(&name).join("cgroup.procs")).unwrap_or_default();
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
             if status_field(pid, "Name") == "rea-keeper" {
                 found.push((name.clone(), pid));
@@ -945,13 +946,7 @@ fn a_waiting_run_cgroup_is_kept_by_a_keeper_that_runs_and_users_cannot_touch() {
         wait_until("the keeper to die with its daemon", || !alive(*pid));
     }
     let d = env.daemon();
-    let left: Vec<String> = fs::read_dir(&tenant)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| crate::support::pool_owner(n) == Some(killed))
-        .collect();
+    let left = pooled_leaves_of(&tenant, killed);
     assert!(left.is_empty(), "the killed daemon's leaves left: {left:?}");
     env.rea(&["trigger", "quick"]).ok();
     wait_until("a run of the new daemon", || env.finals("quick").len() == 3);

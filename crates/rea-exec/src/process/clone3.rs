@@ -36,6 +36,27 @@ struct CloneArgs {
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+impl CloneArgs {
+    /// A child with `flags` (and `CLONE_INTO_CGROUP`) in the cgroup whose
+    /// directory is open as `cgroup`, on `stack`, SIGCHLD at its exit; its
+    /// pidfd written to the address `pidfd` (0 without `CLONE_PIDFD`).
+    fn into(flags: u64, pidfd: u64, stack: &Stack, cgroup: RawFd) -> CloneArgs {
+        CloneArgs {
+            flags: flags | CLONE_INTO_CGROUP,
+            pidfd,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: stack.base as u64,
+            stack_size: stack.len as u64,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: cgroup as u64,
+        }
+    }
+}
+
 /// Creates the child in the cgroup whose directory is open as `cgroup`,
 /// running `child_main(args)` on `stack`; its pidfd goes to `pidfd`.
 /// Returns the child's pid once it has called execve or exited, or None
@@ -50,19 +71,12 @@ pub(super) fn into_cgroup(
     if UNAVAILABLE.load(Ordering::Relaxed) || cgroup < 0 || forced_off() {
         return None;
     }
-    let clone_args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64 | CLONE_INTO_CGROUP,
-        pidfd: pidfd as *mut libc::c_int as u64,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: stack.base as u64,
-        stack_size: stack.len as u64,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: cgroup as u64,
-    };
+    let clone_args = CloneArgs::into(
+        (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD) as u64,
+        pidfd as *mut libc::c_int as u64,
+        stack,
+        cgroup,
+    );
     let ret = raw_clone3(&clone_args, args)?;
     if ret >= 0 {
         return libc::pid_t::try_from(ret).ok();
@@ -93,19 +107,7 @@ pub(super) fn keeper(stack: &Stack, cgroup: RawFd, parent: libc::pid_t) -> Optio
     if UNAVAILABLE.load(Ordering::Relaxed) || cgroup < 0 || forced_off() {
         return None;
     }
-    let clone_args = CloneArgs {
-        flags: libc::CLONE_VM as u64 | CLONE_INTO_CGROUP,
-        pidfd: 0,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: stack.base as u64,
-        stack_size: stack.len as u64,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: cgroup as u64,
-    };
+    let clone_args = CloneArgs::into(libc::CLONE_VM as u64, 0, stack, cgroup);
     let ret = raw_keeper(&clone_args, parent)?;
     libc::pid_t::try_from(ret).ok().filter(|pid| *pid > 0)
 }
