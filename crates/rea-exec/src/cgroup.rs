@@ -915,7 +915,11 @@ pub(crate) struct Leaf {
     /// was once killed, at birth, when it is created there by `clone3`
     /// with `CLONE_INTO_CGROUP`: every later run in the leaf would have
     /// died of SIGKILL before its first instruction (found, and measured
-    /// with the `signal_generate` tracepoint, in stop 32).
+    /// with the `signal_generate` tracepoint, in stop 32). Also set where
+    /// the leaf may have been killed from outside ([`Leaf::retire`]); a
+    /// waiting leaf killed from outside is found by its dead keeper at the
+    /// next take, or, without a keeper, by the next child dying before its
+    /// first instruction, which `spawn` then creates again in a new leaf.
     killed: AtomicBool,
     removed: AtomicBool,
 }
@@ -957,9 +961,13 @@ impl Leaf {
                 let Some(leaf) = pool.idle().pop() else {
                     break;
                 };
-                // A leaf that cannot be read any more (removed from
-                // outside) is dropped, and the next one tried.
-                if leaf.begin(&spec.name).is_ok() {
+                // A leaf whose keeper died while it waited was killed
+                // from outside (an administrator's `cgroup.kill` of the
+                // tenant, or a root job's), which poisons it (see
+                // `Leaf::killed`); one that cannot be read any more was
+                // removed from outside. Either is dropped, and the next
+                // one tried.
+                if !leaf.keeper_died() && leaf.begin(&spec.name).is_ok() {
                     return Ok(leaf);
                 }
                 leaf.remove();
@@ -971,7 +979,10 @@ impl Leaf {
                 limits,
                 Some(pool.clone()),
             )?);
-            leaf.keep();
+            if leaf.keep() {
+                // Its keeper's first steps are not the run's CPU.
+                leaf.turn().idle_base = None;
+            }
             match leaf.begin(&spec.name) {
                 Ok(()) => return Ok(leaf),
                 Err(e) => {
@@ -1092,29 +1103,44 @@ impl Leaf {
         self.keeper().as_ref().and_then(|k| k.keeper.keeping())
     }
 
+    /// Whether the keeper, which nobody here killed, is gone (reaped now).
+    fn keeper_died(&self) -> bool {
+        self.keeper()
+            .as_mut()
+            .is_some_and(|k| k.keeper.keeping().is_some() && k.keeper.exited())
+    }
+
     /// Gives a pooled leaf a keeper if it has none keeping it (reaping one
     /// that was killed, once it is gone), within its tenant's share
-    /// ([`Pool::keeper`]). Its directory must be open.
-    fn keep(&self) {
+    /// ([`Pool::keeper`]). Its directory must be open. Returns whether a
+    /// new one was started.
+    fn keep(&self) -> bool {
         let mut keeper = self.keeper();
         if let Some(k) = keeper.as_mut() {
             // One that is gone has just been reaped (a root job can kill
             // it). One that was killed and is not gone yet is reaped on the
             // remover's thread, and the leaf waits without a keeper until
-            // its next run ends: until reaped, the dead keeper is still
-            // listed in `cgroup.procs`, where it would look like a run's
-            // straggler to the next run.
+            // its next run ends, rather than have the next run's end wait
+            // on a keeper that is still leaving it.
             if !k.keeper.exited() {
                 if k.keeper.keeping().is_none() {
                     removals::later(None, keeper.take());
                 }
-                return;
+                return false;
             }
             *keeper = None;
         }
         if let (Some(pool), Some(dir)) = (&self.pool, self.dir_fd().as_ref()) {
             *keeper = pool.keeper(dir.as_fd());
         }
+        keeper.is_some()
+    }
+
+    /// The run's leader died of a SIGKILL the run's supervisor did not send
+    /// through this leaf (the OOM killer, a root job's or an operator's
+    /// `cgroup.kill`): the leaf may have been killed, and is not reused.
+    pub(crate) fn retire(&self) {
+        self.killed.store(true, Ordering::Relaxed);
     }
 
     /// Kills the keeper: from now on `cgroup.events` tells whether the run
@@ -1394,8 +1420,10 @@ impl Leaf {
         let cpu = self.usage(usage);
         let reusable = empty && !self.killed.load(Ordering::Relaxed);
         if let (Some(pool), true, Some(cpu)) = (&self.pool, reusable, cpu) {
-            self.keep();
-            self.turn().idle_base = Some(cpu);
+            // A keeper started now uses a little CPU in the leaf as it
+            // settles: the next run's base is then read when it takes it.
+            let fresh = self.keep();
+            self.turn().idle_base = (!fresh).then_some(cpu);
             self.close();
             match pool.put(self.clone()) {
                 Ok(()) => return,
@@ -1420,13 +1448,19 @@ impl Leaf {
 
 impl Drop for Leaf {
     fn drop(&mut self) {
+        if self.removed.load(Ordering::Relaxed) {
+            return;
+        }
+        // A keeper is ended (and the leaf removed after it) on the
+        // remover's thread, never waited for here: this can be the loop's
+        // thread (a spawn that failed after taking the leaf).
         if let Some(mut kept) = self.keeper().take() {
-            kept.keeper.end();
+            kept.keeper.kill();
+            removals::later(Some(self.dir.clone()), Some(kept));
+            return;
         }
         // Refused while processes are in it: those are left alone.
-        if !self.removed.load(Ordering::Relaxed) {
-            let _ = std::fs::remove_dir(&self.dir);
-        }
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 

@@ -248,10 +248,13 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
     let launch = process::Launch::prepare(&spec)?;
     // Before the child: it is created in the leaf (or places itself there
     // first thing).
-    let leaf = match &spec.cgroup {
+    let mut leaf = match &spec.cgroup {
         Some(place) => Some(cgroup::Leaf::take(place, &spec.limits)?),
         None => None,
     };
+    // Given back (to its pool, where it may wait again) if the spawn fails
+    // from here on, rather than made and removed again at every failure.
+    let mut taken = Taken(leaf.clone());
 
     let io_err = |what: &str, e: io::Error| format!("cannot {what} for the job: {e}");
     let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
@@ -278,14 +281,28 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         None => dev_null().map_err(|e| io_err("open /dev/null", e))?,
     };
 
-    let child = launch.start(
-        process::Stdio {
-            stdin,
-            output: out_write.as_fd(),
-            fd3: spec.pass_fd.as_deref().map(AsFd::as_fd),
-        },
-        leaf.as_deref().map(cgroup::Leaf::fds),
-    )?;
+    let stdio = || process::Stdio {
+        stdin,
+        output: out_write.as_fd(),
+        fd3: spec.pass_fd.as_deref().map(AsFd::as_fd),
+    };
+    let mut child = launch.start(stdio(), leaf.as_deref().map(cgroup::Leaf::fds));
+    // Killed as it was created: its leaf had been killed from outside
+    // while it waited in its pool. The leaf goes, and the run is created
+    // once more in a new one (the child ran nothing of the job's).
+    if let (Err(process::StartError::Unborn), Some(place)) = (&child, &spec.cgroup) {
+        let Some(old) = leaf.take() else {
+            return Err(String::from(process::StartError::Unborn));
+        };
+        taken.0 = None;
+        old.retire();
+        old.finish(&mut Usage::default(), true);
+        let fresh = cgroup::Leaf::take(place, &spec.limits)?;
+        taken.0 = Some(fresh.clone());
+        child = launch.start(stdio(), Some(fresh.fds()));
+        leaf = Some(fresh);
+    }
+    let child = child.map_err(String::from)?;
     // The child has its copies: ours would keep the output pipe from
     // reaching EOF once the job's processes are gone.
     drop(out_write);
@@ -307,6 +324,8 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
             ));
         }
     };
+
+    taken.0 = None;
 
     let stdin_task = stdin_feed.map(|(mut sender, bytes)| {
         tokio::spawn(async move {
@@ -366,6 +385,20 @@ pub fn spawn(spec: RunSpec) -> Result<(Started, RunHandle, Running), String> {
         leaf: live_leaf,
     };
     Ok((started, handle, Box::pin(outcome)))
+}
+
+/// A run's leaf between [`cgroup::Leaf::take`] and its supervision: if the
+/// spawn fails on the way, the leaf (empty: a child that failed a step has
+/// been reaped, one that could not be watched was killed with its leaf)
+/// is finished as a run's would be.
+struct Taken(Option<Arc<cgroup::Leaf>>);
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if let Some(leaf) = self.0.take() {
+            leaf.finish(&mut Usage::default(), true);
+        }
+    }
 }
 
 /// /dev/null for stdin, opened once (close-on-exec, like every descriptor
@@ -518,6 +551,9 @@ async fn supervise(run: Supervised) -> Outcome {
     }
     drop(group);
     if let Some(leaf) = leaf {
+        if status.or(seen) == Some(Termination::Signaled(libc::SIGKILL)) {
+            leaf.retire();
+        }
         // Everything the run ever started, measured whole.
         if leave_group {
             leaf.usage(&mut usage);

@@ -101,6 +101,36 @@ pub(super) struct Stdio<'a> {
     pub(super) fd3: Option<BorrowedFd<'a>>,
 }
 
+/// Why [`Launch::start`] created no job process.
+#[derive(Debug)]
+pub(super) enum StartError {
+    /// The child was killed as it was created, before it ran an
+    /// instruction: on Linux 6.18, by the kernel, in a cgroup that had been
+    /// killed (`cgroup.kill`) from outside, as by an operator's kill of a
+    /// tenant's directory (see `Leaf::killed` in `cgroup.rs`).
+    Unborn,
+    /// Anything else, as a sentence for people.
+    Failed(String),
+}
+
+impl From<String> for StartError {
+    fn from(e: String) -> StartError {
+        StartError::Failed(e)
+    }
+}
+
+impl From<StartError> for String {
+    fn from(e: StartError) -> String {
+        match e {
+            StartError::Unborn => {
+                "the job's process was killed as it was created (its cgroup had been killed from outside)"
+                    .to_string()
+            }
+            StartError::Failed(e) => e,
+        }
+    }
+}
+
 /// A started child: its pid, the pidfd that reports its exit, and the
 /// daemon's own peak resident size once the child had called execve (see
 /// [`super::job_peak_rss`]).
@@ -182,7 +212,7 @@ impl Launch {
         &self,
         stdio: Stdio<'_>,
         cgroup: Option<CgroupFds>,
-    ) -> Result<Child, String> {
+    ) -> Result<Child, StartError> {
         // Sources must not sit on the descriptor numbers they are copied to
         // (a daemon started with 0, 1 or 2 closed gets them for its own
         // files): the child would overwrite one with another.
@@ -276,6 +306,7 @@ impl Launch {
                 .as_ref()
                 .map_or(std::ptr::null(), |l| l as *const libc::rlimit),
             parent: own_pid(),
+            ran: std::sync::atomic::AtomicBool::new(false),
             failed_step: AtomicU8::new(Step::None as u8),
             failed_errno: AtomicI32::new(0),
         };
@@ -295,19 +326,25 @@ impl Launch {
         });
         drop(moved);
         let (pid, pidfd) = pid_and_fd.map_err(|e| self.start_error(e))?;
+        if !args.ran.load(Ordering::Acquire) {
+            // Gone before its first instruction (the clone returns once
+            // the child has exited): ours to reap.
+            reap_blocking(pid);
+            return Err(StartError::Unborn);
+        }
         let failed = Step::from(args.failed_step.load(Ordering::Acquire));
         if failed != Step::None {
             // The child exited (127) after writing its report; it is ours to
             // reap, and exiting takes it no time.
             reap_blocking(pid);
             let errno = io::Error::from_raw_os_error(args.failed_errno.load(Ordering::Acquire));
-            return Err(self.step_error(failed, errno));
+            return Err(self.step_error(failed, errno).into());
         }
         let spawner_peak_rss_kb = own_peak_rss_kb();
         let Some(pid) = Pid::from_raw(pid) else {
             // clone returned a pid, which is positive; nothing to supervise
             // otherwise.
-            return Err(format!("the job started with an unusable pid {pid}"));
+            return Err(format!("the job started with an unusable pid {pid}").into());
         };
         Ok(Child {
             pid,
@@ -690,6 +727,9 @@ struct ChildArgs {
     /// The daemon's pid, to notice a daemon that died before the
     /// parent-death signal was armed.
     parent: libc::pid_t,
+    /// Set by the child as its first act: a child that exits without it
+    /// never ran (killed as it was created: see [`StartError::Unborn`]).
+    ran: std::sync::atomic::AtomicBool,
     /// Written by the child before it exits 127; read after the clone.
     failed_step: AtomicU8,
     failed_errno: AtomicI32,
@@ -999,6 +1039,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `ChildArgs` that `clone_child` passed, alive and
     // unchanged while the cloning thread is suspended (CLONE_VFORK).
     let args = unsafe { &*(arg as *const ChildArgs) };
+    args.ran.store(true, Ordering::Release);
     // SAFETY: `args` was prepared for exactly this: valid C strings,
     // null-terminated pointer arrays, open descriptors, a group list of
     // `groups_len` entries.
@@ -1248,11 +1289,24 @@ impl Keeper {
     /// this cannot be done (not x86_64, no `clone3`, a kernel before 5.9,
     /// which lacks `close_range`, or the cgroup refuses a process).
     pub(crate) fn start(dir: BorrowedFd<'_>) -> Option<Keeper> {
+        if KEEPERS_REFUSED.load(Ordering::Relaxed) {
+            return None;
+        }
         let stack = Stack::new().ok()?;
         let blocked = AllSignalsBlocked::new();
-        let pid = clone3::keeper(&stack, dir.as_raw_fd(), own_pid());
+        let cloned = clone3::keeper(&stack, dir.as_raw_fd(), own_pid());
         drop(blocked);
-        let pid = Pid::from_raw(pid?)?;
+        let pid = match cloned? {
+            Ok(pid) => pid,
+            // Out of processes or memory now: maybe not at the next run.
+            Err(libc::EAGAIN | libc::ENOMEM) => return None,
+            // Refused for good (a seccomp filter, a flag this kernel lacks).
+            Err(_) => {
+                KEEPERS_REFUSED.store(true, Ordering::Relaxed);
+                return None;
+            }
+        };
+        let pid = Pid::from_raw(pid)?;
         KEEPERS.fetch_add(1, Ordering::Relaxed);
         let mut keeper = Keeper {
             pid,
@@ -1293,10 +1347,18 @@ impl Keeper {
     }
 
     /// Whether it has exited; reaps it if so (without waiting).
+    /// One that exited of itself (not killed) failed a step this kernel
+    /// refuses (`close_range` before Linux 5.9): no keeper is made again,
+    /// rather than one per run that dies at once.
     pub(crate) fn exited(&mut self) -> bool {
         if !self.reaped {
             let got =
                 rustix::process::waitpid(Some(self.pid), rustix::process::WaitOptions::NOHANG);
+            if let Ok(Some((_, status))) = &got {
+                if status.exit_status().is_some() {
+                    KEEPERS_REFUSED.store(true, Ordering::Relaxed);
+                }
+            }
             self.reaped = !matches!(got, Ok(None));
         }
         self.reaped
@@ -1322,6 +1384,10 @@ impl Drop for Keeper {
         KEEPERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+/// Set once a keeper exited of itself (see [`Keeper::exited`]) or the
+/// kernel refused one for good.
+static KEEPERS_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Keepers started and not dropped.
 static KEEPERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

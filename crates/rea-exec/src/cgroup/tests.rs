@@ -617,6 +617,26 @@ fn keeper_of(dir: &Path) -> i32 {
     pid
 }
 
+/// The one pooled leaf under `tenant` once the others are removed.
+#[track_caller]
+fn waiting_leaf(tenant: &Path) -> std::path::PathBuf {
+    let mut leaves = Vec::new();
+    for _ in 0..200 {
+        leaves = std::fs::read_dir(tenant)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().and_then(super::pool_owner).is_some())
+            .collect();
+        if leaves.len() == 1 {
+            return leaves.remove(0);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("not one waiting leaf: {leaves:?}");
+}
+
 /// Waits until `pid` is no unreaped keeper of ours (gone, or a pid reused
 /// by someone else).
 fn reaped(pid: i32) -> bool {
@@ -649,11 +669,8 @@ async fn a_waiting_leaf_is_kept_by_a_keeper_that_no_run_counts_or_stops() {
         return;
     }
     let pool = scratch.pooled("x").pool.expect("pool");
-    let dir = scratch
-        .tree
-        .root()
-        .join("system")
-        .join(format!("pool.{}.1", std::process::id()));
+    let tenant = scratch.tree.root().join("system");
+    let dir = tenant.join(format!("pool.{}.1", std::process::id()));
     let procs = dir.join("cgroup.procs");
     let procs = procs.display();
     let run = |name: &str, script: &str| {
@@ -732,11 +749,7 @@ async fn a_waiting_leaf_is_kept_by_a_keeper_that_no_run_counts_or_stops() {
     let after = run("after-kill", "echo well").await;
     assert_eq!(after.termination, Termination::Exited(0), "{after:?}");
     assert_eq!(after.output.text, "well\n");
-    let dir = scratch
-        .tree
-        .root()
-        .join("system")
-        .join(format!("pool.{}.2", std::process::id()));
+    let dir = waiting_leaf(&tenant);
     let procs = dir.join("cgroup.procs");
     let procs = procs.display();
     let keeper = keeper_of(&dir);
@@ -750,14 +763,48 @@ async fn a_waiting_leaf_is_kept_by_a_keeper_that_no_run_counts_or_stops() {
         killer.output.text.contains(&format!("killed {keeper}")),
         "{killer:?}"
     );
+    // The dead keeper is reaped by the next run's end at the latest (the
+    // leaf may be retired, as one killed from outside would be).
+    let fifth = run("fifth", "true").await;
+    assert_eq!(fifth.termination, Termination::Exited(0));
     assert!(
         reaped(keeper),
         "the keeper {keeper} a job killed was not reaped"
     );
+    let dir = waiting_leaf(&tenant);
     let keeper = keeper_of(&dir);
-    let fifth = run("fifth", "true").await;
-    assert_eq!(fifth.termination, Termination::Exited(0));
+    let sixth = run("sixth", "true").await;
+    assert_eq!(sixth.termination, Termination::Exited(0));
     assert_eq!(keeper_of(&dir), keeper, "a live keeper stays");
+
+    // Killed from outside: a root job's `cgroup.kill` of its own leaf (the
+    // run ends with SIGKILL), or an operator's while the leaf waits (its
+    // keeper dies, and on this kernel the next process created in it would
+    // be killed at birth). Either poisons the leaf (`Leaf::killed`), which
+    // is then not reused: the next runs are well, in a new leaf.
+    let killed = run(
+        "self-kill",
+        &format!("echo 1 > {}/cgroup.kill; sleep 5", dir.display()),
+    )
+    .await;
+    assert_eq!(killed.termination, Termination::Signaled(9), "{killed:?}");
+    assert_eq!(
+        pool.idle_count(),
+        0,
+        "a leaf killed from inside is not reused"
+    );
+    let after = run("after-self-kill", "echo well").await;
+    assert_eq!(after.output.text, "well\n", "{after:?}");
+    let killed_dir = waiting_leaf(&tenant);
+    assert_ne!(killed_dir, dir);
+    let keeper = keeper_of(&killed_dir);
+    std::fs::write(killed_dir.join("cgroup.kill"), "1").expect("cgroup.kill");
+    let after = run("after-outside-kill", "echo well").await;
+    assert_eq!(after.output.text, "well\n", "{after:?}");
+    assert!(reaped(keeper));
+    let dir = waiting_leaf(&tenant);
+    assert_ne!(dir, killed_dir);
+    let keeper = keeper_of(&dir);
 
     // A stopping daemon ends the keepers and removes the leaves.
     scratch.tree.tidy();

@@ -36,6 +36,9 @@ struct CloneArgs {
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// Resets the child's signal handlers to their defaults (Linux 5.5).
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
+
 impl CloneArgs {
     /// A child with `flags` (and `CLONE_INTO_CGROUP`) in the cgroup whose
     /// directory is open as `cgroup`, on `stack`, SIGCHLD at its exit; its
@@ -100,16 +103,30 @@ pub(super) fn into_cgroup(
 /// but the instructions below (no stack, no thread-local `errno`), since
 /// the daemon goes on using the memory it shares at once. `parent` is the
 /// daemon's pid (a daemon that died before the death signal was set makes
-/// it exit at once). None if this cannot be done here (not x86_64, no
-/// `clone3`); the caller must block every signal on this thread around the
-/// call, so the keeper starts with them blocked.
-pub(super) fn keeper(stack: &Stack, cgroup: RawFd, parent: libc::pid_t) -> Option<libc::pid_t> {
+/// it exit at once). Its signal handlers are reset at the clone
+/// (`CLONE_CLEAR_SIGHAND`), so it holds none of the daemon's. None if this
+/// is not tried here (not x86_64, no `clone3`); `Some(Err(errno))` if the
+/// kernel refused. The caller must block every signal on this thread
+/// around the call, so the keeper starts with them blocked.
+pub(super) fn keeper(
+    stack: &Stack,
+    cgroup: RawFd,
+    parent: libc::pid_t,
+) -> Option<Result<libc::pid_t, libc::c_int>> {
     if UNAVAILABLE.load(Ordering::Relaxed) || cgroup < 0 || forced_off() {
         return None;
     }
-    let clone_args = CloneArgs::into(libc::CLONE_VM as u64, 0, stack, cgroup);
+    let clone_args = CloneArgs::into(
+        libc::CLONE_VM as u64 | CLONE_CLEAR_SIGHAND,
+        0,
+        stack,
+        cgroup,
+    );
     let ret = raw_keeper(&clone_args, parent)?;
-    libc::pid_t::try_from(ret).ok().filter(|pid| *pid > 0)
+    Some(match libc::pid_t::try_from(ret) {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(libc::c_int::try_from(-ret).unwrap_or(libc::EINVAL)),
+    })
 }
 
 /// The keeper's name, as `PR_SET_NAME` reads it (at most 16 bytes).
