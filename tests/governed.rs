@@ -984,5 +984,16 @@ fn a_run_after_one_its_tenant_needed_sigkill_for_starts_as_any_other() {
         assert_eq!(rec["status"], "succeeded", "run {n}: {rec}");
         assert_eq!(rec["output"], "ok\n", "run {n}: {rec}");
     }
+    // An operator kills the tenant's whole cgroup while its leaves wait:
+    // the next runs are still well.
+    if let Some(tenant) = subtree(&env).map(|s| s.join("system")) {
+        fs::write(tenant.join("cgroup.kill"), "1").expect("cgroup.kill");
+        for n in 4..=5 {
+            env.rea(&["trigger", "ok"]).ok();
+            wait_until("the run to end", || env.finals("ok").len() == n);
+            let rec = env.finals("ok").remove(n - 1);
+            assert_eq!(rec["status"], "succeeded", "run {n}: {rec}");
+        }
+    }
     assert_eq!(d.stop(), 0);
 }
