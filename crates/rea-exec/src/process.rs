@@ -1287,7 +1287,11 @@ unsafe impl Sync for Keeper {}
 impl Keeper {
     /// A keeper in the cgroup whose directory is open as `dir`; None where
     /// this cannot be done (not x86_64, no `clone3`, a kernel before 5.9,
-    /// which lacks `close_range`, or the cgroup refuses a process).
+    /// which lacks `close_range`, or the cgroup refuses a process). As for
+    /// [`Launch::start`], the calling thread must outlive it: its
+    /// parent-death signal follows the thread that created it (the daemon
+    /// makes keepers on its one loop thread, where leaves are taken and
+    /// runs finish).
     pub(crate) fn start(dir: BorrowedFd<'_>) -> Option<Keeper> {
         if KEEPERS_REFUSED.load(Ordering::Relaxed) {
             return None;
