@@ -3,7 +3,7 @@
 -- probe of the job's runs per job (a lateral join walking `runs_job` past
 -- the runs that did not run: started, skipped, missed...), which grows
 -- with those runs. Measured at 10,000 jobs and 1,000,000 runs (BENCHMARKS.md,
--- stop 32): `rea status` p50 296 ms before, 214 ms with this table.
+-- stop 32): `rea status` p50 220 ms before, 135 ms with this table.
 -- Kept by triggers on rea.runs, so no statement of the nodes changes and
 -- older binaries keep it too. A row per name in rea.runs' `job` column
 -- that has a run that ran (one-shots' ids among them: the probe it
