@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rea_core::claim::{ClaimMode, ClaimOutcome, ClaimRequest, Grant};
 use rea_core::job::Overlap;
-use rea_core::record::{Event as Line, Record, Trigger};
+use rea_core::record::{Event as Line, Record, RunStatus, Trigger};
 use rea_pg::{ClusterNode, JobDef, Node, NodeEvent, Reader, Settings};
 use rea_store::claims::{ClaimAnswer, OccurrenceClaims};
 use rea_store::conformance::{run_store, Fresh};
@@ -235,4 +235,164 @@ fn cluster_database_history_conforms_to_the_kit() {
             keep: Box::new(()),
         }
     });
+}
+
+/// The statuses of a run that ran, from rea-core (not rea-pg's list: the
+/// oracle below must not share what it checks), as an SQL list.
+fn ran_sql() -> String {
+    RunStatus::FINAL
+        .iter()
+        .filter(|s| **s != RunStatus::Skipped)
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Each job of `cluster` as `job=run id` (`-`: no last run), three ways:
+/// the probe `rea status` ran before migration 9 (the job's runs that ran,
+/// the largest id), what `rea.last_runs` holds, and what `rea status`
+/// shows now. Panics unless all three agree; returns the first.
+fn last_runs(psql: &dyn Fn(&str) -> String, reader: &Reader, cluster: &str) -> Vec<String> {
+    let ran = ran_sql();
+    let lines = |s: String| -> Vec<String> { s.lines().map(str::to_string).collect() };
+    let probed = lines(psql(&format!(
+        "select j.job || '=' || coalesce(r.id::text, '-') from rea.jobs j
+         left join lateral (select x.id from rea.runs x where x.cluster = j.cluster and x.job = j.job
+              and x.status in ({ran}) order by x.id desc limit 1) r on true
+         where j.cluster = '{cluster}' order by j.job"
+    )));
+    let table = lines(psql(&format!(
+        "select j.job || '=' || coalesce(l.run_id::text, '-') from rea.jobs j
+         left join rea.last_runs l on l.cluster = j.cluster and l.job = j.job
+         where j.cluster = '{cluster}' order by j.job"
+    )));
+    let shown: Vec<String> = reader
+        .status(None)
+        .expect("rea status")
+        .jobs
+        .iter()
+        .map(|j| {
+            let id = j.last.as_ref().and_then(|r| r.cluster_run);
+            format!("{}={}", j.job, id.map_or("-".into(), |i| i.to_string()))
+        })
+        .collect();
+    assert_eq!(table, probed, "rea.last_runs is not each job's last run");
+    assert_eq!(shown, probed, "rea status shows another last run");
+    probed
+}
+
+/// `rea.last_runs` (migration 9, what `rea status` reads) follows every
+/// change to the runs: runs inserted and ended, a status changed to one
+/// that did not run (an operator's), runs deleted (a trim of the
+/// history), each checked against the per-job probe it replaced.
+#[test]
+fn each_jobs_last_run_follows_the_runs() {
+    let Some(server) = pg::shared("each_jobs_last_run_follows_the_runs") else {
+        return;
+    };
+    let c = "last-runs";
+    let settings = Settings {
+        url: server.url.clone(),
+        cluster: c.into(),
+        node: "kit".into(),
+        host_id: "kit".into(),
+        lease: Duration::from_secs(10),
+        heartbeat: Duration::from_secs(1),
+        grace: Duration::from_secs(1),
+    };
+    let _writer = NodeWriter::start(settings.clone());
+    let reader = Reader::connect(&settings).expect("reader");
+    let psql = |sql: &str| server.psql(sql);
+    // A run of `job` with `status`; its id.
+    let run = |job: &str, status: &str| -> String {
+        psql(&format!(
+            "insert into rea.runs (cluster, job, trigger, status) values ('{c}', '{job}', 'manual', '{status}') returning id"
+        ))
+    };
+    let a1 = run("a", "succeeded");
+    run("a", "skipped");
+    let a3 = run("a", "started");
+    let b1 = run("b", "failed");
+    run("c", "skipped");
+    run("c", "missed");
+    let want = |a: &str, b: &str| {
+        vec![
+            format!("a={a}"),
+            "a\"b=-".into(),
+            format!("b={b}"),
+            "c=-".into(),
+        ]
+    };
+    assert_eq!(last_runs(&psql, &reader, c), want(&a1, &b1));
+    // Ended: the started run is the last now.
+    psql(&format!(
+        "update rea.runs set status = 'killed', ended_at = clock_timestamp() where id = {a3}"
+    ));
+    let b2 = run("b", "oom_killed");
+    run("b", "started");
+    assert_eq!(last_runs(&psql, &reader, c), want(&a3, &b2));
+    // Its status changed to one that did not run: the one before it.
+    psql(&format!(
+        "update rea.runs set status = 'cancelled' where id = {a3}"
+    ));
+    assert_eq!(last_runs(&psql, &reader, c), want(&a1, &b2));
+    // Deleted: the one before it, or none (the table's row goes too).
+    psql(&format!("delete from rea.runs where id in ({a1}, {b2})"));
+    assert_eq!(last_runs(&psql, &reader, c), want("-", &b1));
+    assert_eq!(
+        psql(&format!(
+            "select count(*) from rea.last_runs where cluster = '{c}' and job = 'a'"
+        )),
+        "0"
+    );
+}
+
+/// A database of schema version 8 with runs in it gets each job's last
+/// run filled by migration 9 (a private server: the migration is undone
+/// and applied again, which no other test may see).
+#[test]
+fn migration_9_fills_each_jobs_last_run() {
+    let Some(server) = pg::Pg::start("migration_9_fills_each_jobs_last_run") else {
+        return;
+    };
+    let c = "last-runs-fill";
+    let settings = Settings {
+        url: server.url(),
+        cluster: c.into(),
+        node: "kit".into(),
+        host_id: "kit".into(),
+        lease: Duration::from_secs(10),
+        heartbeat: Duration::from_secs(1),
+        grace: Duration::from_secs(1),
+    };
+    drop(NodeWriter::start(settings.clone()));
+    // Back to version 8: what migration 9 made, gone.
+    server.psql(
+        "drop trigger last_runs_ran on rea.runs; drop trigger last_runs_unran on rea.runs;
+         drop trigger last_runs_gone on rea.runs; drop trigger last_runs_truncated on rea.runs;
+         drop table rea.last_runs; delete from rea.schema_version where version >= 9",
+    );
+    let psql = |sql: &str| server.psql(sql);
+    let run = |job: &str, status: &str| -> String {
+        psql(&format!(
+            "insert into rea.runs (cluster, job, trigger, status) values ('{c}', '{job}', 'manual', '{status}') returning id"
+        ))
+    };
+    let a = run("a", "interrupted");
+    run("a", "started");
+    let b = run("b", "timed_out");
+    run("b", "skipped");
+    run("c", "queued");
+    // The next node's start applies migration 9 again.
+    let _writer = NodeWriter::start(settings.clone());
+    let reader = Reader::connect(&settings).expect("reader");
+    assert_eq!(
+        last_runs(&psql, &reader, c),
+        vec![
+            format!("a={a}"),
+            "a\"b=-".into(),
+            format!("b={b}"),
+            "c=-".into()
+        ]
+    );
 }

@@ -108,7 +108,9 @@ pub(crate) const RUN_COLUMNS: &str =
 /// The final statuses of a run that ran (`RunStatus::FINAL`, skipped
 /// aside), as an SQL list: a job's last run, the ends peers tell. One
 /// list, so a status added to rea-core cannot be left out of one query
-/// (the peers' ends once lacked `oom_killed`); tested against rea-core.
+/// (the peers' ends once lacked `oom_killed`); tested against rea-core,
+/// and the database's `rea.ran()` (what keeps `rea.last_runs`) against it
+/// (`migrate.rs`).
 pub(crate) const RAN_SQL: &str =
     "'succeeded', 'failed', 'timed_out', 'killed', 'interrupted', 'oom_killed'";
 
@@ -146,7 +148,10 @@ impl Reader {
             })
     }
 
-    /// Nodes, jobs, drift.
+    /// Nodes, jobs, drift. Each job's last run is read from
+    /// `rea.last_runs` (migration 9, kept by triggers on `rea.runs`): a
+    /// probe of each job's runs took 0.3 s at 10,000 jobs and a million
+    /// runs. A recorded run that is gone, or did not run, reads as none.
     pub fn status(&self, only: Option<&str>) -> Result<ClusterStatus, String> {
         let c = &self.cluster;
         let now: DateTime<Utc> = self.rows("select clock_timestamp()", &[])?[0].get(0);
@@ -212,9 +217,8 @@ impl Reader {
                           and n.lease_until > clock_timestamp()),
                     {RUN_COLUMNS}
              from rea.jobs j
-             left join lateral (select * from rea.runs x where x.cluster = j.cluster and x.job = j.job
-                  and x.status in ({RAN_SQL})
-                  order by x.id desc limit 1) r on true
+             left join rea.last_runs l on l.cluster = j.cluster and l.job = j.job
+             left join rea.runs r on r.id = l.run_id and r.status in ({RAN_SQL})
              left join rea.run_output o on o.run_id = r.id
              where j.cluster = $1 and ($2::text is null or j.job = $2)
              order by j.job"
