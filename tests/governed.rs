@@ -133,7 +133,8 @@ fn escapees_die_with_the_run_at_its_timeout() {
     }
     for (case, _) in &cases {
         wait_until(&format!("{case} to end"), || !env.finals(case).is_empty());
-        assert_eq!(env.finals(case)[0]["status"], "timed_out", "{case}");
+        let rec = &env.finals(case)[0];
+        assert_eq!(rec["status"], "timed_out", "{case}: {rec}");
         assert_all_gone(&env, case, "timeout");
     }
     assert_eq!(d.stop(), 0);
