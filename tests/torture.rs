@@ -1177,6 +1177,7 @@ fn the_cluster_url_never_reaches_a_runs_environment() {
     env.wait_until("the run", || !env.finals("printenv").is_empty());
     let rec = &env.finals("printenv")[0];
     assert_eq!(rec["output"].as_str().map(str::trim), Some("0"), "{rec}");
-    env.wait_until("the hook", || env.path("hook.out").exists());
+    // The shell makes the file (`>>`) a moment before it writes the line.
+    env.wait_until("the hook", || env.read("hook.out").ends_with('\n'));
     assert_eq!(env.read("hook.out").trim(), "clean");
 }
